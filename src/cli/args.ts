@@ -1,0 +1,64 @@
+// Flag parsing shared by the commands: node's parseArgs plus number checks that name the flag.
+import { parseArgs, type ParseArgsConfig } from "node:util";
+import type { ServeFlags } from "../config/load.js";
+
+export class UsageError extends Error {}
+
+export const SERVE_OPTIONS = {
+  config: { type: "string", short: "c" },
+  host: { type: "string" },
+  port: { type: "string", short: "p" },
+  name: { type: "string" },
+  backend: { type: "string" },
+  threads: { type: "string" },
+  "max-batch-rows": { type: "string" },
+  "max-body-bytes": { type: "string" },
+  sha256: { type: "string" },
+  golden: { type: "string" },
+  "api-key": { type: "string", multiple: true },
+  "log-level": { type: "string" },
+  "log-format": { type: "string" },
+  "drain-timeout-ms": { type: "string" },
+  help: { type: "boolean", short: "h" },
+} as const satisfies ParseArgsConfig["options"];
+
+export function parse<O extends NonNullable<ParseArgsConfig["options"]>>(
+  args: string[],
+  options: O,
+): ReturnType<typeof parseArgs<{ args: string[]; options: O; allowPositionals: true; strict: true }>> {
+  try {
+    return parseArgs({ args, options, allowPositionals: true, strict: true });
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}
+
+function int(flag: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!Number.isInteger(n)) throw new UsageError(`--${flag} must be an integer, got '${value}'`);
+  return n;
+}
+
+type ServeValues = ReturnType<typeof parse<typeof SERVE_OPTIONS>>["values"];
+
+/** The flags that shape the config, from parsed serve/check options. */
+export function serveFlags(v: ServeValues): ServeFlags {
+  const flags: ServeFlags = {};
+  const set = <K extends keyof ServeFlags>(k: K, value: ServeFlags[K] | undefined) => {
+    if (value !== undefined) flags[k] = value;
+  };
+  set("host", v.host);
+  set("port", int("port", v.port));
+  set("name", v.name);
+  set("backend", v.backend);
+  set("threads", int("threads", v.threads));
+  set("maxBatchRows", int("max-batch-rows", v["max-batch-rows"]));
+  set("maxBodyBytes", int("max-body-bytes", v["max-body-bytes"]));
+  set("sha256", v.sha256);
+  set("golden", v.golden);
+  set("apiKeys", v["api-key"]);
+  set("logLevel", v["log-level"]);
+  set("drainTimeoutMs", int("drain-timeout-ms", v["drain-timeout-ms"]));
+  return flags;
+}

@@ -1,0 +1,55 @@
+// The modelport command line: one file per command; this one only dispatches.
+import { VERSION } from "../version.js";
+import { UsageError } from "./args.js";
+import { CHECK_HELP, check } from "./check.js";
+import { GOLDEN_HELP, golden } from "./golden.js";
+import { SERVE_HELP, serve } from "./serve.js";
+
+const HELP = `modelport ${VERSION}: serve ONNX models and TypeScript handlers over HTTP.
+
+Usage: modelport <command> [options]
+
+Commands:
+  serve [MODEL] [-c FILE]   serve models (modelport serve model.onnx, modelport serve -c modelport.yaml)
+  check [MODEL] [-c FILE]   verify sha256, load and golden check without serving; exit 1 on failure
+  golden record MODEL ...   write a golden file from given inputs
+  version                   print the version
+
+Run 'modelport <command> --help' for a command's options. Docs: docs/ in the repository.
+`;
+
+/** Runs the CLI; resolves to the exit code (serve resolves only when the process stops). */
+export async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  try {
+    switch (command) {
+      case "serve":
+        return await serve(rest);
+      case "check":
+        return await check(rest);
+      case "golden":
+        return await golden(rest);
+      case "version":
+      case "--version":
+      case "-v":
+        process.stdout.write(`${VERSION}\n`);
+        return 0;
+      case undefined:
+      case "help":
+      case "--help":
+      case "-h":
+        process.stdout.write(HELP);
+        return command === undefined ? 2 : 0;
+      default:
+        throw new UsageError(`unknown command '${command}'`);
+    }
+  } catch (err) {
+    if (err instanceof UsageError) {
+      process.stderr.write(`modelport: ${err.message}\nRun 'modelport --help'.\n`);
+      return 2;
+    }
+    throw err;
+  }
+}
+
+export { CHECK_HELP, GOLDEN_HELP, SERVE_HELP };

@@ -1,0 +1,83 @@
+// `modelport serve`: listen at once (so /livez answers and /readyz says "loading"), load and
+// golden-check the models, and drain gracefully on SIGTERM or SIGINT.
+import { ConfigError, loadConfig } from "../config/load.js";
+import { buildApp } from "../server/app.js";
+import { parse, SERVE_OPTIONS, serveFlags, UsageError } from "./args.js";
+import { createLogger } from "./logger.js";
+
+export const SERVE_HELP = `Usage: modelport serve [MODEL] [options]
+
+Serve one model file (MODEL: .onnx, or a .ts/.js custom handler) or several (-c FILE).
+A model served from a file is named after the file's base name unless --name is given.
+Beside MODEL, NAME.manifest.json (sha256) and NAME.golden.json are used when present.
+
+Options:
+  -c, --config FILE        YAML config with server, limits and models (docs/Config.md)
+      --host HOST          address to listen on (default 127.0.0.1)
+  -p, --port PORT          port to listen on (default 8080; 0 picks a free one)
+      --name NAME          model name (single model)
+      --backend NAME       onnx | custom (default: from the file extension)
+      --threads N          intra-op threads for the model (default 1)
+      --sha256 HEX         expected sha256 of the model file (single model)
+      --golden FILE        golden file (single model)
+      --max-batch-rows N   most rows per request (default 1024)
+      --max-body-bytes N   largest request body (default 10485760)
+      --api-key KEY        require Authorization: Bearer KEY (repeatable; also MODELPORT_API_KEYS)
+      --log-level LEVEL    fatal|error|warn|info|debug|trace|silent (default info)
+      --log-format FORMAT  auto|json|pretty (default auto: pretty on a terminal)
+      --drain-timeout-ms N how long SIGTERM waits for in-flight requests (default 10000)
+  -h, --help               show this help
+`;
+
+export async function serve(args: string[]): Promise<number> {
+  const { values, positionals } = parse(args, SERVE_OPTIONS);
+  if (values.help) {
+    process.stdout.write(SERVE_HELP);
+    return 0;
+  }
+  if (positionals.length > 1) throw new UsageError("serve takes one model path; use -c for several models");
+  let config: ReturnType<typeof loadConfig>;
+  try {
+    config = loadConfig({ file: values.config, modelPath: positionals[0], flags: serveFlags(values) });
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`modelport: ${err.code}: ${err.message}\nSee docs/Config.md.\n`);
+      return 2;
+    }
+    throw err;
+  }
+  const format = (values["log-format"] ?? "auto") as "auto" | "json" | "pretty";
+  const logger = createLogger(config.server.logLevel, format);
+  const server = buildApp(config, { logger });
+
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) {
+      logger.warn(`${signal} again: exiting without draining`);
+      process.exit(1);
+    }
+    stopping = true;
+    logger.info({ signal, inFlight: server.inFlight() }, "shutting down: draining in-flight requests");
+    server.close().then(
+      () => {
+        logger.info("stopped cleanly");
+        logger.flush?.();
+        process.exit(0);
+      },
+      (err) => {
+        logger.error({ err }, "error while shutting down");
+        process.exit(1);
+      },
+    );
+  };
+  process.on("SIGTERM", () => stop("SIGTERM"));
+  process.on("SIGINT", () => stop("SIGINT"));
+
+  const address = await server.app.listen({ host: config.server.host, port: config.server.port });
+  logger.info({ address, models: config.models.map((m) => m.name) }, `modelport listening on ${address}`);
+  await server.loadModels();
+  const readiness = server.registry.readiness();
+  if (readiness.ready) logger.info(`ready: ${config.models.length} model(s) loaded and golden-checked; docs at ${address}/docs`);
+  else logger.error({ reasons: readiness.reasons }, "NOT READY: /readyz answers 503 until this is fixed");
+  return new Promise<number>(() => {}); // runs until a signal
+}

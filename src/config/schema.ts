@@ -1,0 +1,99 @@
+// The one configuration schema: server settings, default limits and the models to serve.
+// Parsed once at start-up (config/load.ts), then frozen.
+import { z } from "zod";
+
+const positiveInt = z.number().int().positive();
+
+export const limitsSchema = z
+  .object({
+    /** Largest request body accepted, in bytes. */
+    maxBodyBytes: positiveInt.default(10 * 1024 * 1024),
+    /** Most rows (dim 0) one request may carry. */
+    maxBatchRows: positiveInt.default(1024),
+  })
+  .strict();
+
+export const modelSchema = z
+  .object({
+    name: z
+      .string()
+      .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, "use letters, digits, '.', '_' or '-' (max 128), starting with a letter or digit"),
+    backend: z.enum(["onnx", "custom"]).default("onnx"),
+    path: z.string().min(1),
+    version: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, "use letters, digits, '.', '_' or '-'").default("1"),
+    sha256: z
+      .string()
+      .regex(/^[0-9a-fA-F]{64}$/, "expected 64 hexadecimal characters")
+      .transform((s) => s.toLowerCase())
+      .optional(),
+    /** Golden file; by default `<model base>.golden.json` beside the model when it exists. */
+    golden: z.string().min(1).optional(),
+    /** Default tolerance for golden outputs; the golden file's own tolerance wins. */
+    tolerance: z.number().nonnegative().default(1e-5),
+    threads: positiveInt.max(256).default(1),
+    /** Per-model overrides; the body size limit is server-wide (top-level limits). */
+    limits: z.object({ maxBatchRows: positiveInt }).partial().strict().optional(),
+    options: z.record(z.string(), z.unknown()).default({}),
+    description: z.string().optional(),
+  })
+  .strict();
+
+export const serverSchema = z
+  .object({
+    host: z.string().min(1).default("127.0.0.1"),
+    port: z.number().int().min(0).max(65535).default(8080),
+    /** Bearer tokens accepted on every route but the probes; empty means no auth. */
+    apiKeys: z.array(z.string().min(8, "API keys must be at least 8 characters")).default([]),
+    /** Longest wait for in-flight requests on SIGTERM before closing anyway. */
+    drainTimeoutMs: z.number().int().nonnegative().default(10_000),
+    logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+    /** Log one line per request (at info). Off saves a few microseconds per request. */
+    requestLogging: z.boolean().default(true),
+  })
+  .strict();
+
+export const configSchema = z
+  .object({
+    server: serverSchema.default(serverSchema.parse({})),
+    limits: limitsSchema.default(limitsSchema.parse({})),
+    models: z.array(modelSchema).min(1, "serve at least one model"),
+  })
+  .strict();
+
+export type ConfigInput = z.input<typeof configSchema>;
+export type ModelConfigInput = z.input<typeof modelSchema>;
+
+export interface ModelConfig {
+  readonly name: string;
+  readonly backend: "onnx" | "custom";
+  /** Absolute path. */
+  readonly path: string;
+  readonly version: string;
+  readonly sha256?: string;
+  /** Where the expected sha256 came from (config key or manifest file), for error messages. */
+  readonly sha256Source?: string;
+  /** Absolute path of the golden file, when there is one. */
+  readonly golden?: string;
+  readonly tolerance: number;
+  readonly threads: number;
+  readonly limits: Readonly<z.output<typeof limitsSchema>>;
+  readonly options: Readonly<Record<string, unknown>>;
+  readonly description?: string;
+}
+
+export interface ServerConfig {
+  readonly host: string;
+  readonly port: number;
+  readonly apiKeys: readonly string[];
+  readonly drainTimeoutMs: number;
+  readonly logLevel: z.output<typeof serverSchema>["logLevel"];
+  readonly requestLogging: boolean;
+}
+
+export interface Config {
+  readonly server: ServerConfig;
+  readonly limits: Readonly<z.output<typeof limitsSchema>>;
+  readonly models: readonly ModelConfig[];
+  /** The file the config came from, if any. */
+  readonly source?: string;
+}

@@ -1,0 +1,180 @@
+// Every error modelport can answer with: one table of MP_ERR_* codes, each with an HTTP
+// status, whether a retry can help, and a hint that tells the user what to do. docs/Errors.md
+// is kept in step with this table by a test.
+
+export interface ErrorSpec {
+  status: number;
+  retryable: boolean;
+  /** What the code means, for docs/Errors.md. */
+  summary: string;
+}
+
+export const ERRORS = {
+  // Request shape and content
+  MP_ERR_REQUEST_MALFORMED_JSON: { status: 400, retryable: false, summary: "The body is not valid JSON." },
+  MP_ERR_REQUEST_UNSUPPORTED_MEDIA_TYPE: {
+    status: 415,
+    retryable: false,
+    summary: "The Content-Type is not one the route accepts (application/json).",
+  },
+  MP_ERR_REQUEST_BODY_TOO_LARGE: {
+    status: 413,
+    retryable: false,
+    summary: "The body is larger than the configured limit (limits.maxBodyBytes).",
+  },
+  MP_ERR_REQUEST_INVALID: {
+    status: 400,
+    retryable: false,
+    summary: "The body does not have the documented shape (for example neither `rows` nor `inputs`).",
+  },
+  MP_ERR_INPUT_MISSING: { status: 400, retryable: false, summary: "A required model input is absent." },
+  MP_ERR_INPUT_UNKNOWN: { status: 400, retryable: false, summary: "An input the model does not declare was sent." },
+  MP_ERR_INPUT_SHAPE: {
+    status: 400,
+    retryable: false,
+    summary: "An input's shape does not match the model's declared shape, or its data does not fill the shape.",
+  },
+  MP_ERR_INPUT_DATATYPE: {
+    status: 400,
+    retryable: false,
+    summary: "An input's datatype or element type does not match the model's.",
+  },
+  MP_ERR_INPUT_NOT_FINITE: {
+    status: 400,
+    retryable: false,
+    summary: "A floating-point input holds NaN or Infinity (JSON cannot carry them; strings like \"NaN\" are refused).",
+  },
+  MP_ERR_INPUT_OUT_OF_RANGE: {
+    status: 400,
+    retryable: false,
+    summary: "An integer input holds a value outside its datatype's range, or a non-integer.",
+  },
+  MP_ERR_INPUT_EMPTY_BATCH: { status: 400, retryable: false, summary: "The request holds zero rows." },
+  MP_ERR_INPUT_TOO_MANY_ROWS: {
+    status: 413,
+    retryable: false,
+    summary: "The request holds more rows than the model's limit (limits.maxBatchRows).",
+  },
+  MP_ERR_INPUT_BATCH_MISMATCH: {
+    status: 400,
+    retryable: false,
+    summary: "Inputs disagree on the number of rows (dim 0).",
+  },
+  MP_ERR_DATATYPE_UNSUPPORTED: {
+    status: 400,
+    retryable: false,
+    summary: "A datatype modelport cannot carry on this route yet (for example BYTES for an ONNX model).",
+  },
+  MP_ERR_OUTPUT_UNKNOWN: {
+    status: 400,
+    retryable: false,
+    summary: "An output requested in `outputs` is not one the model produces.",
+  },
+  // Routing and models
+  MP_ERR_ROUTE_NOT_FOUND: { status: 404, retryable: false, summary: "No route matches the method and path." },
+  MP_ERR_MODEL_NOT_FOUND: { status: 404, retryable: false, summary: "No model is served under that name." },
+  MP_ERR_MODEL_VERSION_NOT_FOUND: {
+    status: 404,
+    retryable: false,
+    summary: "The model is served, but not at that version.",
+  },
+  MP_ERR_MODEL_NOT_READY: {
+    status: 503,
+    retryable: true,
+    summary: "The model is loading, or failed its integrity or golden check; /readyz says why.",
+  },
+  MP_ERR_MODEL_LOAD_FAILED: {
+    status: 503,
+    retryable: false,
+    summary: "The model could not be loaded (file missing, unreadable, or rejected by the backend).",
+  },
+  MP_ERR_MODEL_CHECKSUM_MISMATCH: {
+    status: 503,
+    retryable: false,
+    summary: "The model file's sha256 differs from the one in config or manifest: the file is not the one expected.",
+  },
+  MP_ERR_MODEL_GOLDEN_MISMATCH: {
+    status: 503,
+    retryable: false,
+    summary: "The model loaded but its golden example scored outside tolerance.",
+  },
+  MP_ERR_INFERENCE_FAILED: {
+    status: 422,
+    retryable: false,
+    summary: "The backend rejected these inputs at run time (for example a dim the graph cannot take).",
+  },
+  MP_ERR_HANDLER_FAILED: {
+    status: 500,
+    retryable: false,
+    summary: "A custom handler threw; the message is the handler's own.",
+  },
+  MP_ERR_RUNNER_CRASHED: {
+    status: 503,
+    retryable: true,
+    summary: "The runner that owns the model stopped while the request was in flight; it restarts by itself.",
+  },
+  // Server state and access
+  MP_ERR_SHUTTING_DOWN: {
+    status: 503,
+    retryable: true,
+    summary: "The server is draining for shutdown; retry on another instance.",
+  },
+  MP_ERR_AUTH_REQUIRED: {
+    status: 401,
+    retryable: false,
+    summary: "An API key is required: send `Authorization: Bearer <key>`.",
+  },
+  MP_ERR_AUTH_INVALID: { status: 401, retryable: false, summary: "The API key is not one of the configured keys." },
+  MP_ERR_INTERNAL: {
+    status: 500,
+    retryable: true,
+    summary: "An unexpected failure inside modelport; the log line with the request id has the details.",
+  },
+  // Configuration (reported at start-up, not over HTTP)
+  MP_ERR_CONFIG_INVALID: {
+    status: 500,
+    retryable: false,
+    summary: "The configuration has errors; each is listed with its file and key.",
+  },
+} as const satisfies Record<string, ErrorSpec>;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+/** The error every modelport path throws: a table code plus a message that says what to do. */
+export class ModelportError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly retryable: boolean;
+  readonly details?: Record<string, unknown>;
+
+  constructor(code: ErrorCode, message: string, details?: Record<string, unknown>) {
+    super(message);
+    this.name = "ModelportError";
+    this.code = code;
+    this.status = ERRORS[code].status;
+    this.retryable = ERRORS[code].retryable;
+    if (details) this.details = details;
+  }
+
+  /** The wire form used by the native routes. */
+  toJSON(): { error: { code: ErrorCode; message: string; retryable: boolean; details?: Record<string, unknown> } } {
+    return {
+      error: {
+        code: this.code,
+        message: this.message,
+        retryable: this.retryable,
+        ...(this.details ? { details: this.details } : {}),
+      },
+    };
+  }
+}
+
+export function isModelportError(err: unknown): err is ModelportError {
+  return err instanceof ModelportError;
+}
+
+/** Rebuilds a ModelportError that crossed a thread or process boundary as plain data. */
+export function reviveError(data: { code?: string; message?: string; details?: Record<string, unknown> }): ModelportError {
+  const code = (data.code && data.code in ERRORS ? data.code : "MP_ERR_INTERNAL") as ErrorCode;
+  return new ModelportError(code, data.message ?? "unknown error", data.details);
+}

@@ -1,0 +1,50 @@
+// Every Prometheus metric modelport exports, defined in one place, on a registry per app so
+// that two servers in one process (tests) never share counters.
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+
+const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+export class Metrics {
+  readonly registry = new Registry();
+
+  readonly requests = new Counter({
+    name: "modelport_requests_total",
+    help: "HTTP requests answered, by model (empty when none), route and status code.",
+    labelNames: ["model", "route", "status"] as const,
+    registers: [this.registry],
+  });
+
+  readonly requestDuration = new Histogram({
+    name: "modelport_request_duration_seconds",
+    help: "Time from request received to response sent, by route.",
+    labelNames: ["route"] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+
+  readonly inferenceDuration = new Histogram({
+    name: "modelport_inference_duration_seconds",
+    help: "Time a model's runner took to score one call, including the hop to its thread.",
+    labelNames: ["model"] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+
+  readonly modelLoadSeconds = new Gauge({
+    name: "modelport_model_load_seconds",
+    help: "How long the model took to load at start-up.",
+    labelNames: ["model"] as const,
+    registers: [this.registry],
+  });
+
+  readonly modelReady = new Gauge({
+    name: "modelport_model_ready",
+    help: "1 when the model is loaded and passed its golden check, else 0.",
+    labelNames: ["model"] as const,
+    registers: [this.registry],
+  });
+
+  constructor(options: { processMetrics?: boolean } = {}) {
+    if (options.processMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: "modelport_" });
+  }
+}

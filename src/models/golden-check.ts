@@ -1,0 +1,91 @@
+// Compares a model's outputs for its golden inputs with the expected outputs, and explains
+// the first differences in words a person can act on.
+import { readFile } from "node:fs/promises";
+import { ModelportError } from "../errors.js";
+import type { GoldenFile, GoldenTensor } from "../golden.js";
+import { type Tensor, type TensorMap, toJsonArray } from "../tensor.js";
+import { decodeTensor } from "../server/decode.js";
+import type { ModelSignature } from "../tensor.js";
+
+export interface GoldenDiff {
+  output: string;
+  problem: string;
+}
+
+/** Reads and shape-checks a golden file. @throws ModelportError MP_ERR_MODEL_GOLDEN_MISMATCH when unreadable. */
+export async function readGolden(path: string): Promise<GoldenFile> {
+  let golden: GoldenFile;
+  try {
+    golden = JSON.parse(await readFile(path, "utf8")) as GoldenFile;
+  } catch (err) {
+    throw new ModelportError("MP_ERR_MODEL_GOLDEN_MISMATCH", `cannot read golden file ${path}: ${(err as Error).message}`);
+  }
+  if (!golden || typeof golden.inputs !== "object" || typeof golden.outputs !== "object") {
+    throw new ModelportError("MP_ERR_MODEL_GOLDEN_MISMATCH", `golden file ${path} needs "inputs" and "outputs" objects`);
+  }
+  return golden;
+}
+
+/** Golden inputs as tensors, validated against the model's signature like any request. */
+export function goldenInputs(golden: GoldenFile, signature: ModelSignature): TensorMap {
+  const out: TensorMap = {};
+  for (const spec of signature.inputs) {
+    const g = golden.inputs[spec.name];
+    if (!g) {
+      throw new ModelportError("MP_ERR_MODEL_GOLDEN_MISMATCH", `the golden file has no input '${spec.name}' the model needs`);
+    }
+    out[spec.name] = decodeTensor(spec, g.data, g.shape, g.datatype);
+  }
+  return out;
+}
+
+function toleranceFor(golden: GoldenFile, output: string, fallback: number): number {
+  const t = golden.tolerance;
+  if (typeof t === "number") return t;
+  if (t && typeof t[output] === "number") return t[output];
+  return fallback;
+}
+
+function compareOne(name: string, expected: GoldenTensor, actual: Tensor | undefined, tol: number): GoldenDiff[] {
+  if (!actual) return [{ output: name, problem: "the model did not produce this output" }];
+  if (expected.shape.join(",") !== actual.shape.join(",")) {
+    return [{ output: name, problem: `shape [${actual.shape}] but golden expects [${expected.shape}]` }];
+  }
+  const got = toJsonArray(actual);
+  const diffs: GoldenDiff[] = [];
+  let worst = { index: -1, delta: 0 };
+  let count = 0;
+  for (let i = 0; i < expected.data.length; i++) {
+    const e = expected.data[i];
+    const a = got[i];
+    if (typeof e === "number" && typeof a === "number") {
+      const delta = Math.abs(a - e);
+      if (!(delta <= tol * Math.max(1, Math.abs(e)))) {
+        count++;
+        if (!(delta <= worst.delta)) worst = { index: i, delta };
+      }
+    } else if (e !== a) {
+      count++;
+      if (worst.index < 0) worst = { index: i, delta: Number.NaN };
+    }
+  }
+  if (count > 0) {
+    const i = worst.index;
+    diffs.push({
+      output: name,
+      problem:
+        `${count} of ${expected.data.length} values differ beyond tolerance ${tol}; ` +
+        `worst at flat index ${i}: got ${String(got[i])}, expected ${String(expected.data[i])}`,
+    });
+  }
+  return diffs;
+}
+
+/** Every output that differs from the golden file; empty when the model matches. */
+export function compareGolden(golden: GoldenFile, outputs: TensorMap, defaultTolerance: number): GoldenDiff[] {
+  const diffs: GoldenDiff[] = [];
+  for (const [name, expected] of Object.entries(golden.outputs)) {
+    diffs.push(...compareOne(name, expected, outputs[name], toleranceFor(golden, name, defaultTolerance)));
+  }
+  return diffs;
+}

@@ -1,0 +1,124 @@
+// A Runner that owns its model in a worker thread of the server process: onnxruntime's
+// session.run blocks whatever thread calls it, so that thread must not be the HTTP one.
+import { Worker } from "node:worker_threads";
+import { ModelportError, reviveError } from "../errors.js";
+import type { TensorMap } from "../tensor.js";
+import type { Runner, RunnerLoadInfo, RunnerSpec } from "./runner.js";
+import type { FromWorker, ToWorker, WorkerData } from "./worker-protocol.js";
+import { transferables } from "./worker-protocol.js";
+
+const WORKER_URL = new URL("./worker-main.js", import.meta.url);
+
+interface Pending {
+  resolve(outputs: TensorMap): void;
+  reject(err: Error): void;
+}
+
+export class WorkerRunner implements Runner {
+  readonly spec: RunnerSpec;
+  private worker: Worker | undefined;
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+  private closing: Promise<void> | undefined;
+  private readonly crashListeners: ((reason: string) => void)[] = [];
+
+  constructor(spec: RunnerSpec) {
+    this.spec = spec;
+  }
+
+  start(): Promise<RunnerLoadInfo> {
+    const data: WorkerData = { spec: this.spec };
+    const worker = new Worker(WORKER_URL, { workerData: data, name: `model:${this.spec.name}` });
+    this.worker = worker;
+    return new Promise<RunnerLoadInfo>((resolve, reject) => {
+      let loaded = false;
+      worker.on("message", (msg: FromWorker) => {
+        switch (msg.type) {
+          case "loaded":
+            loaded = true;
+            resolve(msg.info);
+            return;
+          case "load-failed":
+            reject(reviveError(msg.error));
+            void worker.terminate();
+            return;
+          case "result":
+            this.settle(msg.id)?.resolve(msg.outputs);
+            return;
+          case "error":
+            this.settle(msg.id)?.reject(reviveError(msg.error));
+            return;
+          case "closed":
+            return;
+        }
+      });
+      const die = (reason: string) => {
+        this.worker = undefined;
+        if (!loaded) {
+          reject(new ModelportError("MP_ERR_MODEL_LOAD_FAILED", `the runner for ${this.spec.name} died while loading: ${reason}`));
+          return;
+        }
+        this.failAll(reason);
+        if (!this.closing) for (const l of this.crashListeners) l(reason);
+      };
+      worker.on("error", (err) => die(err.message));
+      worker.on("exit", (code) => {
+        if (this.worker === worker) die(`worker exited with code ${code}`);
+      });
+    });
+  }
+
+  predict(inputs: TensorMap): Promise<TensorMap> {
+    const worker = this.worker;
+    if (!worker || this.closing) {
+      return Promise.reject(
+        new ModelportError("MP_ERR_RUNNER_CRASHED", `the runner for ${this.spec.name} is not running; retry shortly`),
+      );
+    }
+    const id = this.nextId++;
+    return new Promise<TensorMap>((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      const msg: ToWorker = { type: "predict", id, inputs };
+      worker.postMessage(msg, transferables(inputs));
+    });
+  }
+
+  onCrash(listener: (reason: string) => void): void {
+    this.crashListeners.push(listener);
+  }
+
+  close(): Promise<void> {
+    this.closing ??= this.shutdown();
+    return this.closing;
+  }
+
+  private async shutdown(): Promise<void> {
+    const worker = this.worker;
+    if (!worker) return;
+    const closed = new Promise<void>((resolve) => {
+      worker.on("message", (msg: FromWorker) => {
+        if (msg.type === "closed") resolve();
+      });
+      worker.once("exit", () => resolve());
+    });
+    const msg: ToWorker = { type: "close" };
+    worker.postMessage(msg);
+    await Promise.race([closed, new Promise((r) => setTimeout(r, 5000).unref())]);
+    this.worker = undefined;
+    await worker.terminate();
+    this.failAll("the runner was closed");
+  }
+
+  private settle(id: number): Pending | undefined {
+    const p = this.pending.get(id);
+    this.pending.delete(id);
+    return p;
+  }
+
+  private failAll(reason: string): void {
+    for (const p of this.pending.values()) {
+      p.reject(new ModelportError("MP_ERR_RUNNER_CRASHED", `the runner for ${this.spec.name} stopped: ${reason}; retry`));
+    }
+    this.pending.clear();
+  }
+}

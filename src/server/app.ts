@@ -1,0 +1,117 @@
+// buildApp: the Fastify instance with every route and plugin, the model registry and the
+// drain logic. It never listens by itself: tests inject requests, cli/serve listens.
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
+import { pino, type Logger } from "pino";
+import type { Config } from "../config/schema.js";
+import { ModelportError } from "../errors.js";
+import { Metrics } from "../metrics/metrics.js";
+import type { RunnerFactory } from "../models/model-host.js";
+import { ModelRegistry } from "../models/model-registry.js";
+import { VERSION } from "../version.js";
+import type { AppContext } from "./context.js";
+import { PROBE_PATHS, registerAuth } from "./plugins/auth.js";
+import { registerErrorHandling, sendError } from "./plugins/errors.js";
+import { RequestLogController, requestId } from "./plugins/request-log.js";
+import { docsRoutes } from "./routes/docs.js";
+import { healthRoutes } from "./routes/health.js";
+import { metricsRoutes } from "./routes/metrics.js";
+import { nativeRoutes } from "./routes/native.js";
+import { oipRoutes } from "./routes/oip.js";
+
+export interface BuildOptions {
+  logger?: Logger;
+  runnerFactory?: RunnerFactory;
+}
+
+export interface ModelportApp {
+  readonly app: FastifyInstance;
+  readonly registry: ModelRegistry;
+  readonly metrics: Metrics;
+  readonly context: AppContext;
+  /** Loads and golden-checks every model; never rejects (failures show in /readyz). */
+  loadModels(): Promise<void>;
+  /** Requests currently being answered. */
+  inFlight(): number;
+  /**
+   * Graceful stop: readiness false at once, new requests 503, in-flight ones finish (up to
+   * server.drainTimeoutMs), then the listener and the models close. Idempotent.
+   */
+  close(): Promise<void>;
+}
+
+export function buildApp(config: Config, options: BuildOptions = {}): ModelportApp {
+  const logger = options.logger ?? pino({ level: config.server.logLevel });
+  const maxBodyBytes = config.limits.maxBodyBytes;
+  const app: FastifyInstance = Fastify({
+    loggerInstance: logger as FastifyBaseLogger,
+    logController: new RequestLogController(config.server.requestLogging),
+    genReqId: requestId,
+    requestIdHeader: false,
+    bodyLimit: maxBodyBytes,
+    return503OnClosing: true,
+    keepAliveTimeout: 65_000,
+  });
+  // JSON only (415 otherwise); Fastify's default text/plain parser would let strings through.
+  app.removeContentTypeParser("text/plain");
+  const metrics = new Metrics();
+  const registry = new ModelRegistry(config, logger, options.runnerFactory);
+  const context: AppContext = { config, registry, metrics, draining: false };
+  let inFlight = 0;
+
+  app.addHook("onRequest", (request, reply, done) => {
+    reply.header("x-request-id", request.id);
+    if (context.draining && !PROBE_PATHS.has(request.url.split("?")[0]!)) {
+      reply.header("connection", "close");
+      sendError(request, reply, new ModelportError("MP_ERR_SHUTTING_DOWN", "the server is shutting down; retry on another instance"));
+      return;
+    }
+    inFlight++;
+    reply.raw.once("close", () => inFlight--);
+    done();
+  });
+  app.addHook("onResponse", (request, reply, done) => {
+    const route = request.routeOptions.url ?? "unmatched";
+    const model = (request.params as { model?: string } | undefined)?.model ?? "";
+    metrics.requests.inc({ model, route, status: reply.statusCode });
+    metrics.requestDuration.observe({ route }, reply.elapsedTime / 1000);
+    done();
+  });
+
+  registerAuth(app, config.server.apiKeys);
+  registerErrorHandling(app, maxBodyBytes);
+  healthRoutes(app, context);
+  nativeRoutes(app, context);
+  oipRoutes(app, context, VERSION);
+  docsRoutes(app, context, VERSION);
+  metricsRoutes(app, context);
+
+  let closing: Promise<void> | undefined;
+  const drain = async () => {
+    context.draining = true;
+    const deadline = Date.now() + config.server.drainTimeoutMs;
+    while (inFlight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    if (inFlight > 0) logger.warn({ inFlight }, "drain timeout reached; closing with requests still in flight");
+    await app.close();
+    await registry.closeAll();
+  };
+
+  return {
+    app,
+    registry,
+    metrics,
+    context,
+    async loadModels() {
+      await registry.startAll();
+      for (const h of registry.all()) {
+        const s = h.status();
+        if (s.loadMs !== undefined) metrics.modelLoadSeconds.set({ model: s.name }, s.loadMs / 1000);
+        metrics.modelReady.set({ model: s.name }, s.ready ? 1 : 0);
+      }
+    },
+    inFlight: () => inFlight,
+    close() {
+      closing ??= drain();
+      return closing;
+    },
+  };
+}

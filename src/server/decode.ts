@@ -1,0 +1,363 @@
+// Turns JSON request bodies (native rows / named tensors, Open Inference Protocol inputs)
+// into typed tensors checked against the model's signature. Every refusal names the input,
+// what was sent and what the model expects.
+import { ModelportError } from "../errors.js";
+import {
+  allocate,
+  DATATYPES,
+  type Datatype,
+  elementCount,
+  type ModelSignature,
+  type Tensor,
+  type TensorMap,
+  type TensorSpec,
+} from "../tensor.js";
+
+export interface DecodeLimits {
+  maxBatchRows: number;
+}
+
+const INT_RANGES: Partial<Record<Datatype, [number, number]>> = {
+  INT8: [-128, 127],
+  INT16: [-32768, 32767],
+  INT32: [-2147483648, 2147483647],
+  INT64: [Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER],
+  UINT8: [0, 255],
+  UINT16: [0, 65535],
+  UINT32: [0, 4294967295],
+  UINT64: [0, Number.MAX_SAFE_INTEGER],
+};
+
+function describe(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "an array";
+  if (typeof value === "string") return `the string ${JSON.stringify(value.length > 20 ? `${value.slice(0, 20)}…` : value)}`;
+  return `${typeof value} ${String(value)}`;
+}
+
+function formatShape(shape: readonly number[] | undefined): string {
+  return shape ? `[${shape.map((d) => (d < 0 ? "-1" : d)).join(", ")}]` : "(any)";
+}
+
+/** Flattens nested arrays row-major; returns the flat values and the shape they form. */
+function flatten(input: string, value: unknown): { flat: unknown[]; shape: number[] } {
+  if (!Array.isArray(value)) return { flat: [value], shape: [] };
+  const shape: number[] = [];
+  let probe: unknown = value;
+  while (Array.isArray(probe)) {
+    shape.push(probe.length);
+    probe = probe[0];
+  }
+  if (shape.length === 1) return { flat: value, shape };
+  const flat: unknown[] = [];
+  const walk = (v: unknown, depth: number, path: string): void => {
+    if (depth === shape.length) {
+      if (Array.isArray(v)) {
+        throw new ModelportError("MP_ERR_INPUT_SHAPE", `input '${input}': element ${path} is nested deeper than its siblings; arrays must be rectangular`);
+      }
+      flat.push(v);
+      return;
+    }
+    if (!Array.isArray(v) || v.length !== shape[depth]) {
+      throw new ModelportError(
+        "MP_ERR_INPUT_SHAPE",
+        `input '${input}': element ${path} has ${Array.isArray(v) ? `${v.length} items` : "no items"} but its siblings have ${shape[depth]}; arrays must be rectangular`,
+        { input },
+      );
+    }
+    for (let i = 0; i < v.length; i++) walk(v[i], depth + 1, `${path}[${i}]`);
+  };
+  walk(value, 0, "");
+  return { flat, shape };
+}
+
+function fillElements(spec: TensorSpec, datatype: Datatype, flat: readonly unknown[]): Tensor["data"] {
+  const input = spec.name;
+  const data = allocate(datatype, flat.length);
+  const fail = (code: "MP_ERR_INPUT_DATATYPE" | "MP_ERR_INPUT_NOT_FINITE" | "MP_ERR_INPUT_OUT_OF_RANGE", i: number, v: unknown, want: string) => {
+    throw new ModelportError(code, `input '${input}': element ${i} is ${describe(v)}; expected ${want} (${datatype})`, {
+      input,
+      index: i,
+      expected: datatype,
+    });
+  };
+  switch (datatype) {
+    case "FP16":
+    case "FP32":
+    case "FP64": {
+      const out = data as Float32Array | Float64Array;
+      for (let i = 0; i < flat.length; i++) {
+        const v = flat[i];
+        if (typeof v !== "number") fail("MP_ERR_INPUT_DATATYPE", i, v, "a number");
+        else if (!Number.isFinite(v)) fail("MP_ERR_INPUT_NOT_FINITE", i, v, "a finite number");
+        else out[i] = v;
+      }
+      return out;
+    }
+    case "BOOL": {
+      const out = data as Uint8Array;
+      for (let i = 0; i < flat.length; i++) {
+        const v = flat[i];
+        if (typeof v === "boolean") out[i] = v ? 1 : 0;
+        else if (v === 0 || v === 1) out[i] = v;
+        else fail("MP_ERR_INPUT_DATATYPE", i, v, "true or false");
+      }
+      return out;
+    }
+    case "BYTES": {
+      const out = data as string[];
+      for (let i = 0; i < flat.length; i++) {
+        const v = flat[i];
+        if (typeof v !== "string") fail("MP_ERR_INPUT_DATATYPE", i, v, "a string");
+        else out[i] = v;
+      }
+      return out;
+    }
+    default: {
+      const [lo, hi] = INT_RANGES[datatype]!;
+      const big = datatype === "INT64" || datatype === "UINT64";
+      for (let i = 0; i < flat.length; i++) {
+        const v = flat[i];
+        if (typeof v !== "number") fail("MP_ERR_INPUT_DATATYPE", i, v, "an integer");
+        else if (!Number.isInteger(v) || v < lo || v > hi) {
+          fail("MP_ERR_INPUT_OUT_OF_RANGE", i, v, `an integer from ${lo} to ${hi}`);
+        } else if (big) (data as BigInt64Array | BigUint64Array)[i] = BigInt(v);
+        else (data as Int32Array)[i] = v;
+      }
+      return data;
+    }
+  }
+}
+
+function checkShape(spec: TensorSpec, shape: readonly number[]): void {
+  const want = spec.shape;
+  if (!want) return;
+  const ok = want.length === shape.length && want.every((d, i) => d < 0 || d === shape[i]);
+  if (!ok) {
+    throw new ModelportError(
+      "MP_ERR_INPUT_SHAPE",
+      `input '${spec.name}' has shape ${formatShape(shape)}; the model expects ${formatShape(want)} (-1 = any size)`,
+      { input: spec.name, shape, expected: want },
+    );
+  }
+}
+
+/**
+ * Decodes one input: `value` is flat or nested data; `shape` (optional) reshapes flat data.
+ * @throws ModelportError with an MP_ERR_INPUT_* or MP_ERR_DATATYPE_UNSUPPORTED code.
+ */
+export function decodeTensor(spec: TensorSpec, value: unknown, shape?: unknown, datatype?: unknown): Tensor {
+  if (datatype !== undefined && datatype !== spec.datatype) {
+    const known = (DATATYPES as readonly unknown[]).includes(datatype);
+    throw new ModelportError(
+      "MP_ERR_INPUT_DATATYPE",
+      `input '${spec.name}' was sent as ${known ? datatype : `unknown datatype ${JSON.stringify(datatype)}`}; the model expects ${spec.datatype}`,
+      { input: spec.name, expected: spec.datatype },
+    );
+  }
+  const { flat, shape: nestedShape } = flatten(spec.name, value);
+  let finalShape = nestedShape;
+  if (shape !== undefined) {
+    if (!Array.isArray(shape) || !shape.every((d) => Number.isInteger(d) && d >= 0)) {
+      throw new ModelportError("MP_ERR_INPUT_SHAPE", `input '${spec.name}': shape must be an array of non-negative integers`, {
+        input: spec.name,
+      });
+    }
+    const n = elementCount(shape);
+    if (n !== flat.length) {
+      throw new ModelportError(
+        "MP_ERR_INPUT_SHAPE",
+        `input '${spec.name}': shape [${shape.join(", ")}] needs ${n} values but ${flat.length} were sent`,
+        { input: spec.name, shape },
+      );
+    }
+    finalShape = shape as number[];
+  }
+  checkShape(spec, finalShape);
+  return { datatype: spec.datatype, shape: finalShape, data: fillElements(spec, spec.datatype, flat) };
+}
+
+/** Checks that every declared input is present, that nothing extra was sent, and the batch size. */
+function checkInputs(names: readonly string[], signature: ModelSignature, tensors: TensorMap, limits: DecodeLimits): void {
+  const declared = new Set(signature.inputs.map((s) => s.name));
+  for (const n of names) {
+    if (!declared.has(n)) {
+      throw new ModelportError(
+        "MP_ERR_INPUT_UNKNOWN",
+        `input '${n}' is not one the model takes; it takes ${[...declared].map((d) => `'${d}'`).join(", ")}`,
+        { input: n },
+      );
+    }
+  }
+  for (const spec of signature.inputs) {
+    if (!tensors[spec.name]) {
+      throw new ModelportError(
+        "MP_ERR_INPUT_MISSING",
+        `input '${spec.name}' is missing; the model expects ${spec.datatype} of shape ${formatShape(spec.shape)}`,
+        { input: spec.name },
+      );
+    }
+  }
+  if (!signature.batchable) return;
+  let rows = -1;
+  for (const spec of signature.inputs) {
+    const n = tensors[spec.name]!.shape[0] ?? 1;
+    if (rows >= 0 && n !== rows) {
+      throw new ModelportError(
+        "MP_ERR_INPUT_BATCH_MISMATCH",
+        `input '${spec.name}' has ${n} rows but the other inputs have ${rows}; every input needs the same dim 0`,
+      );
+    }
+    rows = n;
+  }
+  if (rows === 0) throw new ModelportError("MP_ERR_INPUT_EMPTY_BATCH", "the request holds no rows; send at least one");
+  if (rows > limits.maxBatchRows) throw tooManyRows(rows, limits.maxBatchRows);
+}
+
+function tooManyRows(rows: number, max: number): ModelportError {
+  return new ModelportError(
+    "MP_ERR_INPUT_TOO_MANY_ROWS",
+    `the request holds ${rows} rows; this model takes at most ${max} per request (split it, or raise limits.maxBatchRows)`,
+    { rows, max },
+  );
+}
+
+function requireObject(body: unknown, what: string): Record<string, unknown> {
+  if (typeof body !== "object" || body === null || Array.isArray(body)) {
+    throw new ModelportError("MP_ERR_REQUEST_INVALID", `${what} must be a JSON object`);
+  }
+  return body as Record<string, unknown>;
+}
+
+/** Rows of objects ({input: value}) become one tensor per input. */
+function rowsOfObjects(rows: unknown[], signature: ModelSignature): TensorMap {
+  const columns = new Map<string, unknown[]>();
+  for (const spec of signature.inputs) columns.set(spec.name, []);
+  rows.forEach((row, r) => {
+    const obj = requireObject(row, `rows[${r}]`);
+    for (const key of Object.keys(obj)) {
+      const col = columns.get(key);
+      if (!col) {
+        throw new ModelportError(
+          "MP_ERR_INPUT_UNKNOWN",
+          `rows[${r}] has '${key}', which is not a model input; inputs are ${[...columns.keys()].map((k) => `'${k}'`).join(", ")}`,
+          { input: key },
+        );
+      }
+      col.push(obj[key]);
+    }
+    for (const [name, col] of columns) {
+      if (col.length !== r + 1) {
+        throw new ModelportError("MP_ERR_INPUT_MISSING", `rows[${r}] has no '${name}'; every row needs every input`, {
+          input: name,
+        });
+      }
+    }
+  });
+  const out: TensorMap = {};
+  for (const spec of signature.inputs) out[spec.name] = decodeTensor(spec, columns.get(spec.name));
+  return out;
+}
+
+/**
+ * Native predict body: `{rows: [...]}` (arrays for a single-input model, objects keyed by
+ * input name for any model) or `{inputs: {name: nested data | {data, shape?}}}`.
+ */
+export function decodeNative(body: unknown, signature: ModelSignature, limits: DecodeLimits): TensorMap {
+  const obj = requireObject(body, "the request body");
+  const hasRows = "rows" in obj;
+  const hasInputs = "inputs" in obj;
+  if (hasRows === hasInputs) {
+    throw new ModelportError(
+      "MP_ERR_REQUEST_INVALID",
+      'send exactly one of "rows" (a list of rows) or "inputs" (an object of named tensors)',
+    );
+  }
+  let tensors: TensorMap;
+  let names: string[];
+  if (hasRows) {
+    const rows = obj.rows;
+    if (!Array.isArray(rows)) throw new ModelportError("MP_ERR_REQUEST_INVALID", '"rows" must be an array of rows');
+    if (rows.length === 0) throw new ModelportError("MP_ERR_INPUT_EMPTY_BATCH", '"rows" is empty; send at least one row');
+    // Refuse oversized requests before decoding them.
+    if (rows.length > limits.maxBatchRows) throw tooManyRows(rows.length, limits.maxBatchRows);
+    const first = rows[0];
+    if (typeof first === "object" && first !== null && !Array.isArray(first)) {
+      tensors = rowsOfObjects(rows, signature);
+    } else if (signature.inputs.length === 1) {
+      tensors = { [signature.inputs[0]!.name]: decodeTensor(signature.inputs[0]!, rows) };
+    } else {
+      throw new ModelportError(
+        "MP_ERR_REQUEST_INVALID",
+        `this model has ${signature.inputs.length} inputs: send rows as objects keyed by input name, or use "inputs"`,
+      );
+    }
+    names = Object.keys(tensors);
+  } else {
+    const inputs = requireObject(obj.inputs, '"inputs"');
+    names = Object.keys(inputs);
+    tensors = {};
+    for (const spec of signature.inputs) {
+      if (!(spec.name in inputs)) continue;
+      const v = inputs[spec.name];
+      if (typeof v === "object" && v !== null && !Array.isArray(v)) {
+        const t = v as Record<string, unknown>;
+        tensors[spec.name] = decodeTensor(spec, t.data, t.shape, t.datatype);
+      } else tensors[spec.name] = decodeTensor(spec, v);
+    }
+  }
+  checkInputs(names, signature, tensors, limits);
+  return tensors;
+}
+
+/** Open Inference Protocol infer body: `{id?, parameters?, inputs: [{name, shape, datatype, data}], outputs?}`. */
+export function decodeOip(body: unknown, signature: ModelSignature, limits: DecodeLimits): TensorMap {
+  const obj = requireObject(body, "the request body");
+  if (!Array.isArray(obj.inputs)) {
+    throw new ModelportError("MP_ERR_REQUEST_INVALID", '"inputs" must be an array of {name, shape, datatype, data}');
+  }
+  const specs = new Map(signature.inputs.map((s) => [s.name, s]));
+  const tensors: TensorMap = {};
+  const names: string[] = [];
+  obj.inputs.forEach((raw, i) => {
+    const inp = requireObject(raw, `inputs[${i}]`);
+    if (typeof inp.name !== "string") throw new ModelportError("MP_ERR_REQUEST_INVALID", `inputs[${i}].name must be a string`);
+    if (!Array.isArray(inp.shape)) {
+      throw new ModelportError("MP_ERR_REQUEST_INVALID", `inputs[${i}] ('${inp.name}'): "shape" is required and must be an array`);
+    }
+    if (typeof inp.datatype !== "string") {
+      throw new ModelportError("MP_ERR_REQUEST_INVALID", `inputs[${i}] ('${inp.name}'): "datatype" is required`);
+    }
+    if (!("data" in inp)) throw new ModelportError("MP_ERR_REQUEST_INVALID", `inputs[${i}] ('${inp.name}'): "data" is required`);
+    names.push(inp.name);
+    const spec = specs.get(inp.name);
+    if (!spec) return; // reported by checkInputs with the list of known inputs
+    if (inp.datatype === "BYTES" && spec.datatype !== "BYTES") {
+      throw new ModelportError(
+        "MP_ERR_DATATYPE_UNSUPPORTED",
+        `input '${inp.name}': BYTES data is not accepted for this input; the model expects ${spec.datatype}`,
+      );
+    }
+    tensors[inp.name] = decodeTensor(spec, inp.data, inp.shape, inp.datatype);
+  });
+  checkInputs(names, signature, tensors, limits);
+  return tensors;
+}
+
+/** Requested output names (OIP `outputs: [{name}]` or native `outputs: ["name"]`), checked against the model. */
+export function requestedOutputs(raw: unknown, signature: ModelSignature): string[] | undefined {
+  if (raw === undefined) return undefined;
+  if (!Array.isArray(raw)) throw new ModelportError("MP_ERR_REQUEST_INVALID", '"outputs" must be an array');
+  const known = new Set(signature.outputs.map((o) => o.name));
+  return raw.map((o, i) => {
+    const name = typeof o === "string" ? o : typeof o === "object" && o !== null ? (o as { name?: unknown }).name : undefined;
+    if (typeof name !== "string") throw new ModelportError("MP_ERR_REQUEST_INVALID", `outputs[${i}] must name an output`);
+    if (!known.has(name)) {
+      throw new ModelportError(
+        "MP_ERR_OUTPUT_UNKNOWN",
+        `output '${name}' is not produced by this model; it produces ${[...known].map((k) => `'${k}'`).join(", ")}`,
+      );
+    }
+    return name;
+  });
+}

@@ -1,0 +1,65 @@
+// Maps every failure to one wire shape with an MP_ERR_* code: native routes answer
+// {error: {code, message, retryable}}, Open Inference Protocol routes {error: "...", code}.
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { ModelportError } from "../../errors.js";
+
+declare module "fastify" {
+  interface FastifyContextConfig {
+    /** "oip" routes answer errors as {"error": "message"} per the Open Inference Protocol. */
+    errorStyle?: "native" | "oip";
+  }
+}
+
+/** Translates Fastify's own errors (body parsing, limits) into table codes. */
+function fromFastify(err: FastifyError, maxBodyBytes: number): ModelportError {
+  switch (err.code) {
+    case "FST_ERR_CTP_BODY_TOO_LARGE":
+      return new ModelportError("MP_ERR_REQUEST_BODY_TOO_LARGE", `the body is larger than ${maxBodyBytes} bytes; send fewer rows per request or raise limits.maxBodyBytes`);
+    case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
+      return new ModelportError("MP_ERR_REQUEST_UNSUPPORTED_MEDIA_TYPE", "send the body as JSON with Content-Type: application/json");
+    case "FST_ERR_CTP_EMPTY_JSON_BODY":
+      return new ModelportError("MP_ERR_REQUEST_MALFORMED_JSON", "the body is empty; send a JSON object");
+    case "FST_ERR_CTP_INVALID_CONTENT_LENGTH":
+      return new ModelportError("MP_ERR_REQUEST_INVALID", "Content-Length does not match the body");
+  }
+  if (err instanceof SyntaxError || err.code === "FST_ERR_CTP_INVALID_JSON_BODY") {
+    return new ModelportError("MP_ERR_REQUEST_MALFORMED_JSON", `the body is not valid JSON: ${err.message}`);
+  }
+  if (err.statusCode === 413) return new ModelportError("MP_ERR_REQUEST_BODY_TOO_LARGE", err.message);
+  if (err.statusCode === 415) return new ModelportError("MP_ERR_REQUEST_UNSUPPORTED_MEDIA_TYPE", err.message);
+  if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
+    return new ModelportError("MP_ERR_REQUEST_INVALID", err.message);
+  }
+  return new ModelportError("MP_ERR_INTERNAL", "internal error; the server log has details under this request id");
+}
+
+export function toModelportError(err: unknown, maxBodyBytes: number): ModelportError {
+  if (err instanceof ModelportError) return err;
+  return fromFastify(err as FastifyError, maxBodyBytes);
+}
+
+/** Sends `err` in the route's error style. */
+export function sendError(request: FastifyRequest, reply: FastifyReply, err: ModelportError): FastifyReply {
+  if (err.status === 503 && err.retryable) reply.header("retry-after", "1");
+  reply.code(err.status);
+  if (request.routeOptions.config?.errorStyle === "oip") {
+    return reply.send({ error: err.message, code: err.code });
+  }
+  return reply.send(err.toJSON());
+}
+
+export function registerErrorHandling(app: FastifyInstance, maxBodyBytes: number): void {
+  app.setErrorHandler((err, request, reply) => {
+    const mp = toModelportError(err, maxBodyBytes);
+    if (mp.code === "MP_ERR_INTERNAL") request.log.error({ err }, "unexpected error");
+    else if (mp.status >= 500) request.log.warn({ code: mp.code }, mp.message);
+    return sendError(request, reply, mp);
+  });
+  app.setNotFoundHandler((request, reply) =>
+    sendError(
+      request,
+      reply,
+      new ModelportError("MP_ERR_ROUTE_NOT_FOUND", `no route for ${request.method} ${request.url.split("?")[0]}; see /docs`),
+    ),
+  );
+}

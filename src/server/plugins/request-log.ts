@@ -1,0 +1,34 @@
+// Request ids and the one log line per request. An incoming X-Request-Id is kept when it is
+// sane (so ids travel across proxies), otherwise one is made; every reply carries it back.
+import { randomUUID } from "node:crypto";
+import type { IncomingMessage } from "node:http";
+import { type FastifyReply, type FastifyRequest, LogController } from "fastify";
+
+const SAFE_ID = /^[A-Za-z0-9._:@/+=-]{1,128}$/;
+
+/** Fastify genReqId: the client's X-Request-Id when it is safe to log, else a UUID. */
+export function requestId(req: IncomingMessage): string {
+  const given = req.headers["x-request-id"];
+  return typeof given === "string" && SAFE_ID.test(given) ? given : randomUUID();
+}
+
+/** One "request completed" line per request instead of Fastify's two. */
+export class RequestLogController extends LogController {
+  constructor(enabled: boolean) {
+    super({ requestIdLogLabel: "reqId", disableRequestLogging: !enabled });
+  }
+
+  override incomingRequest(): void {}
+
+  override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
+    if (this.isLogDisabled(request)) return;
+    const fields = {
+      method: request.method,
+      url: request.url,
+      status: reply.statusCode,
+      ms: Math.round(reply.elapsedTime * 100) / 100,
+    };
+    if (error) reply.log.error({ ...fields, err: error }, "request failed");
+    else reply.log.info(fields, "request completed");
+  }
+}

@@ -1,0 +1,62 @@
+// GET /openapi.json and GET /docs: the API as served right now, with each model's inputs,
+// outputs and a ready-to-paste curl example.
+import type { FastifyInstance } from "fastify";
+import type { ModelHost } from "../../models/model-host.js";
+import type { TensorSpec } from "../../tensor.js";
+import type { AppContext } from "../context.js";
+import { buildOpenApi } from "../openapi.js";
+
+const escape = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+function exampleValue(spec: TensorSpec): unknown {
+  const v = spec.datatype === "BOOL" ? false : spec.datatype === "BYTES" ? "text" : 0;
+  const dims = (spec.shape ?? []).slice(1).map((d) => (d > 0 ? d : 1));
+  let value: unknown = v;
+  for (let i = dims.length - 1; i >= 0; i--) value = new Array(dims[i]).fill(value);
+  return value;
+}
+
+function exampleBody(host: ModelHost): string {
+  const sig = host.signature;
+  if (!sig) return "{}";
+  if (sig.inputs.length === 1 && sig.batchable) return JSON.stringify({ rows: [exampleValue(sig.inputs[0]!)] });
+  return JSON.stringify({ rows: [Object.fromEntries(sig.inputs.map((s) => [s.name, exampleValue(s)]))] });
+}
+
+function table(specs: readonly TensorSpec[]): string {
+  const rows = specs
+    .map((s) => `<tr><td><code>${escape(s.name)}</code></td><td>${s.datatype}</td><td>[${(s.shape ?? []).join(", ")}]</td><td>${escape(s.description ?? "")}</td></tr>`)
+    .join("");
+  return `<table><tr><th>name</th><th>datatype</th><th>shape (-1 = any)</th><th></th></tr>${rows}</table>`;
+}
+
+function page(hosts: ModelHost[], origin: string): string {
+  const sections = hosts
+    .map((h) => {
+      const s = h.status();
+      const sig = h.signature;
+      return `<section><h2>${escape(s.name)} <small>v${escape(s.version)} · ${s.backend} · ${s.ready ? "ready" : `not ready: ${escape(s.reason ?? s.state)}`}</small></h2>
+${h.config.description ? `<p>${escape(h.config.description)}</p>` : ""}
+<h3>Inputs</h3>${sig ? table(sig.inputs) : "<p>unknown until loaded</p>"}
+<h3>Outputs</h3>${sig ? table(sig.outputs) : "<p>unknown until loaded</p>"}
+<h3>Try it</h3><pre>curl -s ${escape(origin)}/v1/models/${escape(s.name)}/predict \\
+  -H 'content-type: application/json' \\
+  -d '${escape(exampleBody(h))}'</pre></section>`;
+    })
+    .join("\n");
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>modelport API</title>
+<style>body{font:15px/1.5 system-ui,sans-serif;max-width:960px;margin:2rem auto;padding:0 1rem;color:#222}
+table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.25rem .6rem;text-align:left}
+pre{background:#f4f4f4;padding:.75rem;overflow:auto}small{color:#666;font-weight:normal}</style></head>
+<body><h1>modelport</h1><p>Machine-readable: <a href="/openapi.json">/openapi.json</a> (OpenAPI 3.1).
+Probes: <a href="/livez">/livez</a>, <a href="/readyz">/readyz</a>. Metrics: <a href="/metrics">/metrics</a>.
+Open Inference Protocol: <code>POST /v2/models/{name}/infer</code>.</p>${sections}</body></html>`;
+}
+
+export function docsRoutes(app: FastifyInstance, ctx: AppContext, version: string): void {
+  app.get("/openapi.json", async () => buildOpenApi(ctx.registry.all(), version));
+  app.get("/docs", async (req, reply) => {
+    reply.type("text/html; charset=utf-8");
+    return page(ctx.registry.all(), `${req.protocol}://${req.host}`);
+  });
+}

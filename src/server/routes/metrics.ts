@@ -1,0 +1,11 @@
+// GET /metrics in the Prometheus text format.
+import type { FastifyInstance } from "fastify";
+import type { AppContext } from "../context.js";
+
+export function metricsRoutes(app: FastifyInstance, ctx: AppContext): void {
+  app.get("/metrics", async (_req, reply) => {
+    for (const h of ctx.registry.all()) ctx.metrics.modelReady.set({ model: h.config.name }, h.ready ? 1 : 0);
+    reply.type(ctx.metrics.registry.contentType);
+    return ctx.metrics.registry.metrics();
+  });
+}

@@ -1,0 +1,54 @@
+// The native API: list and describe models, and POST /v1/models/{model}/predict with rows or
+// named tensors in and named outputs out.
+import type { FastifyInstance } from "fastify";
+import type { ModelHost } from "../../models/model-host.js";
+import { type AppContext, infer } from "../context.js";
+import { decodeNative, requestedOutputs } from "../decode.js";
+import { encodeNative } from "../encode.js";
+
+interface ModelParams {
+  model: string;
+}
+
+/** What GET /v1/models/{model} returns: status plus the signature once loaded. */
+export function describeModel(host: ModelHost): Record<string, unknown> {
+  const s = host.status();
+  const sig = host.signature;
+  return {
+    name: s.name,
+    versions: [s.version],
+    backend: s.backend,
+    description: host.config.description,
+    status: { state: s.state, ready: s.ready, reason: s.reason, code: s.code, golden: s.golden, golden_diff: s.goldenDiff },
+    inputs: sig?.inputs ?? [],
+    outputs: sig?.outputs ?? [],
+    batchable: sig?.batchable ?? false,
+    threads: host.config.threads,
+    limits: host.config.limits,
+    file: { path: s.path, bytes: s.bytes, sha256: s.sha256 },
+    load_ms: s.loadMs,
+    memory_bytes: s.memoryBytes,
+  };
+}
+
+export function nativeRoutes(app: FastifyInstance, ctx: AppContext): void {
+  app.get("/v1/models", async () => ({ models: ctx.registry.all().map(describeModel) }));
+
+  app.get<{ Params: ModelParams }>("/v1/models/:model", async (req) => describeModel(ctx.registry.get(req.params.model)));
+
+  app.post<{ Params: ModelParams; Querystring: { version?: string } }>("/v1/models/:model/predict", async (req) => {
+    const host = ctx.registry.getVersion(req.params.model, req.query.version);
+    const signature = host.signature;
+    if (!host.ready || !signature) throw host.notReadyError();
+    const body = req.body as Record<string, unknown> | undefined;
+    const inputs = decodeNative(body, signature, host.config.limits);
+    const names = requestedOutputs(body?.outputs, signature);
+    const outputs = await infer(ctx, host, inputs);
+    return {
+      model: host.config.name,
+      model_version: host.config.version,
+      ...(body && "id" in body ? { id: body.id } : {}),
+      outputs: encodeNative(outputs, names),
+    };
+  });
+}
