@@ -28,11 +28,16 @@ export const ERRORS = {
     summary: "The body does not have the documented shape (for example neither `rows` nor `inputs`).",
   },
   MP_ERR_INPUT_MISSING: { status: 400, retryable: false, summary: "A required model input is absent." },
-  MP_ERR_INPUT_UNKNOWN: { status: 400, retryable: false, summary: "An input the model does not declare was sent." },
+  MP_ERR_INPUT_UNKNOWN: {
+    status: 400,
+    retryable: false,
+    summary: "An input the model does not declare was sent.",
+  },
   MP_ERR_INPUT_SHAPE: {
     status: 400,
     retryable: false,
-    summary: "An input's shape does not match the model's declared shape, or its data does not fill the shape.",
+    summary:
+      "An input's shape does not match the model's declared shape, or its data does not fill the shape.",
   },
   MP_ERR_INPUT_DATATYPE: {
     status: 400,
@@ -42,7 +47,8 @@ export const ERRORS = {
   MP_ERR_INPUT_NOT_FINITE: {
     status: 400,
     retryable: false,
-    summary: "A floating-point input holds NaN or Infinity (JSON cannot carry them; strings like \"NaN\" are refused).",
+    summary:
+      'A floating-point input holds NaN or Infinity (JSON cannot carry them; strings like "NaN" are refused).',
   },
   MP_ERR_INPUT_OUT_OF_RANGE: {
     status: 400,
@@ -91,7 +97,8 @@ export const ERRORS = {
   MP_ERR_MODEL_CHECKSUM_MISMATCH: {
     status: 503,
     retryable: false,
-    summary: "The model file's sha256 differs from the one in config or manifest: the file is not the one expected.",
+    summary:
+      "The model file's sha256 differs from the one in config or manifest: the file is not the one expected.",
   },
   MP_ERR_MODEL_GOLDEN_MISMATCH: {
     status: 503,
@@ -102,6 +109,11 @@ export const ERRORS = {
     status: 422,
     retryable: false,
     summary: "The backend rejected these inputs at run time (for example a dim the graph cannot take).",
+  },
+  MP_ERR_HANDLER_BAD_INPUT: {
+    status: 400,
+    retryable: false,
+    summary: "A custom handler refused the input (ctx.badInput); its message says what to change.",
   },
   MP_ERR_HANDLER_FAILED: {
     status: 500,
@@ -124,7 +136,11 @@ export const ERRORS = {
     retryable: false,
     summary: "An API key is required: send `Authorization: Bearer <key>`.",
   },
-  MP_ERR_AUTH_INVALID: { status: 401, retryable: false, summary: "The API key is not one of the configured keys." },
+  MP_ERR_AUTH_INVALID: {
+    status: 401,
+    retryable: false,
+    summary: "The API key is not one of the configured keys.",
+  },
   MP_ERR_INTERNAL: {
     status: 500,
     retryable: true,
@@ -157,7 +173,9 @@ export class ModelportError extends Error {
   }
 
   /** The wire form used by the native routes. */
-  toJSON(): { error: { code: ErrorCode; message: string; retryable: boolean; details?: Record<string, unknown> } } {
+  toJSON(): {
+    error: { code: ErrorCode; message: string; retryable: boolean; details?: Record<string, unknown> };
+  } {
     return {
       error: {
         code: this.code,
@@ -174,7 +192,11 @@ export function isModelportError(err: unknown): err is ModelportError {
 }
 
 /** Rebuilds a ModelportError that crossed a thread or process boundary as plain data. */
-export function reviveError(data: { code?: string; message?: string; details?: Record<string, unknown> }): ModelportError {
+export function reviveError(data: {
+  code?: string;
+  message?: string;
+  details?: Record<string, unknown>;
+}): ModelportError {
   const code = (data.code && data.code in ERRORS ? data.code : "MP_ERR_INTERNAL") as ErrorCode;
   return new ModelportError(code, data.message ?? "unknown error", data.details);
 }

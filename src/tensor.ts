@@ -50,6 +50,8 @@ export interface TensorSpec {
   name: string;
   datatype: Datatype;
   shape?: number[];
+  /** Symbolic names of dynamic dims (ONNX dim_param), where the model gives them: equal names must get equal sizes. */
+  dimNames?: (string | null)[];
   description?: string;
 }
 

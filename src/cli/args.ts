@@ -1,5 +1,5 @@
 // Flag parsing shared by the commands: node's parseArgs plus number checks that name the flag.
-import { parseArgs, type ParseArgsConfig } from "node:util";
+import { type ParseArgsConfig, parseArgs } from "node:util";
 import type { ServeFlags } from "../config/load.js";
 
 export class UsageError extends Error {}

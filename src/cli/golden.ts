@@ -19,7 +19,8 @@ Check the outputs before you commit the file: a golden file records what the mod
 
 function toGolden(tensors: TensorMap): Record<string, GoldenTensor> {
   const out: Record<string, GoldenTensor> = {};
-  for (const [name, t] of Object.entries(tensors)) out[name] = { datatype: t.datatype, shape: t.shape, data: toJsonArray(t) };
+  for (const [name, t] of Object.entries(tensors))
+    out[name] = { datatype: t.datatype, shape: t.shape, data: toJsonArray(t) };
   return out;
 }
 
@@ -46,7 +47,9 @@ export async function golden(args: string[]): Promise<number> {
   try {
     const { signature } = await runner.start();
     const limits = { maxBatchRows: Number.MAX_SAFE_INTEGER };
-    const inputs = Array.isArray(body.inputs) ? decodeOip(body, signature, limits) : decodeNative(body, signature, limits);
+    const inputs = Array.isArray(body.inputs)
+      ? decodeOip(body, signature, limits)
+      : decodeNative(body, signature, limits);
     const outputs = await runner.predict(inputs);
     const file: GoldenFile = {
       description: `recorded by modelport golden record from ${basename(values.inputs)} on ${new Date().toISOString()}`,
@@ -56,7 +59,9 @@ export async function golden(args: string[]): Promise<number> {
     };
     const out = values.out ?? join(dirname(path), `${name}.golden.json`);
     writeFileSync(out, `${JSON.stringify(file, null, 2)}\n`);
-    process.stdout.write(`wrote ${out}: ${Object.keys(file.inputs).length} input(s), ${Object.keys(file.outputs).length} output(s)\n`);
+    process.stdout.write(
+      `wrote ${out}: ${Object.keys(file.inputs).length} input(s), ${Object.keys(file.outputs).length} output(s)\n`,
+    );
     return 0;
   } finally {
     await runner.close();

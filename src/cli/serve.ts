@@ -77,7 +77,8 @@ export async function serve(args: string[]): Promise<number> {
   logger.info({ address, models: config.models.map((m) => m.name) }, `modelport listening on ${address}`);
   await server.loadModels();
   const readiness = server.registry.readiness();
-  if (readiness.ready) logger.info(`ready: ${config.models.length} model(s) loaded and golden-checked; docs at ${address}/docs`);
+  if (readiness.ready)
+    logger.info(`ready: ${config.models.length} model(s) loaded and golden-checked; docs at ${address}/docs`);
   else logger.error({ reasons: readiness.reasons }, "NOT READY: /readyz answers 503 until this is fixed");
   return new Promise<number>(() => {}); // runs until a signal
 }

@@ -5,7 +5,13 @@ import { basename, dirname, extname, resolve } from "node:path";
 import { parse as parseYaml, YAMLParseError } from "yaml";
 import type { z } from "zod";
 import type { ModelManifest } from "../golden.js";
-import { type Config, type ConfigInput, configSchema, type ModelConfig, type ModelConfigInput } from "./schema.js";
+import {
+  type Config,
+  type ConfigInput,
+  configSchema,
+  type ModelConfig,
+  type ModelConfigInput,
+} from "./schema.js";
 
 /** A configuration that cannot be served; `problems` lists each as "file: key: what is wrong". */
 export class ConfigError extends Error {
@@ -57,7 +63,8 @@ function modelBase(path: string): string {
 
 function formatKey(path: readonly PropertyKey[]): string {
   let out = "";
-  for (const part of path) out += typeof part === "number" ? `[${part}]` : out ? `.${String(part)}` : String(part);
+  for (const part of path)
+    out += typeof part === "number" ? `[${part}]` : out ? `.${String(part)}` : String(part);
   return out || "(top level)";
 }
 
@@ -66,7 +73,9 @@ function readYaml(file: string, problems: string[]): unknown {
   try {
     text = readFileSync(file, "utf8");
   } catch (err) {
-    problems.push(`${file}: cannot read the file (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    problems.push(
+      `${file}: cannot read the file (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`,
+    );
     return undefined;
   }
   try {
@@ -92,7 +101,8 @@ function singleModelInput(modelPath: string, flags: ServeFlags, cwd: string): Mo
 }
 
 function applyFlags(raw: Record<string, unknown>, flags: ServeFlags, env: NodeJS.ProcessEnv): void {
-  const server = (raw.server ??= {}) as Record<string, unknown>;
+  raw.server ??= {};
+  const server = raw.server as Record<string, unknown>;
   if (flags.host !== undefined) server.host = flags.host;
   if (flags.port !== undefined) server.port = flags.port;
   if (flags.logLevel !== undefined) server.logLevel = flags.logLevel;
@@ -100,7 +110,8 @@ function applyFlags(raw: Record<string, unknown>, flags: ServeFlags, env: NodeJS
   const keys = [...((server.apiKeys as string[] | undefined) ?? []), ...(flags.apiKeys ?? [])];
   for (const k of (env.MODELPORT_API_KEYS ?? "").split(",")) if (k.trim()) keys.push(k.trim());
   if (keys.length) server.apiKeys = keys;
-  const limits = (raw.limits ??= {}) as Record<string, unknown>;
+  raw.limits ??= {};
+  const limits = raw.limits as Record<string, unknown>;
   if (flags.maxBatchRows !== undefined) limits.maxBatchRows = flags.maxBatchRows;
   if (flags.maxBodyBytes !== undefined) limits.maxBodyBytes = flags.maxBodyBytes;
 }
@@ -196,16 +207,21 @@ export function loadConfig(opts: LoadConfigOptions): Config {
     const models = Array.isArray(raw.models) ? (raw.models as unknown[]) : [];
     raw.models = [...models, singleModelInput(opts.modelPath, flags, cwd)];
   } else if (opts.file && (flags.name || flags.threads || flags.sha256 || flags.golden || flags.backend)) {
-    problems.push("command line: --name, --backend, --threads, --sha256 and --golden apply to a single model path, not to -c");
+    problems.push(
+      "command line: --name, --backend, --threads, --sha256 and --golden apply to a single model path, not to -c",
+    );
   }
   if (!opts.file && !opts.modelPath) {
-    throw new ConfigError(["command line: give a model path (modelport serve model.onnx) or a config file (-c modelport.yaml)"]);
+    throw new ConfigError([
+      "command line: give a model path (modelport serve model.onnx) or a config file (-c modelport.yaml)",
+    ]);
   }
   applyFlags(raw, flags, env);
 
   const result = configSchema.safeParse(raw as ConfigInput);
   if (!result.success) {
-    for (const issue of result.error.issues) problems.push(`${source}: ${formatKey(issue.path)}: ${issue.message}`);
+    for (const issue of result.error.issues)
+      problems.push(`${source}: ${formatKey(issue.path)}: ${issue.message}`);
     throw new ConfigError(problems);
   }
   const parsed = result.data;
@@ -214,7 +230,9 @@ export function loadConfig(opts: LoadConfigOptions): Config {
   models.forEach((m, i) => {
     const first = seen.get(m.name);
     if (first !== undefined) {
-      problems.push(`${source}: models[${i}].name: '${m.name}' is already used by models[${first}]; names must be unique`);
+      problems.push(
+        `${source}: models[${i}].name: '${m.name}' is already used by models[${first}]; names must be unique`,
+      );
     } else seen.set(m.name, i);
   });
   if (problems.length) throw new ConfigError(problems);

@@ -17,10 +17,16 @@ export const modelSchema = z
   .object({
     name: z
       .string()
-      .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, "use letters, digits, '.', '_' or '-' (max 128), starting with a letter or digit"),
+      .regex(
+        /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/,
+        "use letters, digits, '.', '_' or '-' (max 128), starting with a letter or digit",
+      ),
     backend: z.enum(["onnx", "custom"]).default("onnx"),
     path: z.string().min(1),
-    version: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, "use letters, digits, '.', '_' or '-'").default("1"),
+    version: z
+      .string()
+      .regex(/^[A-Za-z0-9._-]{1,64}$/, "use letters, digits, '.', '_' or '-'")
+      .default("1"),
     sha256: z
       .string()
       .regex(/^[0-9a-fA-F]{64}$/, "expected 64 hexadecimal characters")

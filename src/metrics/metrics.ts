@@ -45,6 +45,7 @@ export class Metrics {
   });
 
   constructor(options: { processMetrics?: boolean } = {}) {
-    if (options.processMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: "modelport_" });
+    if (options.processMetrics !== false)
+      collectDefaultMetrics({ register: this.registry, prefix: "modelport_" });
   }
 }

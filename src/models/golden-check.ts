@@ -3,9 +3,9 @@
 import { readFile } from "node:fs/promises";
 import { ModelportError } from "../errors.js";
 import type { GoldenFile, GoldenTensor } from "../golden.js";
-import { type Tensor, type TensorMap, toJsonArray } from "../tensor.js";
 import { decodeTensor } from "../server/decode.js";
 import type { ModelSignature } from "../tensor.js";
+import { type Tensor, type TensorMap, toJsonArray } from "../tensor.js";
 
 export interface GoldenDiff {
   output: string;
@@ -18,10 +18,16 @@ export async function readGolden(path: string): Promise<GoldenFile> {
   try {
     golden = JSON.parse(await readFile(path, "utf8")) as GoldenFile;
   } catch (err) {
-    throw new ModelportError("MP_ERR_MODEL_GOLDEN_MISMATCH", `cannot read golden file ${path}: ${(err as Error).message}`);
+    throw new ModelportError(
+      "MP_ERR_MODEL_GOLDEN_MISMATCH",
+      `cannot read golden file ${path}: ${(err as Error).message}`,
+    );
   }
   if (!golden || typeof golden.inputs !== "object" || typeof golden.outputs !== "object") {
-    throw new ModelportError("MP_ERR_MODEL_GOLDEN_MISMATCH", `golden file ${path} needs "inputs" and "outputs" objects`);
+    throw new ModelportError(
+      "MP_ERR_MODEL_GOLDEN_MISMATCH",
+      `golden file ${path} needs "inputs" and "outputs" objects`,
+    );
   }
   return golden;
 }
@@ -32,7 +38,10 @@ export function goldenInputs(golden: GoldenFile, signature: ModelSignature): Ten
   for (const spec of signature.inputs) {
     const g = golden.inputs[spec.name];
     if (!g) {
-      throw new ModelportError("MP_ERR_MODEL_GOLDEN_MISMATCH", `the golden file has no input '${spec.name}' the model needs`);
+      throw new ModelportError(
+        "MP_ERR_MODEL_GOLDEN_MISMATCH",
+        `the golden file has no input '${spec.name}' the model needs`,
+      );
     }
     out[spec.name] = decodeTensor(spec, g.data, g.shape, g.datatype);
   }
@@ -46,7 +55,12 @@ function toleranceFor(golden: GoldenFile, output: string, fallback: number): num
   return fallback;
 }
 
-function compareOne(name: string, expected: GoldenTensor, actual: Tensor | undefined, tol: number): GoldenDiff[] {
+function compareOne(
+  name: string,
+  expected: GoldenTensor,
+  actual: Tensor | undefined,
+  tol: number,
+): GoldenDiff[] {
   if (!actual) return [{ output: name, problem: "the model did not produce this output" }];
   if (expected.shape.join(",") !== actual.shape.join(",")) {
     return [{ output: name, problem: `shape [${actual.shape}] but golden expects [${expected.shape}]` }];
@@ -82,7 +96,11 @@ function compareOne(name: string, expected: GoldenTensor, actual: Tensor | undef
 }
 
 /** Every output that differs from the golden file; empty when the model matches. */
-export function compareGolden(golden: GoldenFile, outputs: TensorMap, defaultTolerance: number): GoldenDiff[] {
+export function compareGolden(
+  golden: GoldenFile,
+  outputs: TensorMap,
+  defaultTolerance: number,
+): GoldenDiff[] {
   const diffs: GoldenDiff[] = [];
   for (const [name, expected] of Object.entries(golden.outputs)) {
     diffs.push(...compareOne(name, expected, outputs[name], toleranceFor(golden, name, defaultTolerance)));

@@ -32,7 +32,13 @@ export interface ModelStatus {
 export type RunnerFactory = (config: ModelConfig) => Runner;
 
 const defaultRunnerFactory: RunnerFactory = (c) =>
-  new WorkerRunner({ name: c.name, backend: c.backend, path: c.path, threads: c.threads, options: { ...c.options } });
+  new WorkerRunner({
+    name: c.name,
+    backend: c.backend,
+    path: c.path,
+    threads: c.threads,
+    options: { ...c.options },
+  });
 
 export class ModelHost {
   readonly config: ModelConfig;
@@ -102,7 +108,9 @@ export class ModelHost {
     const c = this.config;
     if (!c.golden) {
       this.golden = "none";
-      this.log.warn(`${c.name} has no golden file: it is ready once loaded, but wrong answers would go unnoticed (modelport golden record)`);
+      this.log.warn(
+        `${c.name} has no golden file: it is ready once loaded, but wrong answers would go unnoticed (modelport golden record)`,
+      );
       return;
     }
     const golden = await readGolden(c.golden);

@@ -59,7 +59,12 @@ export class ModelRegistry {
     const reasons: string[] = [];
     for (const h of this.hosts.values()) {
       const s: ModelStatus = h.status();
-      models[s.name] = { ready: s.ready, state: s.state, ...(s.reason ? { reason: s.reason } : {}), ...(s.code ? { code: s.code } : {}) };
+      models[s.name] = {
+        ready: s.ready,
+        state: s.state,
+        ...(s.reason ? { reason: s.reason } : {}),
+        ...(s.code ? { code: s.code } : {}),
+      };
       if (!s.ready) reasons.push(`${s.name}: ${s.reason ?? s.state}`);
     }
     return { ready: reasons.length === 0, reasons, models };

@@ -9,9 +9,7 @@ export interface WireError {
   details?: Record<string, unknown>;
 }
 
-export type ToWorker =
-  | { type: "predict"; id: number; inputs: TensorMap }
-  | { type: "close" };
+export type ToWorker = { type: "predict"; id: number; inputs: TensorMap } | { type: "close" };
 
 export type FromWorker =
   | { type: "loaded"; info: RunnerLoadInfo }
@@ -32,7 +30,12 @@ export function transferables(tensors: TensorMap): ArrayBuffer[] {
     if (Array.isArray(d)) continue;
     const buf = d.buffer;
     // Only whole, plain buffers over 16 KiB: small copies are cheaper than detaching.
-    if (buf instanceof ArrayBuffer && d.byteOffset === 0 && d.byteLength === buf.byteLength && buf.byteLength > 16384) {
+    if (
+      buf instanceof ArrayBuffer &&
+      d.byteOffset === 0 &&
+      d.byteLength === buf.byteLength &&
+      buf.byteLength > 16384
+    ) {
       list.push(buf);
     }
   }

@@ -55,7 +55,12 @@ export class WorkerRunner implements Runner {
       const die = (reason: string) => {
         this.worker = undefined;
         if (!loaded) {
-          reject(new ModelportError("MP_ERR_MODEL_LOAD_FAILED", `the runner for ${this.spec.name} died while loading: ${reason}`));
+          reject(
+            new ModelportError(
+              "MP_ERR_MODEL_LOAD_FAILED",
+              `the runner for ${this.spec.name} died while loading: ${reason}`,
+            ),
+          );
           return;
         }
         this.failAll(reason);
@@ -72,7 +77,10 @@ export class WorkerRunner implements Runner {
     const worker = this.worker;
     if (!worker || this.closing) {
       return Promise.reject(
-        new ModelportError("MP_ERR_RUNNER_CRASHED", `the runner for ${this.spec.name} is not running; retry shortly`),
+        new ModelportError(
+          "MP_ERR_RUNNER_CRASHED",
+          `the runner for ${this.spec.name} is not running; retry shortly`,
+        ),
       );
     }
     const id = this.nextId++;
@@ -117,7 +125,12 @@ export class WorkerRunner implements Runner {
 
   private failAll(reason: string): void {
     for (const p of this.pending.values()) {
-      p.reject(new ModelportError("MP_ERR_RUNNER_CRASHED", `the runner for ${this.spec.name} stopped: ${reason}; retry`));
+      p.reject(
+        new ModelportError(
+          "MP_ERR_RUNNER_CRASHED",
+          `the runner for ${this.spec.name} stopped: ${reason}; retry`,
+        ),
+      );
     }
     this.pending.clear();
   }

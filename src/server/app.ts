@@ -1,7 +1,7 @@
 // buildApp: the Fastify instance with every route and plugin, the model registry and the
 // drain logic. It never listens by itself: tests inject requests, cli/serve listens.
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
-import { pino, type Logger } from "pino";
+import { type Logger, pino } from "pino";
 import type { Config } from "../config/schema.js";
 import { ModelportError } from "../errors.js";
 import { Metrics } from "../metrics/metrics.js";
@@ -62,7 +62,11 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     reply.header("x-request-id", request.id);
     if (context.draining && !PROBE_PATHS.has(request.url.split("?")[0]!)) {
       reply.header("connection", "close");
-      sendError(request, reply, new ModelportError("MP_ERR_SHUTTING_DOWN", "the server is shutting down; retry on another instance"));
+      sendError(
+        request,
+        reply,
+        new ModelportError("MP_ERR_SHUTTING_DOWN", "the server is shutting down; retry on another instance"),
+      );
       return;
     }
     inFlight++;
@@ -90,7 +94,8 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     context.draining = true;
     const deadline = Date.now() + config.server.drainTimeoutMs;
     while (inFlight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-    if (inFlight > 0) logger.warn({ inFlight }, "drain timeout reached; closing with requests still in flight");
+    if (inFlight > 0)
+      logger.warn({ inFlight }, "drain timeout reached; closing with requests still in flight");
     await app.close();
     await registry.closeAll();
   };

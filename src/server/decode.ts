@@ -31,7 +31,8 @@ const INT_RANGES: Partial<Record<Datatype, [number, number]>> = {
 function describe(value: unknown): string {
   if (value === null) return "null";
   if (Array.isArray(value)) return "an array";
-  if (typeof value === "string") return `the string ${JSON.stringify(value.length > 20 ? `${value.slice(0, 20)}…` : value)}`;
+  if (typeof value === "string")
+    return `the string ${JSON.stringify(value.length > 20 ? `${value.slice(0, 20)}…` : value)}`;
   return `${typeof value} ${String(value)}`;
 }
 
@@ -53,7 +54,10 @@ function flatten(input: string, value: unknown): { flat: unknown[]; shape: numbe
   const walk = (v: unknown, depth: number, path: string): void => {
     if (depth === shape.length) {
       if (Array.isArray(v)) {
-        throw new ModelportError("MP_ERR_INPUT_SHAPE", `input '${input}': element ${path} is nested deeper than its siblings; arrays must be rectangular`);
+        throw new ModelportError(
+          "MP_ERR_INPUT_SHAPE",
+          `input '${input}': element ${path} is nested deeper than its siblings; arrays must be rectangular`,
+        );
       }
       flat.push(v);
       return;
@@ -74,12 +78,21 @@ function flatten(input: string, value: unknown): { flat: unknown[]; shape: numbe
 function fillElements(spec: TensorSpec, datatype: Datatype, flat: readonly unknown[]): Tensor["data"] {
   const input = spec.name;
   const data = allocate(datatype, flat.length);
-  const fail = (code: "MP_ERR_INPUT_DATATYPE" | "MP_ERR_INPUT_NOT_FINITE" | "MP_ERR_INPUT_OUT_OF_RANGE", i: number, v: unknown, want: string) => {
-    throw new ModelportError(code, `input '${input}': element ${i} is ${describe(v)}; expected ${want} (${datatype})`, {
-      input,
-      index: i,
-      expected: datatype,
-    });
+  const fail = (
+    code: "MP_ERR_INPUT_DATATYPE" | "MP_ERR_INPUT_NOT_FINITE" | "MP_ERR_INPUT_OUT_OF_RANGE",
+    i: number,
+    v: unknown,
+    want: string,
+  ) => {
+    throw new ModelportError(
+      code,
+      `input '${input}': element ${i} is ${describe(v)}; expected ${want} (${datatype})`,
+      {
+        input,
+        index: i,
+        expected: datatype,
+      },
+    );
   };
   switch (datatype) {
     case "FP16":
@@ -159,9 +172,13 @@ export function decodeTensor(spec: TensorSpec, value: unknown, shape?: unknown, 
   let finalShape = nestedShape;
   if (shape !== undefined) {
     if (!Array.isArray(shape) || !shape.every((d) => Number.isInteger(d) && d >= 0)) {
-      throw new ModelportError("MP_ERR_INPUT_SHAPE", `input '${spec.name}': shape must be an array of non-negative integers`, {
-        input: spec.name,
-      });
+      throw new ModelportError(
+        "MP_ERR_INPUT_SHAPE",
+        `input '${spec.name}': shape must be an array of non-negative integers`,
+        {
+          input: spec.name,
+        },
+      );
     }
     const n = elementCount(shape);
     if (n !== flat.length) {
@@ -178,7 +195,12 @@ export function decodeTensor(spec: TensorSpec, value: unknown, shape?: unknown, 
 }
 
 /** Checks that every declared input is present, that nothing extra was sent, and the batch size. */
-function checkInputs(names: readonly string[], signature: ModelSignature, tensors: TensorMap, limits: DecodeLimits): void {
+function checkInputs(
+  names: readonly string[],
+  signature: ModelSignature,
+  tensors: TensorMap,
+  limits: DecodeLimits,
+): void {
   const declared = new Set(signature.inputs.map((s) => s.name));
   for (const n of names) {
     if (!declared.has(n)) {
@@ -198,20 +220,43 @@ function checkInputs(names: readonly string[], signature: ModelSignature, tensor
       );
     }
   }
-  if (!signature.batchable) return;
+  checkNamedDims(signature, tensors);
+  // Rows are dim 0 of every input whose dim 0 is dynamic.
   let rows = -1;
   for (const spec of signature.inputs) {
-    const n = tensors[spec.name]!.shape[0] ?? 1;
+    if (spec.shape?.[0] !== -1) continue;
+    const n = tensors[spec.name]!.shape[0]!;
     if (rows >= 0 && n !== rows) {
       throw new ModelportError(
         "MP_ERR_INPUT_BATCH_MISMATCH",
         `input '${spec.name}' has ${n} rows but the other inputs have ${rows}; every input needs the same dim 0`,
+        { input: spec.name },
       );
     }
     rows = n;
   }
   if (rows === 0) throw new ModelportError("MP_ERR_INPUT_EMPTY_BATCH", "the request holds no rows; send at least one");
   if (rows > limits.maxBatchRows) throw tooManyRows(rows, limits.maxBatchRows);
+}
+
+/** Dynamic dims the model names alike (ONNX dim_param such as "batch") must have one size across inputs. */
+function checkNamedDims(signature: ModelSignature, tensors: TensorMap): void {
+  const seen = new Map<string, { size: number; input: string; axis: number }>();
+  for (const spec of signature.inputs) {
+    spec.dimNames?.forEach((dimName, axis) => {
+      if (!dimName) return;
+      const size = tensors[spec.name]!.shape[axis]!;
+      const first = seen.get(dimName);
+      if (!first) seen.set(dimName, { size, input: spec.name, axis });
+      else if (first.size !== size) {
+        throw new ModelportError(
+          axis === 0 && first.axis === 0 ? "MP_ERR_INPUT_BATCH_MISMATCH" : "MP_ERR_INPUT_SHAPE",
+          `dim '${dimName}' is ${size} in input '${spec.name}' but ${first.size} in '${first.input}'; the model needs them equal`,
+          { input: spec.name, dim: dimName },
+        );
+      }
+    });
+  }
 }
 
 function tooManyRows(rows: number, max: number): ModelportError {
@@ -248,9 +293,13 @@ function rowsOfObjects(rows: unknown[], signature: ModelSignature): TensorMap {
     }
     for (const [name, col] of columns) {
       if (col.length !== r + 1) {
-        throw new ModelportError("MP_ERR_INPUT_MISSING", `rows[${r}] has no '${name}'; every row needs every input`, {
-          input: name,
-        });
+        throw new ModelportError(
+          "MP_ERR_INPUT_MISSING",
+          `rows[${r}] has no '${name}'; every row needs every input`,
+          {
+            input: name,
+          },
+        );
       }
     }
   });
@@ -277,8 +326,10 @@ export function decodeNative(body: unknown, signature: ModelSignature, limits: D
   let names: string[];
   if (hasRows) {
     const rows = obj.rows;
-    if (!Array.isArray(rows)) throw new ModelportError("MP_ERR_REQUEST_INVALID", '"rows" must be an array of rows');
-    if (rows.length === 0) throw new ModelportError("MP_ERR_INPUT_EMPTY_BATCH", '"rows" is empty; send at least one row');
+    if (!Array.isArray(rows))
+      throw new ModelportError("MP_ERR_REQUEST_INVALID", '"rows" must be an array of rows');
+    if (rows.length === 0)
+      throw new ModelportError("MP_ERR_INPUT_EMPTY_BATCH", '"rows" is empty; send at least one row');
     // Refuse oversized requests before decoding them.
     if (rows.length > limits.maxBatchRows) throw tooManyRows(rows.length, limits.maxBatchRows);
     const first = rows[0];
@@ -314,21 +365,32 @@ export function decodeNative(body: unknown, signature: ModelSignature, limits: D
 export function decodeOip(body: unknown, signature: ModelSignature, limits: DecodeLimits): TensorMap {
   const obj = requireObject(body, "the request body");
   if (!Array.isArray(obj.inputs)) {
-    throw new ModelportError("MP_ERR_REQUEST_INVALID", '"inputs" must be an array of {name, shape, datatype, data}');
+    throw new ModelportError(
+      "MP_ERR_REQUEST_INVALID",
+      '"inputs" must be an array of {name, shape, datatype, data}',
+    );
   }
   const specs = new Map(signature.inputs.map((s) => [s.name, s]));
   const tensors: TensorMap = {};
   const names: string[] = [];
   obj.inputs.forEach((raw, i) => {
     const inp = requireObject(raw, `inputs[${i}]`);
-    if (typeof inp.name !== "string") throw new ModelportError("MP_ERR_REQUEST_INVALID", `inputs[${i}].name must be a string`);
+    if (typeof inp.name !== "string")
+      throw new ModelportError("MP_ERR_REQUEST_INVALID", `inputs[${i}].name must be a string`);
     if (!Array.isArray(inp.shape)) {
-      throw new ModelportError("MP_ERR_REQUEST_INVALID", `inputs[${i}] ('${inp.name}'): "shape" is required and must be an array`);
+      throw new ModelportError(
+        "MP_ERR_REQUEST_INVALID",
+        `inputs[${i}] ('${inp.name}'): "shape" is required and must be an array`,
+      );
     }
     if (typeof inp.datatype !== "string") {
-      throw new ModelportError("MP_ERR_REQUEST_INVALID", `inputs[${i}] ('${inp.name}'): "datatype" is required`);
+      throw new ModelportError(
+        "MP_ERR_REQUEST_INVALID",
+        `inputs[${i}] ('${inp.name}'): "datatype" is required`,
+      );
     }
-    if (!("data" in inp)) throw new ModelportError("MP_ERR_REQUEST_INVALID", `inputs[${i}] ('${inp.name}'): "data" is required`);
+    if (!("data" in inp))
+      throw new ModelportError("MP_ERR_REQUEST_INVALID", `inputs[${i}] ('${inp.name}'): "data" is required`);
     names.push(inp.name);
     const spec = specs.get(inp.name);
     if (!spec) return; // reported by checkInputs with the list of known inputs
@@ -350,8 +412,14 @@ export function requestedOutputs(raw: unknown, signature: ModelSignature): strin
   if (!Array.isArray(raw)) throw new ModelportError("MP_ERR_REQUEST_INVALID", '"outputs" must be an array');
   const known = new Set(signature.outputs.map((o) => o.name));
   return raw.map((o, i) => {
-    const name = typeof o === "string" ? o : typeof o === "object" && o !== null ? (o as { name?: unknown }).name : undefined;
-    if (typeof name !== "string") throw new ModelportError("MP_ERR_REQUEST_INVALID", `outputs[${i}] must name an output`);
+    const name =
+      typeof o === "string"
+        ? o
+        : typeof o === "object" && o !== null
+          ? (o as { name?: unknown }).name
+          : undefined;
+    if (typeof name !== "string")
+      throw new ModelportError("MP_ERR_REQUEST_INVALID", `outputs[${i}] must name an output`);
     if (!known.has(name)) {
       throw new ModelportError(
         "MP_ERR_OUTPUT_UNKNOWN",

@@ -22,5 +22,10 @@ export interface OipOutput {
 
 /** Open Inference Protocol form: flat row-major data with shape and datatype. */
 export function encodeOip(outputs: TensorMap, names?: readonly string[]): OipOutput[] {
-  return pick(outputs, names).map(([name, t]) => ({ name, datatype: t.datatype, shape: t.shape, data: toJsonArray(t) }));
+  return pick(outputs, names).map(([name, t]) => ({
+    name,
+    datatype: t.datatype,
+    shape: t.shape,
+    data: toJsonArray(t),
+  }));
 }

@@ -42,9 +42,17 @@ function predictRequest(host: ModelHost): Schema {
     type: "object",
     required: sig.inputs.map((s) => s.name),
     additionalProperties: false,
-    properties: Object.fromEntries(sig.inputs.map((s) => [s.name, { ...nestedSchema(s, 0), description: describeSpec(s) }])),
+    properties: Object.fromEntries(
+      sig.inputs.map((s) => [s.name, { ...nestedSchema(s, 0), description: describeSpec(s) }]),
+    ),
   };
-  const variants: Schema[] = [{ type: "object", required: ["inputs"], properties: { inputs, outputs: { type: "array", items: { type: "string" } } } }];
+  const variants: Schema[] = [
+    {
+      type: "object",
+      required: ["inputs"],
+      properties: { inputs, outputs: { type: "array", items: { type: "string" } } },
+    },
+  ];
   if (sig.batchable) {
     const row =
       sig.inputs.length === 1
@@ -57,7 +65,9 @@ function predictRequest(host: ModelHost): Schema {
     variants.unshift({
       type: "object",
       required: ["rows"],
-      properties: { rows: { type: "array", minItems: 1, maxItems: host.config.limits.maxBatchRows, items: row } },
+      properties: {
+        rows: { type: "array", minItems: 1, maxItems: host.config.limits.maxBatchRows, items: row },
+      },
     });
   }
   return { oneOf: variants };
@@ -81,7 +91,10 @@ export function buildOpenApi(hosts: ModelHost[], version: string): Schema {
         ].join(" "),
         requestBody: { required: true, content: { "application/json": { schema: predictRequest(host) } } },
         responses: {
-          200: { description: "named outputs", content: { "application/json": { schema: { type: "object" } } } },
+          200: {
+            description: "named outputs",
+            content: { "application/json": { schema: { type: "object" } } },
+          },
           400: { description: "bad input", content: { "application/json": { schema: errorRef } } },
           503: { description: "model not ready", content: { "application/json": { schema: errorRef } } },
         },
@@ -108,7 +121,11 @@ export function buildOpenApi(hosts: ModelHost[], version: string): Schema {
                         properties: {
                           name: { const: s.name },
                           datatype: { const: s.datatype },
-                          shape: { type: "array", items: { type: "integer" }, description: `[${(s.shape ?? []).join(", ")}]` },
+                          shape: {
+                            type: "array",
+                            items: { type: "integer" },
+                            description: `[${(s.shape ?? []).join(", ")}]`,
+                          },
                           data: { type: "array" },
                         },
                       })),
@@ -142,7 +159,11 @@ export function buildOpenApi(hosts: ModelHost[], version: string): Schema {
           properties: {
             error: {
               type: "object",
-              properties: { code: { type: "string" }, message: { type: "string" }, retryable: { type: "boolean" } },
+              properties: {
+                code: { type: "string" },
+                message: { type: "string" },
+                retryable: { type: "boolean" },
+              },
             },
           },
         },

@@ -81,7 +81,8 @@ function slowForward(w: SlowWeights, x: readonly number[]): number[] {
   const x0 = new Float64Array(N * N);
   for (let i = 0; i < N; i++)
     for (let j = 0; j < N; j++) x0[i * N + j] = Math.fround(Math.tanh(Math.fround(u[i]! * v[j]!)));
-  let cur = x0;
+  // Two scratch buffers besides x0, which every step adds back in and so must stay untouched.
+  let cur = Float64Array.from(x0);
   let next = new Float64Array(N * N);
   for (let step = 0; step < SLOW_STEPS; step++) {
     for (let i = 0; i < N; i++) {

@@ -62,7 +62,10 @@ export class CustomBackend implements Backend {
       options: options.options,
       async loadModel(spec) {
         if (spec.backend !== "onnx") {
-          throw new ModelportError("MP_ERR_MODEL_LOAD_FAILED", `ctx.loadModel: backend '${spec.backend}' is unknown`);
+          throw new ModelportError(
+            "MP_ERR_MODEL_LOAD_FAILED",
+            `ctx.loadModel: backend '${spec.backend}' is unknown`,
+          );
         }
         const path = isAbsolute(spec.path) ? spec.path : resolve(dir, spec.path);
         const inner = await new OnnxBackend().load({
@@ -74,8 +77,13 @@ export class CustomBackend implements Backend {
         wrapped.push(inner);
         return inner;
       },
+      badInput(message) {
+        return new ModelportError("MP_ERR_HANDLER_BAD_INPUT", `${options.name}: ${message}`);
+      },
       log(message, fields) {
-        process.stderr.write(`${JSON.stringify({ level: 30, model: options.name, msg: message, ...fields })}\n`);
+        process.stderr.write(
+          `${JSON.stringify({ level: 30, model: options.name, msg: message, ...fields })}\n`,
+        );
       },
     };
     let signature: ModelSignature;
@@ -97,7 +105,10 @@ export class CustomBackend implements Backend {
           return await predict(batch);
         } catch (err) {
           if (err instanceof ModelportError) throw err;
-          throw new ModelportError("MP_ERR_HANDLER_FAILED", `handler ${options.name}: ${(err as Error).message}`);
+          throw new ModelportError(
+            "MP_ERR_HANDLER_FAILED",
+            `handler ${options.name}: ${(err as Error).message}`,
+          );
         }
       },
       async close() {

@@ -1,7 +1,8 @@
 // The public contract of a custom handler module: what modelport passes to `load(ctx)` and
 // what `predict(batch)` must return. Import these types from "modelport".
-import type { LoadedModel } from "../backend.js";
+
 import type { Datatype, ModelSignature, TensorMap } from "../../tensor.js";
+import type { LoadedModel } from "../backend.js";
 
 export interface HandlerContext {
   /** The model's name as served. */
@@ -17,6 +18,8 @@ export interface HandlerContext {
    * A relative path is resolved against `dir`. The wrapped model is closed with the handler.
    */
   loadModel(spec: { backend: "onnx"; path: string; threads?: number }): Promise<LoadedModel>;
+  /** An error to throw from predict() when the input is wrong: the client gets 400 MP_ERR_HANDLER_BAD_INPUT with `message`. */
+  badInput(message: string): Error;
   /** Structured log line tagged with the model's name. */
   log(message: string, fields?: Record<string, unknown>): void;
 }

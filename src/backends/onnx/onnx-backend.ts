@@ -66,7 +66,9 @@ function toSpec(meta: import("onnxruntime-node").InferenceSession.ValueMetadata)
   }
   // Symbolic dims (strings) and unknown dims are dynamic: -1.
   const shape = meta.shape.map((d) => (typeof d === "number" && d >= 0 ? d : -1));
-  return { name: meta.name, datatype, shape };
+  const named = meta.shape.some((d) => typeof d === "string" && d !== "");
+  const dimNames = meta.shape.map((d) => (typeof d === "string" && d !== "" ? d : null));
+  return { name: meta.name, datatype, shape, ...(named ? { dimNames } : {}) };
 }
 
 function isBatchable(signature: Omit<ModelSignature, "batchable">): boolean {
@@ -83,7 +85,10 @@ function toOrt(ort: Ort, tensor: Tensor): OrtTensor {
 function fromOrt(name: string, value: OrtTensor): Tensor {
   const datatype = ORT_TO_DATATYPE[value.type];
   if (!datatype) {
-    throw new ModelportError("MP_ERR_INFERENCE_FAILED", `output '${name}' has unsupported type ${value.type}`);
+    throw new ModelportError(
+      "MP_ERR_INFERENCE_FAILED",
+      `output '${name}' has unsupported type ${value.type}`,
+    );
   }
   let data = value.data as Tensor["data"];
   if (datatype === "FP16") data = fromHalfBits(value.data as Uint16Array);

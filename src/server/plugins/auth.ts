@@ -15,12 +15,18 @@ export function registerAuth(app: FastifyInstance, keys: readonly string[]): voi
     if (PROBE_PATHS.has(request.url.split("?")[0]!)) return;
     const header = request.headers.authorization;
     if (!header) {
-      throw new ModelportError("MP_ERR_AUTH_REQUIRED", "this server needs an API key: send Authorization: Bearer <key>");
+      throw new ModelportError(
+        "MP_ERR_AUTH_REQUIRED",
+        "this server needs an API key: send Authorization: Bearer <key>",
+      );
     }
     const match = /^Bearer\s+(.+)$/i.exec(header);
     const given = match ? digest(match[1]!.trim()) : undefined;
     if (!given || !digests.some((d) => timingSafeEqual(d, given))) {
-      throw new ModelportError("MP_ERR_AUTH_INVALID", "the API key is not valid; check the Authorization: Bearer header");
+      throw new ModelportError(
+        "MP_ERR_AUTH_INVALID",
+        "the API key is not valid; check the Authorization: Bearer header",
+      );
     }
   });
 }

@@ -14,9 +14,15 @@ declare module "fastify" {
 function fromFastify(err: FastifyError, maxBodyBytes: number): ModelportError {
   switch (err.code) {
     case "FST_ERR_CTP_BODY_TOO_LARGE":
-      return new ModelportError("MP_ERR_REQUEST_BODY_TOO_LARGE", `the body is larger than ${maxBodyBytes} bytes; send fewer rows per request or raise limits.maxBodyBytes`);
+      return new ModelportError(
+        "MP_ERR_REQUEST_BODY_TOO_LARGE",
+        `the body is larger than ${maxBodyBytes} bytes; send fewer rows per request or raise limits.maxBodyBytes`,
+      );
     case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
-      return new ModelportError("MP_ERR_REQUEST_UNSUPPORTED_MEDIA_TYPE", "send the body as JSON with Content-Type: application/json");
+      return new ModelportError(
+        "MP_ERR_REQUEST_UNSUPPORTED_MEDIA_TYPE",
+        "send the body as JSON with Content-Type: application/json",
+      );
     case "FST_ERR_CTP_EMPTY_JSON_BODY":
       return new ModelportError("MP_ERR_REQUEST_MALFORMED_JSON", "the body is empty; send a JSON object");
     case "FST_ERR_CTP_INVALID_CONTENT_LENGTH":
@@ -30,7 +36,10 @@ function fromFastify(err: FastifyError, maxBodyBytes: number): ModelportError {
   if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
     return new ModelportError("MP_ERR_REQUEST_INVALID", err.message);
   }
-  return new ModelportError("MP_ERR_INTERNAL", "internal error; the server log has details under this request id");
+  return new ModelportError(
+    "MP_ERR_INTERNAL",
+    "internal error; the server log has details under this request id",
+  );
 }
 
 export function toModelportError(err: unknown, maxBodyBytes: number): ModelportError {
@@ -59,7 +68,10 @@ export function registerErrorHandling(app: FastifyInstance, maxBodyBytes: number
     sendError(
       request,
       reply,
-      new ModelportError("MP_ERR_ROUTE_NOT_FOUND", `no route for ${request.method} ${request.url.split("?")[0]}; see /docs`),
+      new ModelportError(
+        "MP_ERR_ROUTE_NOT_FOUND",
+        `no route for ${request.method} ${request.url.split("?")[0]}; see /docs`,
+      ),
     ),
   );
 }

@@ -6,7 +6,7 @@ import type { TensorSpec } from "../../tensor.js";
 import type { AppContext } from "../context.js";
 import { buildOpenApi } from "../openapi.js";
 
-const escape = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
 function exampleValue(spec: TensorSpec): unknown {
   const v = spec.datatype === "BOOL" ? false : spec.datatype === "BYTES" ? "text" : 0;
@@ -19,13 +19,17 @@ function exampleValue(spec: TensorSpec): unknown {
 function exampleBody(host: ModelHost): string {
   const sig = host.signature;
   if (!sig) return "{}";
-  if (sig.inputs.length === 1 && sig.batchable) return JSON.stringify({ rows: [exampleValue(sig.inputs[0]!)] });
+  if (sig.inputs.length === 1 && sig.batchable)
+    return JSON.stringify({ rows: [exampleValue(sig.inputs[0]!)] });
   return JSON.stringify({ rows: [Object.fromEntries(sig.inputs.map((s) => [s.name, exampleValue(s)]))] });
 }
 
 function table(specs: readonly TensorSpec[]): string {
   const rows = specs
-    .map((s) => `<tr><td><code>${escape(s.name)}</code></td><td>${s.datatype}</td><td>[${(s.shape ?? []).join(", ")}]</td><td>${escape(s.description ?? "")}</td></tr>`)
+    .map(
+      (s) =>
+        `<tr><td><code>${escapeHtml(s.name)}</code></td><td>${s.datatype}</td><td>[${(s.shape ?? []).join(", ")}]</td><td>${escapeHtml(s.description ?? "")}</td></tr>`,
+    )
     .join("");
   return `<table><tr><th>name</th><th>datatype</th><th>shape (-1 = any)</th><th></th></tr>${rows}</table>`;
 }
@@ -35,13 +39,13 @@ function page(hosts: ModelHost[], origin: string): string {
     .map((h) => {
       const s = h.status();
       const sig = h.signature;
-      return `<section><h2>${escape(s.name)} <small>v${escape(s.version)} · ${s.backend} · ${s.ready ? "ready" : `not ready: ${escape(s.reason ?? s.state)}`}</small></h2>
-${h.config.description ? `<p>${escape(h.config.description)}</p>` : ""}
+      return `<section><h2>${escapeHtml(s.name)} <small>v${escapeHtml(s.version)} · ${s.backend} · ${s.ready ? "ready" : `not ready: ${escapeHtml(s.reason ?? s.state)}`}</small></h2>
+${h.config.description ? `<p>${escapeHtml(h.config.description)}</p>` : ""}
 <h3>Inputs</h3>${sig ? table(sig.inputs) : "<p>unknown until loaded</p>"}
 <h3>Outputs</h3>${sig ? table(sig.outputs) : "<p>unknown until loaded</p>"}
-<h3>Try it</h3><pre>curl -s ${escape(origin)}/v1/models/${escape(s.name)}/predict \\
+<h3>Try it</h3><pre>curl -s ${escapeHtml(origin)}/v1/models/${escapeHtml(s.name)}/predict \\
   -H 'content-type: application/json' \\
-  -d '${escape(exampleBody(h))}'</pre></section>`;
+  -d '${escapeHtml(exampleBody(h))}'</pre></section>`;
     })
     .join("\n");
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>modelport API</title>

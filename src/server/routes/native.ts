@@ -19,7 +19,14 @@ export function describeModel(host: ModelHost): Record<string, unknown> {
     versions: [s.version],
     backend: s.backend,
     description: host.config.description,
-    status: { state: s.state, ready: s.ready, reason: s.reason, code: s.code, golden: s.golden, golden_diff: s.goldenDiff },
+    status: {
+      state: s.state,
+      ready: s.ready,
+      reason: s.reason,
+      code: s.code,
+      golden: s.golden,
+      golden_diff: s.goldenDiff,
+    },
     inputs: sig?.inputs ?? [],
     outputs: sig?.outputs ?? [],
     batchable: sig?.batchable ?? false,
@@ -34,21 +41,26 @@ export function describeModel(host: ModelHost): Record<string, unknown> {
 export function nativeRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.get("/v1/models", async () => ({ models: ctx.registry.all().map(describeModel) }));
 
-  app.get<{ Params: ModelParams }>("/v1/models/:model", async (req) => describeModel(ctx.registry.get(req.params.model)));
+  app.get<{ Params: ModelParams }>("/v1/models/:model", async (req) =>
+    describeModel(ctx.registry.get(req.params.model)),
+  );
 
-  app.post<{ Params: ModelParams; Querystring: { version?: string } }>("/v1/models/:model/predict", async (req) => {
-    const host = ctx.registry.getVersion(req.params.model, req.query.version);
-    const signature = host.signature;
-    if (!host.ready || !signature) throw host.notReadyError();
-    const body = req.body as Record<string, unknown> | undefined;
-    const inputs = decodeNative(body, signature, host.config.limits);
-    const names = requestedOutputs(body?.outputs, signature);
-    const outputs = await infer(ctx, host, inputs);
-    return {
-      model: host.config.name,
-      model_version: host.config.version,
-      ...(body && "id" in body ? { id: body.id } : {}),
-      outputs: encodeNative(outputs, names),
-    };
-  });
+  app.post<{ Params: ModelParams; Querystring: { version?: string } }>(
+    "/v1/models/:model/predict",
+    async (req) => {
+      const host = ctx.registry.getVersion(req.params.model, req.query.version);
+      const signature = host.signature;
+      if (!host.ready || !signature) throw host.notReadyError();
+      const body = req.body as Record<string, unknown> | undefined;
+      const inputs = decodeNative(body, signature, host.config.limits);
+      const names = requestedOutputs(body?.outputs, signature);
+      const outputs = await infer(ctx, host, inputs);
+      return {
+        model: host.config.name,
+        model_version: host.config.version,
+        ...(body && "id" in body ? { id: body.id } : {}),
+        outputs: encodeNative(outputs, names),
+      };
+    },
+  );
 }

@@ -15,7 +15,11 @@ const PLATFORM: Record<string, string> = { onnx: "onnxruntime_onnx", custom: "mo
 
 function metadata(host: ModelHost) {
   const sig = host.signature;
-  const spec = (s: { name: string; datatype: string; shape?: number[] }) => ({ name: s.name, datatype: s.datatype, shape: s.shape ?? [] });
+  const spec = (s: { name: string; datatype: string; shape?: number[] }) => ({
+    name: s.name,
+    datatype: s.datatype,
+    shape: s.shape ?? [],
+  });
   return {
     name: host.config.name,
     versions: [host.config.version],

@@ -1,0 +1,118 @@
+// Starts modelport for tests: in this process on a real listening port (buildApp + listen),
+// or as a real `modelport serve` child process when signals and exit codes matter.
+import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
+import { dirname, join } from "node:path";
+import { Writable } from "node:stream";
+import { fileURLToPath } from "node:url";
+import { pino } from "pino";
+import { type LoadConfigOptions, loadConfig } from "../../src/config/load.js";
+import { buildApp, type ModelportApp } from "../../src/server/app.js";
+
+export const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
+export const CLI = join(REPO_ROOT, "bin", "modelport.js");
+
+export interface InProcessServer {
+  url: string;
+  server: ModelportApp;
+  /** Parsed JSON log lines written so far. */
+  logs: Record<string, unknown>[];
+  close(): Promise<void>;
+}
+
+/** Builds the app from config options, listens on 127.0.0.1 at a free port and loads the models. */
+export async function startInProcess(options: LoadConfigOptions): Promise<InProcessServer> {
+  const config = loadConfig({ ...options, flags: { port: 0, ...options.flags } });
+  const logs: Record<string, unknown>[] = [];
+  const sink = new Writable({
+    write(chunk, _enc, cb) {
+      for (const line of String(chunk).split("\n"))
+        if (line) logs.push(JSON.parse(line) as Record<string, unknown>);
+      cb();
+    },
+  });
+  const server = buildApp(config, { logger: pino({ level: "info" }, sink) });
+  const url = await server.app.listen({ host: "127.0.0.1", port: 0 });
+  await server.loadModels();
+  return { url, server, logs, close: () => server.close() };
+}
+
+export interface ChildServer {
+  url: string;
+  proc: ChildProcess;
+  /** stdout and stderr so far. */
+  output(): string;
+  /** Sends `signal` and resolves to the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** Spawns `modelport serve ARGS --port 0` and resolves once it listens (models may still be loading). */
+export async function startChild(args: string[], env: NodeJS.ProcessEnv = {}): Promise<ChildServer> {
+  const proc = spawn(process.execPath, [CLI, "serve", ...args, "--port", "0", "--log-format", "json"], {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  const url = await new Promise<string>((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      out += chunk;
+      const m = /"address":"(http:\/\/[^"]+)"/.exec(out);
+      if (m) resolve(m[1]!);
+    };
+    proc.stdout!.on("data", onData);
+    proc.stderr!.on("data", (c: Buffer) => {
+      out += c;
+    });
+    proc.once("exit", (code) => reject(new Error(`modelport exited with ${code} before listening:\n${out}`)));
+  });
+  return {
+    url,
+    proc,
+    output: () => out,
+    async stop(signal: NodeJS.Signals = "SIGTERM") {
+      if (proc.exitCode !== null) return proc.exitCode;
+      proc.kill(signal);
+      const [code] = (await once(proc, "exit")) as [number | null];
+      return code;
+    },
+  };
+}
+
+/** Polls GET /readyz until it answers 200 (or `timeoutMs` passes); returns the last body. */
+export async function waitReady(url: string, timeoutMs = 20_000): Promise<{ status: number; body: unknown }> {
+  const deadline = Date.now() + timeoutMs;
+  let last = { status: 0, body: undefined as unknown };
+  while (Date.now() < deadline) {
+    const res = await fetch(`${url}/readyz`);
+    last = { status: res.status, body: await res.json() };
+    if (res.status === 200) return last;
+    if ((last.body as { models?: Record<string, { state: string }> }).models) {
+      const states = Object.values((last.body as { models: Record<string, { state: string }> }).models).map(
+        (m) => m.state,
+      );
+      if (!states.includes("loading")) return last;
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return last;
+}
+
+/** POSTs JSON and returns status, headers and parsed body. */
+export async function postJson(
+  url: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+  // biome-ignore lint/suspicious/noExplicitAny: tests read arbitrary JSON bodies
+): Promise<{ status: number; headers: Headers; body: any }> {
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let parsed: unknown = text;
+  try {
+    parsed = JSON.parse(text);
+  } catch {}
+  return { status: res.status, headers: res.headers, body: parsed };
+}
