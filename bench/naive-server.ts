@@ -5,7 +5,7 @@
 // Prints {"address":"http://127.0.0.1:PORT"} on stdout once the model is loaded and it listens.
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import ort from "onnxruntime-node";
+import { InferenceSession, Tensor } from "onnxruntime-node";
 
 const [modelPath, portArg = "0"] = process.argv.slice(2);
 if (modelPath === undefined) {
@@ -13,7 +13,7 @@ if (modelPath === undefined) {
   process.exit(2);
 }
 
-const session = await ort.InferenceSession.create(modelPath, {
+const session = await InferenceSession.create(modelPath, {
   intraOpNumThreads: 1,
   interOpNumThreads: 1,
   executionMode: "sequential",
@@ -25,7 +25,7 @@ const server = createServer((req, res) => {
   req.on("end", async () => {
     try {
       const rows = JSON.parse(Buffer.concat(chunks).toString("utf8")).rows as number[][];
-      const features = new ort.Tensor("float32", Float32Array.from(rows.flat()), [rows.length, 6]);
+      const features = new Tensor("float32", Float32Array.from(rows.flat()), [rows.length, 6]);
       const out = await session.run({ features });
       const label = Array.from(out["label"]!.data as BigInt64Array, Number);
       const probs = out["probabilities"]!.data as Float32Array;
@@ -44,4 +44,7 @@ server.listen(Number(portArg), "127.0.0.1", () => {
   process.stdout.write(`${JSON.stringify({ address: `http://127.0.0.1:${port}` })}\n`);
 });
 
-process.on("SIGTERM", () => server.close(() => process.exit(0)));
+process.on("SIGTERM", () => {
+  server.close(() => process.exit(0));
+  server.closeAllConnections();
+});

@@ -33,7 +33,9 @@ export async function buildModels(outDir: string, log: (line: string) => void = 
     const manifest = await writeArtifact(outDir, artifact);
     names.push(artifact.name);
     const ms = (performance.now() - started).toFixed(0);
-    log(`${manifest.name}: ${manifest.bytes} bytes, sha256 ${manifest.sha256.slice(0, 12)}, built in ${ms} ms`);
+    log(
+      `${manifest.name}: ${manifest.bytes} bytes, sha256 ${manifest.sha256.slice(0, 12)}, built in ${ms} ms`,
+    );
   }
   return names;
 }
@@ -55,7 +57,9 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
   const started = performance.now();
   buildModels(outDir, (line) => console.log(line)).then(
     (names) =>
-      console.log(`built ${names.length} models into ${outDir} in ${(performance.now() - started).toFixed(0)} ms`),
+      console.log(
+        `built ${names.length} models into ${outDir} in ${(performance.now() - started).toFixed(0)} ms`,
+      ),
     (err: unknown) => {
       console.error(err);
       process.exitCode = 1;

@@ -24,9 +24,17 @@ function batchOf(t: GoldenTensor, batch: number): ort.Tensor {
     case "FP64":
       return new ort.Tensor("float64", Float64Array.from(data as number[]), shape);
     case "INT64":
-      return new ort.Tensor("int64", BigInt64Array.from(data as number[], (v) => BigInt(v)), shape);
+      return new ort.Tensor(
+        "int64",
+        BigInt64Array.from(data as number[], (v) => BigInt(v)),
+        shape,
+      );
     case "BOOL":
-      return new ort.Tensor("bool", Uint8Array.from(data, (v) => (v ? 1 : 0)), shape);
+      return new ort.Tensor(
+        "bool",
+        Uint8Array.from(data, (v) => (v ? 1 : 0)),
+        shape,
+      );
     case "UINT8":
       return new ort.Tensor("uint8", Uint8Array.from(data as number[]), shape);
     default:
@@ -35,7 +43,12 @@ function batchOf(t: GoldenTensor, batch: number): ort.Tensor {
 }
 
 /** Median wall time in ms of `runs` inferences after two warm-up runs. */
-export async function timeModel(file: string, golden: GoldenFile, batch: number, runs: number): Promise<number> {
+export async function timeModel(
+  file: string,
+  golden: GoldenFile,
+  batch: number,
+  runs: number,
+): Promise<number> {
   const session = await ort.InferenceSession.create(file, {
     intraOpNumThreads: 1,
     interOpNumThreads: 1,

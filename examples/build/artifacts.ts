@@ -21,15 +21,21 @@ export function goldenTensor(
 ): GoldenTensor {
   const values = Array.from(data as ArrayLike<number | boolean>);
   const expected = shape.reduce((a, b) => a * b, 1);
-  if (values.length !== expected) throw new Error(`golden tensor [${shape}] needs ${expected} values, got ${values.length}`);
+  if (values.length !== expected)
+    throw new Error(`golden tensor [${shape}] needs ${expected} values, got ${values.length}`);
   // Float32 values are stored exactly (rounded to float32 first), so re-reading them as float32 is lossless.
-  return { datatype, shape, data: datatype === "FP32" ? values.map((v) => Math.fround(v as number)) : values };
+  return {
+    datatype,
+    shape,
+    data: datatype === "FP32" ? values.map((v) => Math.fround(v as number)) : values,
+  };
 }
 
 /** JSON with two-space indentation, but arrays of plain values on one line so golden files stay readable. */
 export function formatJson(value: unknown, indent = ""): string {
   if (Array.isArray(value)) {
-    if (value.every((v) => v === null || typeof v !== "object")) return `[${value.map((v) => JSON.stringify(v)).join(", ")}]`;
+    if (value.every((v) => v === null || typeof v !== "object"))
+      return `[${value.map((v) => JSON.stringify(v)).join(", ")}]`;
     const inner = `${indent}  `;
     return `[\n${value.map((v) => inner + formatJson(v, inner)).join(",\n")}\n${indent}]`;
   }

@@ -81,7 +81,11 @@ export function segmentData(n: number, seed: number): Dataset {
 }
 
 /** Splits off the last `testFraction` of a shuffled copy; the shuffle is seeded so the split is fixed. */
-export function trainTestSplit(data: Dataset, testFraction: number, seed: number): { train: Dataset; test: Dataset } {
+export function trainTestSplit(
+  data: Dataset,
+  testFraction: number,
+  seed: number,
+): { train: Dataset; test: Dataset } {
   const order = new Random(seed).shuffle(data.rows.map((_, i) => i));
   const nTest = Math.round(data.rows.length * testFraction);
   const pick = (idx: number[]): Dataset => ({

@@ -37,7 +37,11 @@ interface Split {
   gain: number;
 }
 
-export function trainGbdt(rows: readonly number[][], labels: readonly number[], options: GbdtOptions): GbdtModel {
+export function trainGbdt(
+  rows: readonly number[][],
+  labels: readonly number[],
+  options: GbdtOptions,
+): GbdtModel {
   const n = rows.length;
   const numFeatures = rows[0]!.length;
   const positives = labels.reduce((a, b) => a + b, 0);
@@ -67,8 +71,11 @@ export function trainGbdt(rows: readonly number[][], labels: readonly number[], 
         const gRight = gSum - gLeft;
         const hRight = hSum - hLeft;
         const gain =
-          (gLeft * gLeft) / (hLeft + options.lambda) + (gRight * gRight) / (hRight + options.lambda) - parentScore;
-        if (gain > 1e-9 && (best === undefined || gain > best.gain)) best = { feature: f, threshold: value, gain };
+          (gLeft * gLeft) / (hLeft + options.lambda) +
+          (gRight * gRight) / (hRight + options.lambda) -
+          parentScore;
+        if (gain > 1e-9 && (best === undefined || gain > best.gain))
+          best = { feature: f, threshold: value, gain };
       }
     }
     return best;
@@ -92,7 +99,10 @@ export function trainGbdt(rows: readonly number[][], labels: readonly number[], 
       }
       const split = depth < options.maxDepth ? bestSplit(idx, gSum, hSum) : undefined;
       if (split === undefined) {
-        nodes[id] = { kind: "leaf", value: Math.fround((-options.learningRate * gSum) / (hSum + options.lambda)) };
+        nodes[id] = {
+          kind: "leaf",
+          value: Math.fround((-options.learningRate * gSum) / (hSum + options.lambda)),
+        };
         return id;
       }
       const left = grow(
@@ -119,7 +129,8 @@ export function trainGbdt(rows: readonly number[][], labels: readonly number[], 
 
 function treeValue(tree: Tree, row: readonly number[]): number {
   let node = tree.nodes[0]!;
-  while (node.kind === "split") node = tree.nodes[row[node.feature]! <= node.threshold ? node.left : node.right]!;
+  while (node.kind === "split")
+    node = tree.nodes[row[node.feature]! <= node.threshold ? node.left : node.right]!;
   return node.value;
 }
 
@@ -146,7 +157,12 @@ export function gbdtLabel(model: GbdtModel, row: readonly number[]): number {
  * all under class id 0, with a LOGISTIC post-transform; weights for both classes would make every
  * label 1. The single base value carries the initial log-odds.
  */
-export function gbdtClassifierNode(model: GbdtModel, input: string, label: string, probabilities: string): NodeProto {
+export function gbdtClassifierNode(
+  model: GbdtModel,
+  input: string,
+  label: string,
+  probabilities: string,
+): NodeProto {
   const treeIds: number[] = [];
   const nodeIds: number[] = [];
   const featureIds: number[] = [];

@@ -94,7 +94,11 @@ interface TrainLayer {
 }
 
 /** Mini-batch Adam on softmax cross-entropy. Parameters train in float64 and are rounded to float32 at the end. */
-export function trainMlpClassifier(rows: readonly number[][], labels: readonly number[], options: TrainOptions): Mlp {
+export function trainMlpClassifier(
+  rows: readonly number[][],
+  labels: readonly number[],
+  options: TrainOptions,
+): Mlp {
   const rng = new Random(options.seed);
   const sizes = [rows[0]!.length, ...options.hidden, options.classes];
   const layers: TrainLayer[] = [];
@@ -193,7 +197,10 @@ export function trainMlpClassifier(rows: readonly number[][], labels: readonly n
 }
 
 /** ONNX nodes computing the logits from `input`: MatMul and Add per layer, Relu between layers. */
-export function mlpNodes(mlp: Mlp, input: string): { nodes: NodeProto[]; initializers: TensorProto[]; logits: string } {
+export function mlpNodes(
+  mlp: Mlp,
+  input: string,
+): { nodes: NodeProto[]; initializers: TensorProto[]; logits: string } {
   const nodes: NodeProto[] = [];
   const initializers: TensorProto[] = [];
   let current = input;

@@ -2,8 +2,9 @@
 // Python toolchain. They encode the pitfalls once: initializers as little-endian raw bytes, string
 // attributes as UTF-8 bytes (a JS string would be read as base64), and float attributes typed
 // explicitly (JS cannot tell 1 from 1.0, so an untyped attribute could become an INT).
-import onnxProto from "onnx-proto";
+
 import type { onnx as OnnxTypes } from "onnx-proto";
+import onnxProto from "onnx-proto";
 
 const { onnx } = onnxProto;
 
@@ -46,7 +47,8 @@ export function tensorInfo(name: string, type: ElemType, dims: readonly (number 
 
 function checkSize(name: string, dims: readonly number[], length: number): void {
   const expected = dims.reduce((a, b) => a * b, 1);
-  if (expected !== length) throw new Error(`initializer ${name}: dims [${dims}] need ${expected} values, got ${length}`);
+  if (expected !== length)
+    throw new Error(`initializer ${name}: dims [${dims}] need ${expected} values, got ${length}`);
 }
 
 /** FP32 initializer, stored as little-endian raw bytes. */

@@ -12,14 +12,27 @@ let threshold = 0.5;
 
 export async function load(context: HandlerContext): Promise<HandlerSignature> {
   ctx = context;
-  model = await ctx.loadModel({ backend: "onnx", path: String(ctx.options.model ?? "../models/churn-tree.onnx") });
+  model = await ctx.loadModel({
+    backend: "onnx",
+    path: String(ctx.options.model ?? "../models/churn-tree.onnx"),
+  });
   threshold = Number(ctx.options.threshold ?? 0.5);
   return {
     inputs: [
       { name: "tenure_months", datatype: "INT64", shape: [-1], description: "months as a customer" },
       { name: "monthly_charges", datatype: "FP64", shape: [-1], description: "current monthly bill" },
-      { name: "support_calls", datatype: "INT64", shape: [-1], description: "support calls in the last 90 days" },
-      { name: "contract", datatype: "BYTES", shape: [-1], description: Object.keys(CONTRACT_MONTHS).join(" | ") },
+      {
+        name: "support_calls",
+        datatype: "INT64",
+        shape: [-1],
+        description: "support calls in the last 90 days",
+      },
+      {
+        name: "contract",
+        datatype: "BYTES",
+        shape: [-1],
+        description: Object.keys(CONTRACT_MONTHS).join(" | "),
+      },
       { name: "autopay", datatype: "BOOL", shape: [-1] },
       { name: "data_gb", datatype: "FP64", shape: [-1], description: "monthly data use" },
     ],
@@ -36,15 +49,30 @@ export async function predict(batch: TensorMap): Promise<TensorMap> {
   const contract = batch.contract!.data as string[];
   const n = contract.length;
   const col = (name: string) => batch[name]!.data as ArrayLike<number | bigint>;
-  const [tenure, charges, calls, autopay, data] = ["tenure_months", "monthly_charges", "support_calls", "autopay", "data_gb"].map(col);
+  const [tenure, charges, calls, autopay, data] = [
+    "tenure_months",
+    "monthly_charges",
+    "support_calls",
+    "autopay",
+    "data_gb",
+  ].map(col);
   const features = new Float32Array(n * 6);
   for (let i = 0; i < n; i++) {
     const months = CONTRACT_MONTHS[contract[i]!];
     if (months === undefined) {
-      throw ctx.badInput(`contract of row ${i} is '${contract[i]}'; use one of ${Object.keys(CONTRACT_MONTHS).join(", ")}`);
+      throw ctx.badInput(
+        `contract of row ${i} is '${contract[i]}'; use one of ${Object.keys(CONTRACT_MONTHS).join(", ")}`,
+      );
     }
     features.set(
-      [Number(tenure![i]), Number(charges![i]), Number(calls![i]), months, Number(autopay![i]), Number(data![i])],
+      [
+        Number(tenure![i]),
+        Number(charges![i]),
+        Number(calls![i]),
+        months,
+        Number(autopay![i]),
+        Number(data![i]),
+      ],
       i * 6,
     );
   }

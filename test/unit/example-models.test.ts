@@ -8,8 +8,8 @@ import os from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import ort from "onnxruntime-node";
-import { buildModels } from "../../examples/build-models.js";
 import { churnData, majorityRate, segmentData } from "../../examples/build/datasets.js";
+import { buildModels } from "../../examples/build-models.js";
 import type { GoldenFile, GoldenTensor, ModelManifest } from "../../src/golden.js";
 
 const MODELS = ["churn-tree", "segment-mlp", "wide-mlp", "multi-io", "slow"];
@@ -38,9 +38,17 @@ function toOrt(t: GoldenTensor): ort.Tensor {
     case "FP64":
       return new ort.Tensor("float64", Float64Array.from(values as number[]), t.shape);
     case "INT64":
-      return new ort.Tensor("int64", BigInt64Array.from(values as number[], (v) => BigInt(v)), t.shape);
+      return new ort.Tensor(
+        "int64",
+        BigInt64Array.from(values as number[], (v) => BigInt(v)),
+        t.shape,
+      );
     case "BOOL":
-      return new ort.Tensor("bool", Uint8Array.from(values, (v) => (v ? 1 : 0)), t.shape);
+      return new ort.Tensor(
+        "bool",
+        Uint8Array.from(values, (v) => (v ? 1 : 0)),
+        t.shape,
+      );
     default:
       return new ort.Tensor(type, Uint8Array.from(values as number[]), t.shape);
   }
@@ -196,7 +204,10 @@ describe("example models", () => {
     assert.deepEqual(fs.readdirSync(again).sort(), files);
     assert.equal(files.length, MODELS.length * 3);
     for (const file of files) {
-      assert.ok(fs.readFileSync(path.join(again, file)).equals(fs.readFileSync(path.join(outDir, file))), file);
+      assert.ok(
+        fs.readFileSync(path.join(again, file)).equals(fs.readFileSync(path.join(outDir, file))),
+        file,
+      );
     }
   });
 });

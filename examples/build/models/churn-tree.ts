@@ -1,6 +1,6 @@
 // churn-tree: gradient-boosted trees trained here on synthetic customer-churn data, exported as an
 // ai.onnx.ml TreeEnsembleClassifier. Golden outputs come from the trees' own TypeScript prediction.
-import { type ModelArtifact, goldenTensor } from "../artifacts.js";
+import { goldenTensor, type ModelArtifact } from "../artifacts.js";
 import { accuracy, CHURN_FEATURES, churnData, majorityRate, trainTestSplit } from "../datasets.js";
 import { gbdtClassifierNode, gbdtLabel, gbdtProbability, gbdtScore, trainGbdt } from "../gbdt.js";
 import { BATCH, encodeModel, tensorInfo } from "../onnx-graph.js";
@@ -9,7 +9,13 @@ export const CHURN_DATA_SEED = 20240601;
 const SPLIT_SEED = 7;
 const ROWS = 2000;
 
-export const CHURN_TREE_OPTIONS = { numTrees: 30, maxDepth: 3, learningRate: 0.2, lambda: 1, minLeafRows: 10 };
+export const CHURN_TREE_OPTIONS = {
+  numTrees: 30,
+  maxDepth: 3,
+  learningRate: 0.2,
+  lambda: 1,
+  minLeafRows: 10,
+};
 
 export function buildChurnTree(): ModelArtifact {
   const { train, test } = trainTestSplit(churnData(ROWS, CHURN_DATA_SEED), 0.25, SPLIT_SEED);

@@ -1,11 +1,11 @@
 // multi-io: a tiny test model exercising every datatype the server converts (FP32, FP64, INT64,
 // BOOL, UINT8), several inputs and outputs, and a scalar input. Expected outputs are computed here.
-import { type ModelArtifact, goldenTensor } from "../artifacts.js";
+import { goldenTensor, type ModelArtifact } from "../artifacts.js";
 import { attr, BATCH, elemTypeCode, encodeModel, int64Tensor, node, tensorInfo } from "../onnx-graph.js";
 
 export function buildMultiIo(): ModelArtifact {
   const a = [1, 2, 3, -0.5, 0, 0.25, 1000, -1000, 1.5];
-  const b = [0.1, 0.2, 0.3, -1e10, 1e-10, 0, 3.141592653589793, -2.5, 7];
+  const b = [0.1, 0.2, 0.3, -1e10, 1e-10, 0, Math.PI, -2.5, 7];
   const ids = [0, -5, 123456789012];
   const mask = [true, false, true];
   const pixels = [0, 1, 2, 3, 255, 255, 255, 255, 10, 20, 30, 40];

@@ -1,7 +1,14 @@
 // segment-mlp: a 4 -> 16 -> 3 MLP classifier trained here on synthetic customer segments. Golden
 // outputs come from the TypeScript forward pass of the trained weights.
-import { type ModelArtifact, goldenTensor } from "../artifacts.js";
-import { accuracy, majorityRate, SEGMENT_FEATURES, SEGMENT_NAMES, segmentData, trainTestSplit } from "../datasets.js";
+import { goldenTensor, type ModelArtifact } from "../artifacts.js";
+import {
+  accuracy,
+  majorityRate,
+  SEGMENT_FEATURES,
+  SEGMENT_NAMES,
+  segmentData,
+  trainTestSplit,
+} from "../datasets.js";
 import { argmax, mlpNodes, mlpProbabilities, trainMlpClassifier } from "../mlp.js";
 import { attr, BATCH, encodeModel, node, tensorInfo } from "../onnx-graph.js";
 
@@ -31,7 +38,9 @@ export function buildSegmentMlp(): ModelArtifact {
     const p = [...mlpProbabilities(mlp, r)].sort((a, b) => b - a);
     return p[0]! - p[1]! > 0.05;
   };
-  const rows = SEGMENT_NAMES.flatMap((_, k) => test.rows.filter((r) => clear(r) && predict(r) === k).slice(0, 2));
+  const rows = SEGMENT_NAMES.flatMap((_, k) =>
+    test.rows.filter((r) => clear(r) && predict(r) === k).slice(0, 2),
+  );
 
   const { nodes, initializers, logits } = mlpNodes(mlp, "features");
   nodes.push(node("Softmax", [logits], ["probabilities"], [attr.int("axis", -1)]));

@@ -11,8 +11,17 @@
 // is (that is the cost we want), while the TypeScript reference below uses its sparsity, which keeps
 // golden generation to a fraction of a second. |c1| + |c2| < 1 and |tanh'| <= 1 make each step a
 // contraction, so values stay bounded and rounding differences shrink instead of growing.
-import { type ModelArtifact, goldenTensor } from "../artifacts.js";
-import { attr, BATCH, encodeModel, floatTensor, int64Tensor, type NodeProto, node, tensorInfo } from "../onnx-graph.js";
+import { goldenTensor, type ModelArtifact } from "../artifacts.js";
+import {
+  attr,
+  BATCH,
+  encodeModel,
+  floatTensor,
+  int64Tensor,
+  type NodeProto,
+  node,
+  tensorInfo,
+} from "../onnx-graph.js";
 import { quantize, Random } from "../random.js";
 
 export const SLOW_STEPS = 20;
@@ -23,7 +32,11 @@ const C2 = -0.35;
 const SEED = 5150;
 const GOLDEN_ROWS = 4;
 
-/** onnxruntime's float32 MatMul sums and its vectorised Tanh differ from the float64 reference by a few float32 ulps per step. */
+/**
+ * Each of the 20 steps adds a float32 MatMul rounding and onnxruntime's polynomial Tanh approximation
+ * on top of the float64 reference. Measured: 7e-7; the contraction keeps it from growing, but the
+ * approximation and summation differ between CPU kernels, so the default 1e-5 is too tight a promise.
+ */
 export const SLOW_TOLERANCE = 1e-4;
 
 interface SlowWeights {
@@ -162,8 +175,8 @@ export function buildSlow(): ModelArtifact {
     golden: {
       description:
         `${GOLDEN_ROWS} random rows; expected outputs from the TypeScript reference. Tolerance ` +
-        `${SLOW_TOLERANCE}: ${SLOW_STEPS} steps of float32 MatMul and onnxruntime's approximate Tanh ` +
-        `differ from the reference by a few float32 ulps each.`,
+        `${SLOW_TOLERANCE} because ${SLOW_STEPS} steps of float32 MatMul and onnxruntime's approximate ` +
+        `Tanh each differ slightly from the float64 reference (measured about 7e-7).`,
       inputs: { x: goldenTensor("FP32", [GOLDEN_ROWS, IN], inputs) },
       outputs: { y: goldenTensor("FP32", [GOLDEN_ROWS, IN], outputs) },
       tolerance: { y: SLOW_TOLERANCE },

@@ -2,7 +2,7 @@
 // benchmarks. Its size is chosen so that one row costs real compute: with one intra-op thread
 // onnxruntime-node took 0.54 ms per row at batch 1 and 6.0 ms at batch 32 (2-core AMD EPYC VM); the
 // two 2048 x 2048 layers (16 MiB each) are read once per batch, so batch 1 is bound by memory.
-import { type ModelArtifact, goldenTensor } from "../artifacts.js";
+import { goldenTensor, type ModelArtifact } from "../artifacts.js";
 import { heDense, type Mlp, mlpNodes, mlpProbabilities } from "../mlp.js";
 import { attr, BATCH, encodeModel, node, tensorInfo } from "../onnx-graph.js";
 import { quantize, Random } from "../random.js";
@@ -13,8 +13,10 @@ const INPUT_SEED = 2718;
 const GOLDEN_ROWS = 6;
 
 /**
- * Accumulating 2048 float32 products in a different order and precision than the float64
- * reference moves the logits by around 1e-6 relative, which the softmax passes on.
+ * onnxruntime sums 2048 float32 products per unit in its own blocked order, which differs between CPU
+ * kernels, where the reference sums in float64. Measured: 3e-7 on the probabilities (x86-64 with
+ * AVX-512); the worst-case bound for 2048-term float32 sums is near 1e-4, so the default 1e-5 leaves
+ * too little room on other CPUs.
  */
 export const WIDE_TOLERANCE = 1e-4;
 
@@ -60,9 +62,9 @@ export function buildWideMlp(): ModelArtifact {
     }),
     golden: {
       description:
-        `${GOLDEN_ROWS} random rows; expected outputs from the TypeScript forward pass. Tolerance ` +
-        `${WIDE_TOLERANCE}: float32 sums over 2048 products in onnxruntime differ from the float64 ` +
-        `reference by about 1e-6 relative.`,
+        `${GOLDEN_ROWS} random rows; expected outputs from the TypeScript forward pass (float64 sums). ` +
+        `Tolerance ${WIDE_TOLERANCE} because onnxruntime sums 2048 float32 products per unit in a ` +
+        `CPU-dependent order (measured difference about 3e-7, worst-case bound near 1e-4).`,
       inputs: { features: goldenTensor("FP32", [GOLDEN_ROWS, width], inputs) },
       outputs: { probabilities: goldenTensor("FP32", [GOLDEN_ROWS, 2], probabilities) },
       tolerance: { probabilities: WIDE_TOLERANCE },

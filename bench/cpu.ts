@@ -1,0 +1,109 @@
+// CPU accounting during a measurement, from Linux /proc: how busy the whole machine was, how much
+// of a core each server process (and each of its threads) used, and the bench process itself
+// (autocannon's load generator). Elsewhere than Linux, the /proc figures are null.
+import { readdirSync, readFileSync } from "node:fs";
+
+const TICKS_PER_S = 100; // USER_HZ: /proc reports times in 1/100 s on Linux
+
+interface ThreadTicks {
+  name: string;
+  ticks: number;
+}
+
+export interface CpuSnapshot {
+  at: number; // performance.now(), ms
+  machine: { busy: number; total: number } | null; // /proc/stat jiffies, all cores
+  bench: NodeJS.CpuUsage; // this process, microseconds
+  server: Map<number, ThreadTicks> | null; // tid -> ticks (utime + stime)
+  serverPid: number;
+}
+
+export interface CpuReport {
+  /** Machine-wide busy share, 0..100 % of all cores. */
+  machineBusyPct: number | null;
+  cores: number;
+  /** % of one core used by the bench process (load generator + log consumer). */
+  benchPct: number;
+  /** % of one core used by the server process, all threads. */
+  serverPct: number | null;
+  /** The server's busiest threads, % of one core each. */
+  serverThreads: { tid: number; name: string; pct: number }[] | null;
+}
+
+function readProcStat(): { busy: number; total: number } | null {
+  try {
+    const line = readFileSync("/proc/stat", "utf8").split("\n", 1)[0]!;
+    const f = line.trim().split(/\s+/).slice(1).map(Number);
+    const total = f.slice(0, 8).reduce((a, b) => a + b, 0); // user..steal
+    const idle = (f[3] ?? 0) + (f[4] ?? 0); // idle + iowait
+    return { busy: total - idle, total };
+  } catch {
+    return null;
+  }
+}
+
+function threadTicks(pid: number): Map<number, ThreadTicks> | null {
+  try {
+    const out = new Map<number, ThreadTicks>();
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      try {
+        const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
+        const open = stat.indexOf("(");
+        const close = stat.lastIndexOf(")");
+        const name = stat.slice(open + 1, close);
+        const f = stat.slice(close + 2).split(" "); // f[0] is field 3 (state)
+        out.set(Number(tid), { name, ticks: Number(f[11]) + Number(f[12]) }); // utime + stime
+      } catch {
+        // the thread ended between readdir and read
+      }
+    }
+    return out;
+  } catch {
+    return null;
+  }
+}
+
+export function cpuSnapshot(serverPid: number): CpuSnapshot {
+  return {
+    at: performance.now(),
+    machine: readProcStat(),
+    bench: process.cpuUsage(),
+    server: threadTicks(serverPid),
+    serverPid,
+  };
+}
+
+export function cpuReport(a: CpuSnapshot, b: CpuSnapshot, cores: number): CpuReport {
+  const seconds = (b.at - a.at) / 1000;
+  const pct = (ticks: number) => Math.round((ticks / TICKS_PER_S / seconds) * 1000) / 10;
+  const benchUs = b.bench.user + b.bench.system - (a.bench.user + a.bench.system);
+  let serverPct: number | null = null;
+  let serverThreads: CpuReport["serverThreads"] = null;
+  if (a.server && b.server) {
+    const threads: { tid: number; name: string; pct: number }[] = [];
+    let total = 0;
+    for (const [tid, t] of b.server) {
+      const ticks = t.ticks - (a.server.get(tid)?.ticks ?? 0);
+      total += ticks;
+      const name = tid === b.serverPid ? `${t.name} (main)` : t.name;
+      threads.push({ tid, name, pct: pct(ticks) });
+    }
+    serverPct = pct(total);
+    serverThreads = threads
+      .filter((t) => t.pct >= 1)
+      .sort((x, y) => y.pct - x.pct)
+      .slice(0, 6);
+  }
+  let machineBusyPct: number | null = null;
+  if (a.machine && b.machine && b.machine.total > a.machine.total) {
+    const busy = (b.machine.busy - a.machine.busy) / (b.machine.total - a.machine.total);
+    machineBusyPct = Math.round(busy * 1000) / 10;
+  }
+  return {
+    machineBusyPct,
+    cores,
+    benchPct: Math.round((benchUs / 1e6 / seconds) * 1000) / 10,
+    serverPct,
+    serverThreads,
+  };
+}

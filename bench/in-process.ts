@@ -1,0 +1,57 @@
+// The ceiling: onnxruntime-node called directly in this process in a tight loop, batch 1, the same
+// input every time, no HTTP. Session options as the naive server's.
+import { InferenceSession, Tensor } from "onnxruntime-node";
+import { round, Samples } from "./stats.js";
+import { ROW } from "./workload.js";
+
+export interface InProcessResult {
+  durationS: number;
+  calls: number;
+  callsPerS: number;
+  latencyMs: { p50: number; p90: number; p99: number; max: number; mean: number };
+}
+
+async function loop(session: InferenceSession, feeds: Record<string, Tensor>, ms: number, samples?: Samples) {
+  const start = performance.now();
+  const end = start + ms;
+  let calls = 0;
+  let now = start;
+  while (now < end) {
+    const t0 = performance.now();
+    await session.run(feeds);
+    now = performance.now();
+    samples?.add(now - t0);
+    calls++;
+  }
+  return { calls, seconds: (now - start) / 1000 };
+}
+
+export async function measureInProcess(modelPath: string, warmupS: number, durationS: number) {
+  const session = await InferenceSession.create(modelPath, {
+    intraOpNumThreads: 1,
+    interOpNumThreads: 1,
+    executionMode: "sequential",
+  });
+  try {
+    const feeds = { features: new Tensor("float32", Float32Array.from(ROW), [1, ROW.length]) };
+    await loop(session, feeds, warmupS * 1000);
+    const samples = new Samples();
+    const { calls, seconds } = await loop(session, feeds, durationS * 1000, samples);
+    const [p50, p90, p99, max] = samples.percentiles([50, 90, 99, 100]) as [number, number, number, number];
+    const result: InProcessResult = {
+      durationS: round(seconds),
+      calls,
+      callsPerS: round(calls / seconds),
+      latencyMs: {
+        p50: round(p50),
+        p90: round(p90),
+        p99: round(p99),
+        max: round(max),
+        mean: round(samples.mean()),
+      },
+    };
+    return result;
+  } finally {
+    await session.release();
+  }
+}

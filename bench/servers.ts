@@ -1,0 +1,104 @@
+// Starts the two servers under test as child processes and waits until each can answer:
+// modelport (its real CLI) and the naive node:http baseline (bench/naive-server.ts).
+import { createServer } from "node:net";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { type Child, spawnChild } from "./children.js";
+import { MODEL_FILE, MODELPORT_PREDICT_PATH, NAIVE_PREDICT_PATH } from "./workload.js";
+
+const here = path.dirname(fileURLToPath(import.meta.url)); // dist/bench
+const repoRoot = path.resolve(here, "../..");
+const ADDRESS = /"address":"(http:\/\/127\.0\.0\.1:\d+)"/;
+const START_TIMEOUT_MS = 60_000;
+
+export interface RunningServer {
+  name: "modelport" | "naive";
+  /** How it was started, for the report (the model directory shown as <models>). */
+  command: string;
+  url: string;
+  predictPath: string;
+  child: Child;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const addr = srv.address();
+      const port = typeof addr === "object" && addr ? addr.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitOk(url: string, child: Child): Promise<void> {
+  const deadline = Date.now() + START_TIMEOUT_MS;
+  let last = "";
+  while (Date.now() < deadline) {
+    if (child.process.exitCode !== null)
+      throw new Error(`server exited while loading\n${child.stderrTail()}`);
+    try {
+      const res = await fetch(url);
+      if (res.status === 200) return;
+      last = `${res.status} ${await res.text()}`;
+    } catch (err) {
+      last = String(err);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${url} not ready within ${START_TIMEOUT_MS} ms; last answer: ${last}`);
+}
+
+const INFO_VISIBLE = new Set(["info", "debug", "trace"]);
+
+/**
+ * `node bin/modelport.js serve DIR/churn-tree.onnx --port 0 --log-format json`, plus
+ * `--log-level L` when not info. The port comes from its "listening" log line; at a level that
+ * hides that line a free port is picked beforehand instead. Ready once GET /readyz answers 200.
+ */
+export async function startModelport(modelDir: string, logLevel: string): Promise<RunningServer> {
+  const port = INFO_VISIBLE.has(logLevel) ? 0 : await freePort();
+  const tail = ["--port", String(port), "--log-format", "json"];
+  if (logLevel !== "info") tail.push("--log-level", logLevel);
+  const bin = path.join(repoRoot, "bin/modelport.js");
+  const child = spawnChild(
+    process.execPath,
+    [bin, "serve", path.join(modelDir, MODEL_FILE), ...tail],
+    "modelport",
+  );
+  try {
+    const url =
+      port === 0 ? (await child.waitFor(ADDRESS, START_TIMEOUT_MS))[1]! : `http://127.0.0.1:${port}`;
+    await waitOk(`${url}/readyz`, child);
+    return {
+      name: "modelport",
+      command: `node bin/modelport.js serve <models>/${MODEL_FILE} ${tail.join(" ")}`,
+      url,
+      predictPath: MODELPORT_PREDICT_PATH,
+      child,
+    };
+  } catch (err) {
+    await child.stop(1000);
+    throw err;
+  }
+}
+
+/** `node dist/bench/naive-server.js DIR/churn-tree.onnx 0`; it prints its address once loaded. */
+export async function startNaive(modelDir: string): Promise<RunningServer> {
+  const script = path.join(here, "naive-server.js");
+  const child = spawnChild(process.execPath, [script, path.join(modelDir, MODEL_FILE), "0"], "naive server");
+  try {
+    const url = (await child.waitFor(ADDRESS, START_TIMEOUT_MS))[1]!;
+    return {
+      name: "naive",
+      command: `node dist/bench/naive-server.js <models>/${MODEL_FILE} 0`,
+      url,
+      predictPath: NAIVE_PREDICT_PATH,
+      child,
+    };
+  } catch (err) {
+    await child.stop(1000);
+    throw err;
+  }
+}

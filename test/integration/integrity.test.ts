@@ -1,0 +1,108 @@
+// A changed model file or a model that no longer reproduces its golden example must show up
+// as "not ready, because …", with predict answering 503 and a retryable code, not as wrong answers.
+import assert from "node:assert/strict";
+import { copyFileSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import type { GoldenFile } from "../../src/golden.js";
+import { testModels } from "../helpers/models.js";
+import { type InProcessServer, postJson, startInProcess } from "../helpers/server.js";
+
+let models: string;
+let dir: string;
+const servers: InProcessServer[] = [];
+
+before(async () => {
+  models = await testModels();
+  dir = mkdtempSync(join(tmpdir(), "modelport-integrity-"));
+});
+
+after(async () => {
+  for (const s of servers) await s.close();
+});
+
+/** Copies NAME's model, manifest and golden into the scratch dir under `as`. */
+function copyModel(name: string, as: string): string {
+  for (const ext of [".onnx", ".manifest.json", ".golden.json"]) copyFileSync(join(models, `${name}${ext}`), join(dir, `${as}${ext}`));
+  return join(dir, `${as}.onnx`);
+}
+
+async function serveOne(path: string, flags = {}): Promise<InProcessServer> {
+  const s = await startInProcess({ modelPath: path, flags });
+  servers.push(s);
+  return s;
+}
+
+describe("integrity and golden checks", () => {
+  it("a model file whose bytes changed is not ready, says why, and predict answers 503 retryable", async () => {
+    const path = copyModel("churn-tree", "tampered");
+    const bytes = readFileSync(path);
+    const at = bytes.length - 20; // one flipped byte inside the tree weights
+    bytes[at] = bytes[at]! ^ 0xff;
+    writeFileSync(path, bytes);
+    const s = await serveOne(path);
+
+    const ready = await fetch(`${s.url}/readyz`);
+    assert.equal(ready.status, 503);
+    const body = (await ready.json()) as any;
+    assert.equal(body.ready, false);
+    assert.equal(body.models.tampered.code, "MP_ERR_MODEL_CHECKSUM_MISMATCH");
+    assert.match(body.reasons[0], /^tampered: sha256 of .*tampered\.onnx is [0-9a-f]{64} but .*tampered\.manifest\.json says [0-9a-f]{64}/);
+
+    const res = await postJson(`${s.url}/v1/models/tampered/predict`, { rows: [[3, 95, 4, 1, 0, 20]] });
+    assert.equal(res.status, 503);
+    assert.equal(res.body.error.code, "MP_ERR_MODEL_NOT_READY");
+    assert.equal(res.body.error.retryable, true);
+    assert.ok(res.headers.get("retry-after"));
+    assert.match(res.body.error.message, /sha256/);
+    assert.equal((await fetch(`${s.url}/v2/models/tampered/ready`)).status, 503);
+    assert.equal((await fetch(`${s.url}/livez`)).status, 200, "still alive");
+  });
+
+  it("sha256 given on the command line is verified too", async () => {
+    const path = copyModel("segment-mlp", "pinned");
+    const wrong = "0".repeat(64);
+    const s = await serveOne(path, { sha256: wrong });
+    const body = (await (await fetch(`${s.url}/readyz`)).json()) as any;
+    assert.equal(body.models.pinned.code, "MP_ERR_MODEL_CHECKSUM_MISMATCH");
+    assert.match(body.models.pinned.reason, /command line models\[0\]\.sha256 says 0{64}/);
+  });
+
+  it("a swapped file that loads fine but scores differently fails its golden check with a diff", async () => {
+    // segment-mlp's weights under a name whose golden file expects other outputs: same
+    // inputs and outputs, different answers, exactly the case a golden example exists for.
+    const path = copyModel("segment-mlp", "swapped");
+    const golden = JSON.parse(readFileSync(join(dir, "swapped.golden.json"), "utf8")) as GoldenFile;
+    const probs = golden.outputs.probabilities!.data as number[];
+    probs[0] = (probs[0] as number) + 0.01;
+    writeFileSync(join(dir, "swapped.golden.json"), JSON.stringify(golden));
+    const s = await serveOne(path);
+    const body = (await (await fetch(`${s.url}/readyz`)).json()) as any;
+    assert.equal(body.ready, false);
+    assert.equal(body.models.swapped.code, "MP_ERR_MODEL_GOLDEN_MISMATCH");
+    assert.match(body.models.swapped.reason, /output 'probabilities': 1 of \d+ values differ beyond tolerance [\d.e-]+; worst at flat index 0: got [\d.]+, expected [\d.]+/);
+    const info = (await (await fetch(`${s.url}/v1/models/swapped`)).json()) as any;
+    assert.equal(info.status.golden, "failed");
+    assert.equal(info.status.golden_diff[0].output, "probabilities");
+  });
+
+  it("a tolerance loose enough for the difference lets it pass", async () => {
+    const path = copyModel("segment-mlp", "loose");
+    const golden = JSON.parse(readFileSync(join(dir, "loose.golden.json"), "utf8")) as GoldenFile;
+    (golden.outputs.probabilities!.data as number[])[0]! += 0.001;
+    golden.tolerance = { probabilities: 0.01 };
+    writeFileSync(join(dir, "loose.golden.json"), JSON.stringify(golden));
+    const s = await serveOne(path);
+    assert.equal((await fetch(`${s.url}/readyz`)).status, 200);
+  });
+
+  it("a file that is not an ONNX model fails to load with the backend's reason", async () => {
+    const path = join(dir, "garbage.onnx");
+    writeFileSync(path, "this is not a protobuf");
+    const s = await serveOne(path);
+    const body = (await (await fetch(`${s.url}/readyz`)).json()) as any;
+    assert.equal(body.models.garbage.code, "MP_ERR_MODEL_LOAD_FAILED");
+    assert.match(body.models.garbage.reason, /onnxruntime could not load/);
+  });
+});

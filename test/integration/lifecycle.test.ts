@@ -1,0 +1,112 @@
+// A real `modelport serve` process: SIGTERM lets in-flight requests finish and exits 0, and a
+// model computing 50 ms inferences back to back never stalls /livez (the model owns a worker thread).
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { testModels } from "../helpers/models.js";
+import { type ChildServer, postJson, startChild, waitReady } from "../helpers/server.js";
+
+let models: string;
+const children: ChildServer[] = [];
+
+before(async () => {
+  models = await testModels();
+});
+
+after(async () => {
+  for (const c of children) await c.stop("SIGKILL");
+});
+
+async function start(args: string[]): Promise<ChildServer> {
+  const child = await startChild(args);
+  children.push(child);
+  const ready = await waitReady(child.url);
+  assert.equal(ready.status, 200, JSON.stringify(ready.body));
+  return child;
+}
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+describe("lifecycle of a served process", () => {
+  it("50 concurrent requests then SIGTERM: all 50 succeed and the process exits 0", async () => {
+    const child = await start([join(models, "slow.onnx")]);
+    // ~50 ms each on one worker: the last answers ~2.5 s after the signal.
+    const requests = Array.from({ length: 50 }, (_, i) =>
+      postJson(`${child.url}/v1/models/slow/predict`, { rows: [[i, 1, 2, 3, 4, 5, 6, 7]] }),
+    );
+    await new Promise((r) => setTimeout(r, 150));
+    const exit = child.stop("SIGTERM");
+    await new Promise((r) => setTimeout(r, 100)); // let the signal land
+    // Readiness is false while requests drain.
+    const ready = await fetch(`${child.url}/readyz`).catch(() => undefined);
+    if (ready) {
+      assert.equal(ready.status, 503);
+      assert.match(JSON.stringify(await ready.json()), /shutting down/);
+    }
+    const results = await Promise.all(requests);
+    assert.deepEqual(
+      results.map((r) => r.status),
+      new Array(50).fill(200),
+    );
+    for (const r of results) assert.equal(r.body.outputs.y[0].length, 8);
+    assert.equal(await exit, 0, child.output().slice(-2000));
+    assert.match(child.output(), /stopped cleanly/);
+  });
+
+  it("requests arriving during the drain get 503 MP_ERR_SHUTTING_DOWN", async () => {
+    const child = await start([join(models, "slow.onnx")]);
+    const inflight = Array.from({ length: 10 }, () => postJson(`${child.url}/v1/models/slow/predict`, { rows: [[0, 1, 2, 3, 4, 5, 6, 7]] }));
+    await new Promise((r) => setTimeout(r, 100));
+    const exit = child.stop("SIGTERM");
+    await new Promise((r) => setTimeout(r, 50));
+    const late = await postJson(`${child.url}/v1/models/slow/predict`, { rows: [[0, 1, 2, 3, 4, 5, 6, 7]] }).catch(() => undefined);
+    if (late) {
+      assert.equal(late.status, 503);
+      assert.equal(late.body.error.code, "MP_ERR_SHUTTING_DOWN");
+      assert.equal(late.body.error.retryable, true);
+    }
+    assert.ok((await Promise.all(inflight)).every((r) => r.status === 200));
+    assert.equal(await exit, 0);
+  });
+
+  it("while 50 ms inferences run back to back, /livez answers with p99 under 10 ms", async () => {
+    const child = await start([join(models, "slow.onnx")]);
+    let stop = false;
+    let scored = 0;
+    const load = Array.from({ length: 4 }, async () => {
+      while (!stop) {
+        const r = await postJson(`${child.url}/v1/models/slow/predict`, { rows: [[1, 2, 3, 4, 5, 6, 7, 8]] });
+        assert.equal(r.status, 200);
+        scored++;
+      }
+    });
+    await new Promise((r) => setTimeout(r, 200));
+    // This machine is shared: another process can take a core for a while. A blocked event loop
+    // fails every window; a noisy neighbour rarely spoils three, so the best of three counts.
+    const windows: { p50: number; p99: number; n: number }[] = [];
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const samples: number[] = [];
+      const until = Date.now() + 2500;
+      while (Date.now() < until) {
+        const t0 = performance.now();
+        const res = await fetch(`${child.url}/livez`);
+        await res.arrayBuffer();
+        samples.push(performance.now() - t0);
+        assert.equal(res.status, 200);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      samples.sort((a, b) => a - b);
+      windows.push({ p50: percentile(samples, 50), p99: percentile(samples, 99), n: samples.length });
+      if (windows.at(-1)!.p99 < 10) break;
+    }
+    stop = true;
+    await Promise.all(load);
+    const best = Math.min(...windows.map((w) => w.p99));
+    const report = windows.map((w) => `p50 ${w.p50.toFixed(2)} ms, p99 ${w.p99.toFixed(2)} ms over ${w.n}`).join("; ");
+    assert.ok(scored >= 20, `the model kept computing (${scored} inferences)`);
+    assert.ok(windows.every((w) => w.n >= 80), report);
+    assert.ok(best < 10, `/livez ${report}`);
+  });
+});
