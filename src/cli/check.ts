@@ -28,7 +28,7 @@ export async function check(args: string[]): Promise<number> {
     }
     throw err;
   }
-  const logger = createLogger(values["log-level"] ?? "warn", "json");
+  const logger = createLogger(values["log-level"] ?? "warn", "auto", 2);
   const registry = new ModelRegistry(config, logger);
   await registry.startAll();
   const statuses = registry.all().map((h) => h.status());

@@ -61,8 +61,7 @@ export async function serve(args: string[]): Promise<number> {
     server.close().then(
       () => {
         logger.info("stopped cleanly");
-        logger.flush?.();
-        process.exit(0);
+        logger.flush(() => process.exit(0));
       },
       (err) => {
         logger.error({ err }, "error while shutting down");

@@ -235,7 +235,8 @@ function checkInputs(
     }
     rows = n;
   }
-  if (rows === 0) throw new ModelportError("MP_ERR_INPUT_EMPTY_BATCH", "the request holds no rows; send at least one");
+  if (rows === 0)
+    throw new ModelportError("MP_ERR_INPUT_EMPTY_BATCH", "the request holds no rows; send at least one");
   if (rows > limits.maxBatchRows) throw tooManyRows(rows, limits.maxBatchRows);
 }
 

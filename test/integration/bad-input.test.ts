@@ -1,11 +1,11 @@
 // Every kind of bad input gets a 4xx with an MP_ERR_* code and a message naming the input and
 // what was expected; never a 500, never a crash, and the server stays ready throughout.
 import assert from "node:assert/strict";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { testModels } from "../helpers/models.js";
 import { type InProcessServer, postJson, startInProcess } from "../helpers/server.js";
-import { writeFileSync } from "node:fs";
 
 let srv: InProcessServer;
 
@@ -62,26 +62,66 @@ describe("bad input", () => {
     expectError(TREE, { rows: [[1, 2, 3]] }, 400, "MP_ERR_INPUT_SHAPE", /'features'.*\[1, 3\].*\[-1, 6\]/));
 
   it("ragged rows", () =>
-    expectError(TREE, { rows: [[1, 2, 3, 4, 5, 6], [1, 2]] }, 400, "MP_ERR_INPUT_SHAPE", /rectangular/));
+    expectError(
+      TREE,
+      {
+        rows: [
+          [1, 2, 3, 4, 5, 6],
+          [1, 2],
+        ],
+      },
+      400,
+      "MP_ERR_INPUT_SHAPE",
+      /rectangular/,
+    ));
 
   it("a string where a number belongs", () =>
-    expectError(TREE, { rows: [[1, 2, "x", 4, 5, 6]] }, 400, "MP_ERR_INPUT_DATATYPE", /element 2 is the string "x"; expected a number \(FP32\)/));
+    expectError(
+      TREE,
+      { rows: [[1, 2, "x", 4, 5, 6]] },
+      400,
+      "MP_ERR_INPUT_DATATYPE",
+      /element 2 is the string "x"; expected a number \(FP32\)/,
+    ));
 
-  it("non-finite numbers (1e999 parses to Infinity; \"NaN\" is a string)", async () => {
-    await expectError(TREE, '{"rows":[[1,2,3,4,5,1e999]]}', 400, "MP_ERR_INPUT_NOT_FINITE", /'features': element 5/);
+  it('non-finite numbers (1e999 parses to Infinity; "NaN" is a string)', async () => {
+    await expectError(
+      TREE,
+      '{"rows":[[1,2,3,4,5,1e999]]}',
+      400,
+      "MP_ERR_INPUT_NOT_FINITE",
+      /'features': element 5/,
+    );
     await expectError(TREE, { rows: [[1, 2, 3, 4, 5, "NaN"]] }, 400, "MP_ERR_INPUT_DATATYPE", /"NaN"/);
   });
 
   it("an empty batch", async () => {
     await expectError(TREE, { rows: [] }, 400, "MP_ERR_INPUT_EMPTY_BATCH");
-    await expectError(TREE, { inputs: { features: { data: [], shape: [0, 6] } } }, 400, "MP_ERR_INPUT_EMPTY_BATCH");
+    await expectError(
+      TREE,
+      { inputs: { features: { data: [], shape: [0, 6] } } },
+      400,
+      "MP_ERR_INPUT_EMPTY_BATCH",
+    );
   });
 
   it("too many rows", () =>
-    expectError(TREE, { rows: Array.from({ length: 9 }, () => [1, 2, 3, 4, 5, 6]) }, 413, "MP_ERR_INPUT_TOO_MANY_ROWS", /9 rows.*at most 8/));
+    expectError(
+      TREE,
+      { rows: Array.from({ length: 9 }, () => [1, 2, 3, 4, 5, 6]) },
+      413,
+      "MP_ERR_INPUT_TOO_MANY_ROWS",
+      /9 rows.*at most 8/,
+    ));
 
   it("a body over the size limit", () =>
-    expectError(TREE, { rows: [[1, 2, 3, 4, 5, 6]], pad: "x".repeat(5000) }, 413, "MP_ERR_REQUEST_BODY_TOO_LARGE", /4096 bytes/));
+    expectError(
+      TREE,
+      { rows: [[1, 2, 3, 4, 5, 6]], pad: "x".repeat(5000) },
+      413,
+      "MP_ERR_REQUEST_BODY_TOO_LARGE",
+      /4096 bytes/,
+    ));
 
   it("malformed JSON", () => expectError(TREE, '{"rows": [[1,2', 400, "MP_ERR_REQUEST_MALFORMED_JSON"));
 
@@ -103,36 +143,107 @@ describe("bad input", () => {
 
   it("missing and extra inputs", async () => {
     const { scale: _omit, ...noScale } = MULTI;
-    await expectError(MULTI_PATH, { inputs: noScale }, 400, "MP_ERR_INPUT_MISSING", /'scale' is missing; the model expects FP32 of shape \[\]/);
-    await expectError(MULTI_PATH, { inputs: { ...MULTI, extra: [1] } }, 400, "MP_ERR_INPUT_UNKNOWN", /'extra'.*'a', 'b'/);
-    await expectError(TREE, { rows: [{ features: [1, 2, 3, 4, 5, 6], age: 3 }] }, 400, "MP_ERR_INPUT_UNKNOWN", /'age'/);
+    await expectError(
+      MULTI_PATH,
+      { inputs: noScale },
+      400,
+      "MP_ERR_INPUT_MISSING",
+      /'scale' is missing; the model expects FP32 of shape \[\]/,
+    );
+    await expectError(
+      MULTI_PATH,
+      { inputs: { ...MULTI, extra: [1] } },
+      400,
+      "MP_ERR_INPUT_UNKNOWN",
+      /'extra'.*'a', 'b'/,
+    );
+    await expectError(
+      TREE,
+      { rows: [{ features: [1, 2, 3, 4, 5, 6], age: 3 }] },
+      400,
+      "MP_ERR_INPUT_UNKNOWN",
+      /'age'/,
+    );
   });
 
   it("integer range, booleans and uint8", async () => {
-    await expectError(MULTI_PATH, { inputs: { ...MULTI, ids: [1.5] } }, 400, "MP_ERR_INPUT_OUT_OF_RANGE", /'ids'.*INT64/);
+    await expectError(
+      MULTI_PATH,
+      { inputs: { ...MULTI, ids: [1.5] } },
+      400,
+      "MP_ERR_INPUT_OUT_OF_RANGE",
+      /'ids'.*INT64/,
+    );
     await expectError(MULTI_PATH, { inputs: { ...MULTI, ids: [2 ** 60] } }, 400, "MP_ERR_INPUT_OUT_OF_RANGE");
-    await expectError(MULTI_PATH, { inputs: { ...MULTI, pixels: [[1, 2, 3, 256]] } }, 400, "MP_ERR_INPUT_OUT_OF_RANGE", /0 to 255/);
-    await expectError(MULTI_PATH, { inputs: { ...MULTI, mask: ["yes"] } }, 400, "MP_ERR_INPUT_DATATYPE", /true or false/);
+    await expectError(
+      MULTI_PATH,
+      { inputs: { ...MULTI, pixels: [[1, 2, 3, 256]] } },
+      400,
+      "MP_ERR_INPUT_OUT_OF_RANGE",
+      /0 to 255/,
+    );
+    await expectError(
+      MULTI_PATH,
+      { inputs: { ...MULTI, mask: ["yes"] } },
+      400,
+      "MP_ERR_INPUT_DATATYPE",
+      /true or false/,
+    );
   });
 
   it("rows that disagree on dim 0", () =>
     expectError(MULTI_PATH, { inputs: { ...MULTI, ids: [1, 2] } }, 400, "MP_ERR_INPUT_BATCH_MISMATCH"));
 
   it("unknown model, unknown route, unknown output", async () => {
-    await expectError("/v1/models/nope/predict", { rows: [[1]] }, 404, "MP_ERR_MODEL_NOT_FOUND", /served models: tree, multi/);
+    await expectError(
+      "/v1/models/nope/predict",
+      { rows: [[1]] },
+      404,
+      "MP_ERR_MODEL_NOT_FOUND",
+      /served models: tree, multi/,
+    );
     const route = await fetch(`${srv.url}/v1/nothing`);
     assert.equal(route.status, 404);
     assert.equal(((await route.json()) as any).error.code, "MP_ERR_ROUTE_NOT_FOUND");
-    await expectError(TREE, { rows: [[1, 2, 3, 4, 5, 6]], outputs: ["proba"] }, 400, "MP_ERR_OUTPUT_UNKNOWN", /'label', 'probabilities'/);
+    await expectError(
+      TREE,
+      { rows: [[1, 2, 3, 4, 5, 6]], outputs: ["proba"] },
+      400,
+      "MP_ERR_OUTPUT_UNKNOWN",
+      /'label', 'probabilities'/,
+    );
   });
 
   it("OIP: wrong datatype, shape that does not fit the data, BYTES, missing fields", async () => {
     const infer = "/v2/models/tree/infer";
     const input = { name: "features", shape: [1, 6], datatype: "FP32", data: [1, 2, 3, 4, 5, 6] };
-    await expectError(infer, { inputs: [{ ...input, datatype: "FP64" }] }, 400, "MP_ERR_INPUT_DATATYPE", /sent as FP64; the model expects FP32/);
-    await expectError(infer, { inputs: [{ ...input, shape: [2, 6] }] }, 400, "MP_ERR_INPUT_SHAPE", /needs 12 values but 6 were sent/);
-    await expectError(infer, { inputs: [{ ...input, datatype: "BYTES", data: ["a"] }] }, 400, "MP_ERR_DATATYPE_UNSUPPORTED");
-    await expectError(infer, { inputs: [{ name: "features", datatype: "FP32", data: [1] }] }, 400, "MP_ERR_REQUEST_INVALID", /"shape" is required/);
+    await expectError(
+      infer,
+      { inputs: [{ ...input, datatype: "FP64" }] },
+      400,
+      "MP_ERR_INPUT_DATATYPE",
+      /sent as FP64; the model expects FP32/,
+    );
+    await expectError(
+      infer,
+      { inputs: [{ ...input, shape: [2, 6] }] },
+      400,
+      "MP_ERR_INPUT_SHAPE",
+      /needs 12 values but 6 were sent/,
+    );
+    await expectError(
+      infer,
+      { inputs: [{ ...input, datatype: "BYTES", data: ["a"] }] },
+      400,
+      "MP_ERR_DATATYPE_UNSUPPORTED",
+    );
+    await expectError(
+      infer,
+      { inputs: [{ name: "features", datatype: "FP32", data: [1] }] },
+      400,
+      "MP_ERR_REQUEST_INVALID",
+      /"shape" is required/,
+    );
     await expectError(infer, { inputs: {} }, 400, "MP_ERR_REQUEST_INVALID");
   });
 
@@ -177,7 +288,12 @@ describe("datatypes through HTTP", () => {
     assert.equal(res.status, 200, JSON.stringify(res.body));
     const by = Object.fromEntries(res.body.outputs.map((o: any) => [o.name, o]));
     assert.deepEqual(by.ids_next, { name: "ids_next", datatype: "INT64", shape: [1], data: [8] });
-    assert.deepEqual(by.mask_inverted, { name: "mask_inverted", datatype: "BOOL", shape: [1], data: [false] });
+    assert.deepEqual(by.mask_inverted, {
+      name: "mask_inverted",
+      datatype: "BOOL",
+      shape: [1],
+      data: [false],
+    });
     assert.deepEqual(by.b_doubled.datatype, "FP64");
     assert.deepEqual(by.scaled.data, [3, 6, 9]);
   });

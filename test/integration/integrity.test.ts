@@ -24,7 +24,8 @@ after(async () => {
 
 /** Copies NAME's model, manifest and golden into the scratch dir under `as`. */
 function copyModel(name: string, as: string): string {
-  for (const ext of [".onnx", ".manifest.json", ".golden.json"]) copyFileSync(join(models, `${name}${ext}`), join(dir, `${as}${ext}`));
+  for (const ext of [".onnx", ".manifest.json", ".golden.json"])
+    copyFileSync(join(models, `${name}${ext}`), join(dir, `${as}${ext}`));
   return join(dir, `${as}.onnx`);
 }
 
@@ -48,7 +49,10 @@ describe("integrity and golden checks", () => {
     const body = (await ready.json()) as any;
     assert.equal(body.ready, false);
     assert.equal(body.models.tampered.code, "MP_ERR_MODEL_CHECKSUM_MISMATCH");
-    assert.match(body.reasons[0], /^tampered: sha256 of .*tampered\.onnx is [0-9a-f]{64} but .*tampered\.manifest\.json says [0-9a-f]{64}/);
+    assert.match(
+      body.reasons[0],
+      /^tampered: sha256 of .*tampered\.onnx is [0-9a-f]{64} but .*tampered\.manifest\.json says [0-9a-f]{64}/,
+    );
 
     const res = await postJson(`${s.url}/v1/models/tampered/predict`, { rows: [[3, 95, 4, 1, 0, 20]] });
     assert.equal(res.status, 503);
@@ -81,7 +85,10 @@ describe("integrity and golden checks", () => {
     const body = (await (await fetch(`${s.url}/readyz`)).json()) as any;
     assert.equal(body.ready, false);
     assert.equal(body.models.swapped.code, "MP_ERR_MODEL_GOLDEN_MISMATCH");
-    assert.match(body.models.swapped.reason, /output 'probabilities': 1 of \d+ values differ beyond tolerance [\d.e-]+; worst at flat index 0: got [\d.]+, expected [\d.]+/);
+    assert.match(
+      body.models.swapped.reason,
+      /output 'probabilities': 1 of \d+ values differ beyond tolerance [\d.e-]+; worst at flat index 0: got [\d.]+, expected [\d.]+/,
+    );
     const info = (await (await fetch(`${s.url}/v1/models/swapped`)).json()) as any;
     assert.equal(info.status.golden, "failed");
     assert.equal(info.status.golden_diff[0].output, "probabilities");

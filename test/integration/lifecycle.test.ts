@@ -57,11 +57,15 @@ describe("lifecycle of a served process", () => {
 
   it("requests arriving during the drain get 503 MP_ERR_SHUTTING_DOWN", async () => {
     const child = await start([join(models, "slow.onnx")]);
-    const inflight = Array.from({ length: 10 }, () => postJson(`${child.url}/v1/models/slow/predict`, { rows: [[0, 1, 2, 3, 4, 5, 6, 7]] }));
+    const inflight = Array.from({ length: 10 }, () =>
+      postJson(`${child.url}/v1/models/slow/predict`, { rows: [[0, 1, 2, 3, 4, 5, 6, 7]] }),
+    );
     await new Promise((r) => setTimeout(r, 100));
     const exit = child.stop("SIGTERM");
     await new Promise((r) => setTimeout(r, 50));
-    const late = await postJson(`${child.url}/v1/models/slow/predict`, { rows: [[0, 1, 2, 3, 4, 5, 6, 7]] }).catch(() => undefined);
+    const late = await postJson(`${child.url}/v1/models/slow/predict`, {
+      rows: [[0, 1, 2, 3, 4, 5, 6, 7]],
+    }).catch(() => undefined);
     if (late) {
       assert.equal(late.status, 503);
       assert.equal(late.body.error.code, "MP_ERR_SHUTTING_DOWN");
@@ -104,9 +108,14 @@ describe("lifecycle of a served process", () => {
     stop = true;
     await Promise.all(load);
     const best = Math.min(...windows.map((w) => w.p99));
-    const report = windows.map((w) => `p50 ${w.p50.toFixed(2)} ms, p99 ${w.p99.toFixed(2)} ms over ${w.n}`).join("; ");
+    const report = windows
+      .map((w) => `p50 ${w.p50.toFixed(2)} ms, p99 ${w.p99.toFixed(2)} ms over ${w.n}`)
+      .join("; ");
     assert.ok(scored >= 20, `the model kept computing (${scored} inferences)`);
-    assert.ok(windows.every((w) => w.n >= 80), report);
+    assert.ok(
+      windows.every((w) => w.n >= 80),
+      report,
+    );
     assert.ok(best < 10, `/livez ${report}`);
   });
 });

@@ -1,13 +1,12 @@
 // The bundled example models, served by a real listening server: each is ready only after
 // its golden example matched, and answers the native and Open Inference Protocol routes.
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { GoldenFile } from "../../src/golden.js";
 import { testModels } from "../helpers/models.js";
 import { type InProcessServer, postJson, REPO_ROOT, startInProcess } from "../helpers/server.js";
-import { writeFileSync } from "node:fs";
 
 let srv: InProcessServer;
 let models: string;
@@ -18,7 +17,9 @@ function golden(name: string): GoldenFile {
 
 function close(actual: number[], expected: number[], tol = 1e-5): void {
   assert.equal(actual.length, expected.length);
-  actual.forEach((a, i) => assert.ok(Math.abs(a - expected[i]!) <= tol, `index ${i}: ${a} vs ${expected[i]}`));
+  actual.forEach((a, i) =>
+    assert.ok(Math.abs(a - expected[i]!) <= tol, `index ${i}: ${a} vs ${expected[i]}`),
+  );
 }
 
 before(async () => {
@@ -67,7 +68,8 @@ describe("example models", () => {
       const features = g.inputs.features!;
       const width = features.shape[1]!;
       const rows: number[][] = [];
-      for (let i = 0; i < features.shape[0]!; i++) rows.push(features.data.slice(i * width, (i + 1) * width) as number[]);
+      for (let i = 0; i < features.shape[0]!; i++)
+        rows.push(features.data.slice(i * width, (i + 1) * width) as number[]);
       const res = await postJson(`${srv.url}/v1/models/${name}/predict`, { rows });
       assert.equal(res.status, 200, JSON.stringify(res.body));
       assert.deepEqual(res.body.outputs.label, g.outputs.label!.data);
@@ -129,7 +131,14 @@ describe("example models", () => {
   it("custom handler: feature engineering around the tree, decoded outputs", async () => {
     const res = await postJson(`${srv.url}/v1/models/churn/predict`, {
       rows: [
-        { tenure_months: 3, monthly_charges: 95, support_calls: 4, contract: "month-to-month", autopay: false, data_gb: 20 },
+        {
+          tenure_months: 3,
+          monthly_charges: 95,
+          support_calls: 4,
+          contract: "month-to-month",
+          autopay: false,
+          data_gb: 20,
+        },
       ],
     });
     assert.equal(res.status, 200, JSON.stringify(res.body));
@@ -138,7 +147,16 @@ describe("example models", () => {
     assert.deepEqual(res.body.outputs.churn, [tree.body.outputs.label[0] === 1]);
     assert.ok(["low", "medium", "high"].includes(res.body.outputs.risk[0]));
     const bad = await postJson(`${srv.url}/v1/models/churn/predict`, {
-      rows: [{ tenure_months: 3, monthly_charges: 95, support_calls: 4, contract: "weekly", autopay: false, data_gb: 20 }],
+      rows: [
+        {
+          tenure_months: 3,
+          monthly_charges: 95,
+          support_calls: 4,
+          contract: "weekly",
+          autopay: false,
+          data_gb: 20,
+        },
+      ],
     });
     assert.equal(bad.status, 400);
     assert.equal(bad.body.error.code, "MP_ERR_HANDLER_BAD_INPUT");
@@ -147,10 +165,17 @@ describe("example models", () => {
 
   it("OpenAPI document and /docs show each model's real input schema", async () => {
     const doc = (await (await fetch(`${srv.url}/openapi.json`)).json()) as any;
-    const schema = doc.paths["/v1/models/churn-tree/predict"].post.requestBody.content["application/json"].schema;
+    const schema =
+      doc.paths["/v1/models/churn-tree/predict"].post.requestBody.content["application/json"].schema;
     const rows = schema.oneOf.find((s: any) => s.required[0] === "rows");
-    assert.deepEqual(rows.properties.rows.items, { type: "array", items: { type: "number" }, minItems: 6, maxItems: 6 });
-    const churnRows = doc.paths["/v1/models/churn/predict"].post.requestBody.content["application/json"].schema.oneOf[0];
+    assert.deepEqual(rows.properties.rows.items, {
+      type: "array",
+      items: { type: "number" },
+      minItems: 6,
+      maxItems: 6,
+    });
+    const churnRows =
+      doc.paths["/v1/models/churn/predict"].post.requestBody.content["application/json"].schema.oneOf[0];
     assert.deepEqual(churnRows.properties.rows.items.properties.contract, { type: "string" });
     const html = await (await fetch(`${srv.url}/docs`)).text();
     assert.match(html, /segment-mlp/);

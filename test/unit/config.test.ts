@@ -1,0 +1,158 @@
+// Configuration is validated once at start: a bad config lists every problem with its file and
+// key, and `modelport serve` exits non-zero before anything listens.
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { before, describe, it } from "node:test";
+import { ConfigError, loadConfig } from "../../src/config/load.js";
+import { testModels } from "../helpers/models.js";
+import { CLI } from "../helpers/server.js";
+
+let models: string;
+let dir: string;
+
+before(async () => {
+  models = await testModels();
+  dir = mkdtempSync(join(tmpdir(), "modelport-config-"));
+});
+
+function yaml(name: string, text: string): string {
+  const file = join(dir, name);
+  writeFileSync(file, text);
+  return file;
+}
+
+function problems(fn: () => unknown): string[] {
+  try {
+    fn();
+  } catch (err) {
+    assert.ok(err instanceof ConfigError, String(err));
+    return err.problems;
+  }
+  assert.fail("expected a ConfigError");
+}
+
+describe("config", () => {
+  it("a single model path: named after the file, backend from the extension, manifest and golden found beside it", () => {
+    const c = loadConfig({ modelPath: join(models, "churn-tree.onnx"), env: {} });
+    assert.equal(c.models.length, 1);
+    const m = c.models[0]!;
+    assert.equal(m.name, "churn-tree");
+    assert.equal(m.backend, "onnx");
+    assert.match(m.sha256!, /^[0-9a-f]{64}$/);
+    assert.equal(m.golden, join(models, "churn-tree.golden.json"));
+    assert.equal(m.threads, 1);
+    assert.equal(c.server.port, 8080);
+    assert.equal(c.server.host, "127.0.0.1");
+    assert.ok(Object.isFrozen(c) && Object.isFrozen(c.models[0]) && Object.isFrozen(c.server));
+  });
+
+  it("--name and flags override; MODELPORT_API_KEYS adds keys", () => {
+    const c = loadConfig({
+      modelPath: join(models, "churn-tree.onnx"),
+      flags: { name: "churn", port: 9000, threads: 2, maxBatchRows: 16 },
+      env: { MODELPORT_API_KEYS: "key-one-123, key-two-456" },
+    });
+    assert.equal(c.models[0]!.name, "churn");
+    assert.equal(c.models[0]!.threads, 2);
+    assert.equal(c.models[0]!.limits.maxBatchRows, 16);
+    assert.equal(c.server.port, 9000);
+    assert.deepEqual(c.server.apiKeys, ["key-one-123", "key-two-456"]);
+  });
+
+  it("a YAML file with several models; paths are relative to the file", () => {
+    const file = yaml(
+      "ok.yaml",
+      `server: {port: 0}\nmodels:\n  - {name: a, path: ${join(models, "churn-tree.onnx")}}\n  - {name: b, path: ${join(models, "segment-mlp.onnx")}, threads: 2, limits: {maxBatchRows: 4}}\n`,
+    );
+    const c = loadConfig({ file, env: {} });
+    assert.deepEqual(
+      c.models.map((m) => [m.name, m.threads, m.limits.maxBatchRows]),
+      [
+        ["a", 1, 1024],
+        ["b", 2, 4],
+      ],
+    );
+    assert.equal(c.source, file);
+  });
+
+  it("lists every problem at once, each with file and key", () => {
+    const file = yaml(
+      "bad.yaml",
+      [
+        "server:",
+        "  port: 99999",
+        "  colour: blue",
+        "models:",
+        "  - name: 'bad name!'",
+        "    path: nowhere.onnx",
+        "    threads: 0",
+        `  - name: dup`,
+        `    path: ${join(models, "churn-tree.onnx")}`,
+        "    sha256: xyz",
+        `  - name: dup2`,
+        `    path: ${join(models, "churn-tree.onnx")}`,
+        "    backend: tensorflow",
+      ].join("\n"),
+    );
+    const list = problems(() => loadConfig({ file, env: {} }));
+    const text = list.join("\n");
+    for (const expected of [
+      /bad\.yaml: server\.port: .*65535/,
+      /bad\.yaml: server: Unrecognized key: "colour"/,
+      /bad\.yaml: models\[0\]\.name: use letters/,
+      /bad\.yaml: models\[0\]\.threads: /,
+      /bad\.yaml: models\[1\]\.sha256: expected 64 hexadecimal characters/,
+      /bad\.yaml: models\[2\]\.backend: /,
+    ]) {
+      assert.match(text, expected);
+    }
+    assert.ok(list.length >= 6, text);
+  });
+
+  it("missing files and duplicate names are reported with their keys", () => {
+    const file = yaml(
+      "files.yaml",
+      `models:\n  - {name: a, path: missing.onnx}\n  - {name: a, path: ${join(models, "churn-tree.onnx")}, golden: nope.json}\n`,
+    );
+    const text = problems(() => loadConfig({ file, env: {} })).join("\n");
+    assert.match(text, /files\.yaml: models\[0\]\.path: .*missing\.onnx does not exist/);
+    assert.match(text, /files\.yaml: models\[1\]\.golden: .*nope\.json does not exist/);
+    assert.match(text, /files\.yaml: models\[1\]\.name: 'a' is already used by models\[0\]/);
+  });
+
+  it("invalid YAML names the line", () => {
+    const file = yaml("syntax.yaml", "models:\n  - name: a\n    path: [unclosed\n");
+    assert.match(
+      problems(() => loadConfig({ file, env: {} }))[0]!,
+      /syntax\.yaml at line \d+: not valid YAML/,
+    );
+  });
+
+  it("modelport serve with a bad config exits 2 before listening and prints every problem", () => {
+    const file = yaml("cli.yaml", "server: {port: -1}\nmodels: []\n");
+    const run = spawnSync(process.execPath, [CLI, "serve", "-c", file], {
+      encoding: "utf8",
+      timeout: 20_000,
+    });
+    assert.equal(run.status, 2);
+    assert.match(run.stderr, /MP_ERR_CONFIG_INVALID/);
+    assert.match(run.stderr, /cli\.yaml: server\.port/);
+    assert.match(run.stderr, /cli\.yaml: models: serve at least one model/);
+    assert.doesNotMatch(run.stdout, /listening/);
+  });
+
+  it("unknown flags and commands exit 2 with a hint", () => {
+    const flag = spawnSync(process.execPath, [CLI, "serve", "--colour", "x"], { encoding: "utf8" });
+    assert.equal(flag.status, 2);
+    assert.match(flag.stderr, /Unknown option '--colour'/);
+    const cmd = spawnSync(process.execPath, [CLI, "fly"], { encoding: "utf8" });
+    assert.equal(cmd.status, 2);
+    assert.match(cmd.stderr, /unknown command 'fly'/);
+    const help = spawnSync(process.execPath, [CLI, "serve", "--help"], { encoding: "utf8" });
+    assert.equal(help.status, 0);
+    assert.match(help.stdout, /--max-batch-rows/);
+  });
+});
