@@ -102,7 +102,6 @@ export async function postJson(
   url: string,
   body: unknown,
   headers: Record<string, string> = {},
-  // biome-ignore lint/suspicious/noExplicitAny: tests read arbitrary JSON bodies
 ): Promise<{ status: number; headers: Headers; body: any }> {
   const res = await fetch(url, {
     method: "POST",

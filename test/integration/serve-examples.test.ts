@@ -17,9 +17,9 @@ function golden(name: string): GoldenFile {
 
 function close(actual: number[], expected: number[], tol = 1e-5): void {
   assert.equal(actual.length, expected.length);
-  actual.forEach((a, i) =>
-    assert.ok(Math.abs(a - expected[i]!) <= tol, `index ${i}: ${a} vs ${expected[i]}`),
-  );
+  actual.forEach((a, i) => {
+    assert.ok(Math.abs(a - expected[i]!) <= tol, `index ${i}: ${a} vs ${expected[i]}`);
+  });
 }
 
 before(async () => {
