@@ -126,7 +126,7 @@ export const ERRORS = {
     summary: "The runner that owns the model stopped while the request was in flight; it restarts by itself.",
   },
   // Server state and access
-  MP_ERR_SHUTTING_DOWN: {
+  MP_ERR_SERVER_SHUTTING_DOWN: {
     status: 503,
     retryable: true,
     summary: "The server is draining for shutdown; retry on another instance.",
@@ -141,7 +141,7 @@ export const ERRORS = {
     retryable: false,
     summary: "The API key is not one of the configured keys.",
   },
-  MP_ERR_INTERNAL: {
+  MP_ERR_SERVER_INTERNAL: {
     status: 500,
     retryable: true,
     summary: "An unexpected failure inside modelport; the log line with the request id has the details.",
@@ -197,6 +197,6 @@ export function reviveError(data: {
   message?: string;
   details?: Record<string, unknown>;
 }): ModelportError {
-  const code = (data.code && data.code in ERRORS ? data.code : "MP_ERR_INTERNAL") as ErrorCode;
+  const code = (data.code && data.code in ERRORS ? data.code : "MP_ERR_SERVER_INTERNAL") as ErrorCode;
   return new ModelportError(code, data.message ?? "unknown error", data.details);
 }

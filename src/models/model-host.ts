@@ -161,7 +161,7 @@ export class ModelHost {
   }
 
   async close(): Promise<void> {
-    this.setState("closed", "closed", "MP_ERR_SHUTTING_DOWN");
+    this.setState("closed", "closed", "MP_ERR_SERVER_SHUTTING_DOWN");
     await this.runner.close();
   }
 

@@ -14,7 +14,7 @@ function toWire(err: unknown): WireError {
   if (err instanceof ModelportError) {
     return { code: err.code, message: err.message, ...(err.details ? { details: err.details } : {}) };
   }
-  return { code: "MP_ERR_INTERNAL", message: err instanceof Error ? err.message : String(err) };
+  return { code: "MP_ERR_SERVER_INTERNAL", message: err instanceof Error ? err.message : String(err) };
 }
 
 function send(msg: FromWorker, transfer: ArrayBuffer[] = []): void {

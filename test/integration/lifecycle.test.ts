@@ -55,7 +55,7 @@ describe("lifecycle of a served process", () => {
     assert.match(child.output(), /stopped cleanly/);
   });
 
-  it("requests arriving during the drain get 503 MP_ERR_SHUTTING_DOWN", async () => {
+  it("requests arriving during the drain get 503 MP_ERR_SERVER_SHUTTING_DOWN", async () => {
     const child = await start([join(models, "slow.onnx")]);
     const inflight = Array.from({ length: 10 }, () =>
       postJson(`${child.url}/v1/models/slow/predict`, { rows: [[0, 1, 2, 3, 4, 5, 6, 7]] }),
@@ -68,7 +68,7 @@ describe("lifecycle of a served process", () => {
     }).catch(() => undefined);
     if (late) {
       assert.equal(late.status, 503);
-      assert.equal(late.body.error.code, "MP_ERR_SHUTTING_DOWN");
+      assert.equal(late.body.error.code, "MP_ERR_SERVER_SHUTTING_DOWN");
       assert.equal(late.body.error.retryable, true);
     }
     assert.ok((await Promise.all(inflight)).every((r) => r.status === 200));

@@ -37,7 +37,7 @@ function fromFastify(err: FastifyError, maxBodyBytes: number): ModelportError {
     return new ModelportError("MP_ERR_REQUEST_INVALID", err.message);
   }
   return new ModelportError(
-    "MP_ERR_INTERNAL",
+    "MP_ERR_SERVER_INTERNAL",
     "internal error; the server log has details under this request id",
   );
 }
@@ -60,7 +60,7 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, err: Mod
 export function registerErrorHandling(app: FastifyInstance, maxBodyBytes: number): void {
   app.setErrorHandler((err, request, reply) => {
     const mp = toModelportError(err, maxBodyBytes);
-    if (mp.code === "MP_ERR_INTERNAL") request.log.error({ err }, "unexpected error");
+    if (mp.code === "MP_ERR_SERVER_INTERNAL") request.log.error({ err }, "unexpected error");
     else if (mp.status >= 500) request.log.warn({ code: mp.code }, mp.message);
     return sendError(request, reply, mp);
   });

@@ -1,0 +1,34 @@
+// docs/Errors.md and the error table in src/errors.ts must list the same codes with the same
+// HTTP status and retryability.
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, it } from "node:test";
+import { ERRORS } from "../../src/errors.js";
+import { REPO_ROOT } from "../helpers/server.js";
+
+describe("docs/Errors.md", () => {
+  const doc = readFileSync(join(REPO_ROOT, "docs", "Errors.md"), "utf8");
+  const rows = new Map<string, { status: number; retryable: boolean }>();
+  for (const m of doc.matchAll(/^\| `(MP_ERR_[A-Z_]+)` \| (\d{3}) \| (yes|no) \|/gm)) {
+    rows.set(m[1]!, { status: Number(m[2]), retryable: m[3] === "yes" });
+  }
+
+  it("documents every code in the table with its status and retryability", () => {
+    for (const [code, spec] of Object.entries(ERRORS)) {
+      assert.deepEqual(rows.get(code), { status: spec.status, retryable: spec.retryable }, `${code} in docs/Errors.md`);
+    }
+  });
+
+  it("documents no code the table lacks", () => {
+    for (const code of rows.keys()) assert.ok(code in ERRORS, `${code} is in docs/Errors.md but not in src/errors.ts`);
+    for (const m of doc.matchAll(/MP_ERR_[A-Z_]+/g)) assert.ok(m[0] in ERRORS, `${m[0]} mentioned in docs/Errors.md is unknown`);
+  });
+
+  it("codes follow MP_ERR_<AREA>_<WHAT> and statuses are HTTP errors", () => {
+    for (const [code, spec] of Object.entries(ERRORS)) {
+      assert.match(code, /^MP_ERR_[A-Z]+_[A-Z_]+$/);
+      assert.ok(spec.status >= 400 && spec.status < 600, code);
+    }
+  });
+});
