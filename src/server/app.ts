@@ -65,7 +65,10 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
       sendError(
         request,
         reply,
-        new ModelportError("MP_ERR_SERVER_SHUTTING_DOWN", "the server is shutting down; retry on another instance"),
+        new ModelportError(
+          "MP_ERR_SERVER_SHUTTING_DOWN",
+          "the server is shutting down; retry on another instance",
+        ),
       );
       return;
     }

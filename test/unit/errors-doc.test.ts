@@ -16,13 +16,19 @@ describe("docs/Errors.md", () => {
 
   it("documents every code in the table with its status and retryability", () => {
     for (const [code, spec] of Object.entries(ERRORS)) {
-      assert.deepEqual(rows.get(code), { status: spec.status, retryable: spec.retryable }, `${code} in docs/Errors.md`);
+      assert.deepEqual(
+        rows.get(code),
+        { status: spec.status, retryable: spec.retryable },
+        `${code} in docs/Errors.md`,
+      );
     }
   });
 
   it("documents no code the table lacks", () => {
-    for (const code of rows.keys()) assert.ok(code in ERRORS, `${code} is in docs/Errors.md but not in src/errors.ts`);
-    for (const m of doc.matchAll(/MP_ERR_[A-Z_]+/g)) assert.ok(m[0] in ERRORS, `${m[0]} mentioned in docs/Errors.md is unknown`);
+    for (const code of rows.keys())
+      assert.ok(code in ERRORS, `${code} is in docs/Errors.md but not in src/errors.ts`);
+    for (const m of doc.matchAll(/MP_ERR_[A-Z_]+/g))
+      assert.ok(m[0] in ERRORS, `${m[0]} mentioned in docs/Errors.md is unknown`);
   });
 
   it("codes follow MP_ERR_<AREA>_<WHAT> and statuses are HTTP errors", () => {
