@@ -10,7 +10,7 @@ import { REPO_ROOT } from "../helpers/server.js";
 describe("docs/Errors.md", () => {
   const doc = readFileSync(join(REPO_ROOT, "docs", "Errors.md"), "utf8");
   const rows = new Map<string, { status: number; retryable: boolean }>();
-  for (const m of doc.matchAll(/^\| `(MP_ERR_[A-Z_]+)` \| (\d{3}) \| (yes|no) \|/gm)) {
+  for (const m of doc.matchAll(/^\| `(MP_ERR_[A-Z_]+)`\s*\|\s*(\d{3})\s*\|\s*(yes|no)\s*\|/gm)) {
     rows.set(m[1]!, { status: Number(m[2]), retryable: m[3] === "yes" });
   }
 
