@@ -120,6 +120,24 @@ export const ERRORS = {
     retryable: false,
     summary: "A custom handler threw; the message is the handler's own.",
   },
+  MP_ERR_MODEL_OVERLOADED: {
+    status: 503,
+    retryable: true,
+    summary:
+      "The model's queue is full (limits.maxQueueRows); Retry-After estimates when it will have drained.",
+  },
+  MP_ERR_DEADLINE_EXCEEDED: {
+    status: 504,
+    retryable: true,
+    summary:
+      "The request's deadline (X-Request-Timeout-Ms or limits.timeoutMs) could not be met; it was dropped before inference.",
+  },
+  MP_ERR_REQUEST_CANCELED: {
+    status: 499,
+    retryable: false,
+    summary:
+      "The client closed the connection; its queued work was removed (only ever seen in logs and metrics).",
+  },
   MP_ERR_RUNNER_CRASHED: {
     status: 503,
     retryable: true,

@@ -173,6 +173,7 @@ function resolveModel(
     tolerance: m.tolerance,
     threads: m.threads,
     limits: Object.freeze({ ...defaults, ...m.limits }),
+    batching: Object.freeze({ ...m.batching }),
     options: Object.freeze({ ...m.options }),
     ...(m.description ? { description: m.description } : {}),
   });

@@ -10,8 +10,32 @@ export const limitsSchema = z
     maxBodyBytes: positiveInt.default(10 * 1024 * 1024),
     /** Most rows (dim 0) one request may carry. */
     maxBatchRows: positiveInt.default(1024),
+    /** Rows allowed to wait in a model's queue; beyond it requests get 503 with Retry-After. */
+    maxQueueRows: positiveInt.default(4096),
+    /** Default deadline of a request in ms (X-Request-Timeout-Ms overrides); late work is dropped with 504. */
+    timeoutMs: positiveInt.default(30_000),
   })
   .strict();
+
+/** Per-model overrides of the limits; the body size limit is server-wide. */
+const modelLimitsSchema = limitsSchema.omit({ maxBodyBytes: true }).partial().strict();
+
+export const batchingSchema = z
+  .object({
+    /** Join concurrent requests into one inference; default: on when the model has a dynamic batch dim. */
+    enabled: z.boolean().optional(),
+    /** Largest batch sent to the model. */
+    maxBatchRows: positiveInt.max(65_536).default(64),
+    /** Longest a request waits for others to join it. */
+    maxDelayMs: z.number().nonnegative().max(10_000).default(2),
+    /** Batches in flight at once (2 lets the next batch travel while one computes). */
+    maxInFlight: positiveInt.max(64).default(2),
+    /** Adaptive: wait only while rows keep arriving and waiting pays; false: wait for a full batch or maxDelayMs. */
+    adaptive: z.boolean().default(true),
+  })
+  .strict();
+
+export type BatchingConfig = z.output<typeof batchingSchema>;
 
 export const modelSchema = z
   .object({
@@ -37,8 +61,8 @@ export const modelSchema = z
     /** Default tolerance for golden outputs; the golden file's own tolerance wins. */
     tolerance: z.number().nonnegative().default(1e-5),
     threads: positiveInt.max(256).default(1),
-    /** Per-model overrides; the body size limit is server-wide (top-level limits). */
-    limits: z.object({ maxBatchRows: positiveInt }).partial().strict().optional(),
+    limits: modelLimitsSchema.optional(),
+    batching: batchingSchema.default(batchingSchema.parse({})),
     options: z.record(z.string(), z.unknown()).default({}),
     description: z.string().optional(),
   })
@@ -83,6 +107,7 @@ export interface ModelConfig {
   readonly tolerance: number;
   readonly threads: number;
   readonly limits: Readonly<z.output<typeof limitsSchema>>;
+  readonly batching: Readonly<BatchingConfig>;
   readonly options: Readonly<Record<string, unknown>>;
   readonly description?: string;
 }

@@ -24,7 +24,7 @@ export class Metrics {
 
   readonly inferenceDuration = new Histogram({
     name: "modelport_inference_duration_seconds",
-    help: "Time a model's runner took to score one call, including the hop to its thread.",
+    help: "Time a model's runner took to score one batch, including the hop to its thread.",
     labelNames: ["model"] as const,
     buckets: LATENCY_BUCKETS,
     registers: [this.registry],
@@ -41,6 +41,36 @@ export class Metrics {
     name: "modelport_model_ready",
     help: "1 when the model is loaded and passed its golden check, else 0.",
     labelNames: ["model"] as const,
+    registers: [this.registry],
+  });
+
+  readonly batchRows = new Histogram({
+    name: "modelport_batch_rows",
+    help: "Rows per batch sent to a model's runner.",
+    labelNames: ["model"] as const,
+    buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
+    registers: [this.registry],
+  });
+
+  readonly queueDepth = new Gauge({
+    name: "modelport_queue_depth_rows",
+    help: "Rows waiting in a model's queue.",
+    labelNames: ["model"] as const,
+    registers: [this.registry],
+  });
+
+  readonly queueWait = new Histogram({
+    name: "modelport_queue_wait_seconds",
+    help: "Time a request waited in the queue before its batch was sent.",
+    labelNames: ["model"] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+
+  readonly rejections = new Counter({
+    name: "modelport_rejections_total",
+    help: "Requests refused or dropped before inference, by reason (overloaded, deadline, canceled).",
+    labelNames: ["model", "reason"] as const,
     registers: [this.registry],
   });
 

@@ -3,7 +3,7 @@
 import type { Logger } from "pino";
 import type { Config } from "../config/schema.js";
 import { ModelportError } from "../errors.js";
-import { ModelHost, type ModelStatus, type RunnerFactory } from "./model-host.js";
+import { ModelHost, type ModelHostOptions, type ModelStatus } from "./model-host.js";
 
 export interface Readiness {
   ready: boolean;
@@ -15,8 +15,8 @@ export interface Readiness {
 export class ModelRegistry {
   private readonly hosts = new Map<string, ModelHost>();
 
-  constructor(config: Config, log: Logger, runnerFactory?: RunnerFactory) {
-    for (const m of config.models) this.hosts.set(m.name, new ModelHost(m, log, runnerFactory));
+  constructor(config: Config, log: Logger, options: ModelHostOptions = {}) {
+    for (const m of config.models) this.hosts.set(m.name, new ModelHost(m, log, options));
   }
 
   /** Loads and checks every model in order; resolves when all have settled, ready or not. */

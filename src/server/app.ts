@@ -54,7 +54,10 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   // JSON only (415 otherwise); Fastify's default text/plain parser would let strings through.
   app.removeContentTypeParser("text/plain");
   const metrics = new Metrics();
-  const registry = new ModelRegistry(config, logger, options.runnerFactory);
+  const registry = new ModelRegistry(config, logger, {
+    metrics,
+    ...(options.runnerFactory ? { runnerFactory: options.runnerFactory } : {}),
+  });
   const context: AppContext = { config, registry, metrics, draining: false };
   let inFlight = 0;
 

@@ -1,5 +1,8 @@
-// What every route needs: the models, the metrics and whether the server is draining.
+// What every route needs: the models, the metrics and whether the server is draining; and
+// how a request's deadline and disconnect reach the model's queue.
+import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Config } from "../config/schema.js";
+import { ModelportError } from "../errors.js";
 import type { Metrics } from "../metrics/metrics.js";
 import type { ModelHost } from "../models/model-host.js";
 import type { ModelRegistry } from "../models/model-registry.js";
@@ -13,10 +16,35 @@ export interface AppContext {
   draining: boolean;
 }
 
-/** Scores through the model's runner and records the inference time. */
-export async function infer(ctx: AppContext, host: ModelHost, inputs: TensorMap): Promise<TensorMap> {
-  const started = performance.now();
-  const outputs = await host.predict(inputs);
-  ctx.metrics.inferenceDuration.observe({ model: host.config.name }, (performance.now() - started) / 1000);
-  return outputs;
+export const TIMEOUT_HEADER = "x-request-timeout-ms";
+
+/**
+ * Scores `inputs` with the request's deadline (X-Request-Timeout-Ms or the model's
+ * limits.timeoutMs) and removes the work from the queue if the client disconnects.
+ */
+export function infer(
+  host: ModelHost,
+  inputs: TensorMap,
+  req: FastifyRequest,
+  reply: FastifyReply,
+): Promise<TensorMap> {
+  const header = req.headers[TIMEOUT_HEADER];
+  let timeoutMs = host.config.limits.timeoutMs;
+  if (header !== undefined) {
+    const n = Number(header);
+    if (!Number.isInteger(n) || n <= 0 || n > 3_600_000) {
+      throw new ModelportError(
+        "MP_ERR_REQUEST_INVALID",
+        `${TIMEOUT_HEADER} must be an integer from 1 to 3600000 (ms), got '${header}'`,
+      );
+    }
+    timeoutMs = n;
+  }
+  const abort = new AbortController();
+  const res = reply.raw;
+  const onClose = () => {
+    if (!res.writableFinished) abort.abort();
+  };
+  res.once("close", onClose);
+  return host.predict(inputs, { deadline: performance.now() + timeoutMs, signal: abort.signal });
 }

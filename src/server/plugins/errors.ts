@@ -49,7 +49,8 @@ export function toModelportError(err: unknown, maxBodyBytes: number): ModelportE
 
 /** Sends `err` in the route's error style. */
 export function sendError(request: FastifyRequest, reply: FastifyReply, err: ModelportError): FastifyReply {
-  if (err.status === 503 && err.retryable) reply.header("retry-after", "1");
+  if (err.status === 503 && err.retryable)
+    reply.header("retry-after", String(err.details?.retryAfterSeconds ?? 1));
   reply.code(err.status);
   if (request.routeOptions.config?.errorStyle === "oip") {
     return reply.send({ error: err.message, code: err.code });

@@ -47,14 +47,14 @@ export function nativeRoutes(app: FastifyInstance, ctx: AppContext): void {
 
   app.post<{ Params: ModelParams; Querystring: { version?: string } }>(
     "/v1/models/:model/predict",
-    async (req) => {
+    async (req, reply) => {
       const host = ctx.registry.getVersion(req.params.model, req.query.version);
       const signature = host.signature;
       if (!host.ready || !signature) throw host.notReadyError();
       const body = req.body as Record<string, unknown> | undefined;
       const inputs = decodeNative(body, signature, host.config.limits);
       const names = requestedOutputs(body?.outputs, signature);
-      const outputs = await infer(ctx, host, inputs);
+      const outputs = await infer(host, inputs, req, reply);
       return {
         model: host.config.name,
         model_version: host.config.version,

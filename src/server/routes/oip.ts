@@ -46,14 +46,14 @@ export function oipRoutes(app: FastifyInstance, ctx: AppContext, version: string
       return { name: host.config.name, ready };
     });
 
-    app.post<{ Params: Params }>(`${prefix}/infer`, { config }, async (req) => {
+    app.post<{ Params: Params }>(`${prefix}/infer`, { config }, async (req, reply) => {
       const host = ctx.registry.getVersion(req.params.model, req.params.version);
       const signature = host.signature;
       if (!host.ready || !signature) throw host.notReadyError();
       const body = req.body as Record<string, unknown> | undefined;
       const inputs = decodeOip(body, signature, host.config.limits);
       const names = requestedOutputs(body?.outputs, signature);
-      const outputs = await infer(ctx, host, inputs);
+      const outputs = await infer(host, inputs, req, reply);
       return {
         model_name: host.config.name,
         model_version: host.config.version,
