@@ -232,7 +232,7 @@ export class Batcher {
         outputs,
         batch.map((i) => i.rows),
       );
-      batch.forEach((item, k) => this.settle(item, pieces[k]));
+      for (let k = 0; k < batch.length; k++) this.settle(batch[k]!, pieces[k]);
     } catch (err) {
       // One request's bad rows must not fail its neighbours: retry each alone.
       if (batch.length > 1 && err instanceof ModelportError && !err.retryable) {
