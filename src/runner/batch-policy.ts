@@ -145,10 +145,9 @@ export function decide(
   // A batch is worth growing while rows arrive faster than they are served: the batch size
   // that keeps up with arrivals is n* = λ·cost(n*) = λb / (1 − λa).
   const { aPerRow, fixed } = split(cost);
-  const target =
-    arrival * aPerRow >= 1
-      ? cfg.maxBatchRows
-      : Math.min(cfg.maxBatchRows, (arrival * fixed) / (1 - arrival * aPerRow));
+  const keepUp = arrival * aPerRow >= 1 ? cfg.maxBatchRows : (arrival * fixed) / (1 - arrival * aPerRow);
+  // Whole rows; the epsilon keeps float noise in a and b from asking for one row too many.
+  const target = Math.min(cfg.maxBatchRows, Math.ceil(keepUp - 1e-6));
   if (target < 2 || s.queuedRows >= target) return { kind: "dispatch", rows, why: "target" };
   // Rows still arriving? Expect the next within ~1/λ; if twice that passed, the queue stopped growing.
   const gap = 1 / arrival;
