@@ -19,6 +19,17 @@ export const SERVE_OPTIONS = {
   "log-level": { type: "string" },
   "log-format": { type: "string" },
   "drain-timeout-ms": { type: "string" },
+  processes: { type: "string" },
+  "allow-oversubscription": { type: "boolean" },
+  "max-queue-rows": { type: "string" },
+  "timeout-ms": { type: "string" },
+  placement: { type: "string" },
+  device: { type: "string" },
+  "max-rss-mb": { type: "string" },
+  batching: { type: "string" },
+  "batch-max-rows": { type: "string" },
+  "batch-max-delay-ms": { type: "string" },
+  "batch-mode": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const satisfies ParseArgsConfig["options"];
 
@@ -38,6 +49,20 @@ function int(flag: string, value: string | undefined): number | undefined {
   const n = Number(value);
   if (!Number.isInteger(n)) throw new UsageError(`--${flag} must be an integer, got '${value}'`);
   return n;
+}
+
+function num(flag: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!Number.isFinite(n)) throw new UsageError(`--${flag} must be a number, got '${value}'`);
+  return n;
+}
+
+function onOff(flag: string, value: string | undefined): boolean | undefined {
+  if (value === undefined) return undefined;
+  if (value === "on" || value === "true") return true;
+  if (value === "off" || value === "false") return false;
+  throw new UsageError(`--${flag} must be on or off, got '${value}'`);
 }
 
 type ServeValues = ReturnType<typeof parse<typeof SERVE_OPTIONS>>["values"];
@@ -60,5 +85,20 @@ export function serveFlags(v: ServeValues): ServeFlags {
   set("apiKeys", v["api-key"]);
   set("logLevel", v["log-level"]);
   set("drainTimeoutMs", int("drain-timeout-ms", v["drain-timeout-ms"]));
+  set("processes", int("processes", v.processes));
+  set("allowOversubscription", v["allow-oversubscription"]);
+  set("maxQueueRows", int("max-queue-rows", v["max-queue-rows"]));
+  set("timeoutMs", int("timeout-ms", v["timeout-ms"]));
+  set("placement", v.placement);
+  set("device", v.device);
+  set("maxRssMb", int("max-rss-mb", v["max-rss-mb"]));
+  set("batching", onOff("batching", v.batching));
+  set("batchMaxRows", int("batch-max-rows", v["batch-max-rows"]));
+  set("batchMaxDelayMs", num("batch-max-delay-ms", v["batch-max-delay-ms"]));
+  const mode = v["batch-mode"];
+  if (mode !== undefined && mode !== "adaptive" && mode !== "classic") {
+    throw new UsageError(`--batch-mode must be adaptive or classic, got '${mode}'`);
+  }
+  set("batchAdaptive", mode === undefined ? undefined : mode === "adaptive");
   return flags;
 }

@@ -26,6 +26,17 @@ Options:
       --log-level LEVEL    fatal|error|warn|info|debug|trace|silent (default info)
       --log-format FORMAT  auto|json|pretty (default auto: pretty on a terminal)
       --drain-timeout-ms N how long SIGTERM waits for in-flight requests (default 10000)
+      --processes N        HTTP front processes, each with its own copy of the models (default 1)
+      --allow-oversubscription  accept a layout whose multi-threaded models oversubscribe the cores
+      --max-queue-rows N   rows that may wait per model before 503 + Retry-After (default 4096)
+      --timeout-ms N       default request deadline; X-Request-Timeout-Ms overrides (default 30000)
+      --placement WHERE    worker (thread, default) | process (supervised child process)
+      --max-rss-mb N       process placement: recycle the runner above this RSS
+      --device DEVICE      cpu (default) | cuda
+      --batching on|off    join concurrent requests (default on when the model has a batch dim)
+      --batch-max-rows N   largest batch (default 64)
+      --batch-max-delay-ms N  longest a request waits for company (default 2)
+      --batch-mode MODE    adaptive (default) | classic (wait for a full batch or the max delay)
   -h, --help               show this help
 `;
 

@@ -1,10 +1,12 @@
 // Builds the frozen Config from a YAML file or a single model path plus CLI flags. Every
 // problem is collected and reported at once, with the file and key, before anything listens.
 import { existsSync, readFileSync, statSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { basename, dirname, extname, resolve } from "node:path";
 import { parse as parseYaml, YAMLParseError } from "yaml";
 import type { z } from "zod";
 import type { ModelManifest } from "../golden.js";
+import { threadBudget } from "../runner/threads.js";
 import {
   type Config,
   type ConfigInput,
@@ -37,7 +39,35 @@ export interface ServeFlags {
   apiKeys?: string[];
   logLevel?: string;
   drainTimeoutMs?: number;
+  processes?: number;
+  allowOversubscription?: boolean;
+  maxQueueRows?: number;
+  timeoutMs?: number;
+  /** Single model only. */
+  placement?: string;
+  device?: string;
+  maxRssMb?: number;
+  batching?: boolean;
+  batchMaxRows?: number;
+  batchMaxDelayMs?: number;
+  batchAdaptive?: boolean;
 }
+
+/** Flags that describe the one model given on the command line. */
+const SINGLE_MODEL_FLAGS = [
+  "name",
+  "backend",
+  "threads",
+  "sha256",
+  "golden",
+  "placement",
+  "device",
+  "maxRssMb",
+  "batching",
+  "batchMaxRows",
+  "batchMaxDelayMs",
+  "batchAdaptive",
+] as const;
 
 export interface LoadConfigOptions {
   /** YAML config file. */
@@ -47,6 +77,8 @@ export interface LoadConfigOptions {
   flags?: ServeFlags;
   env?: NodeJS.ProcessEnv;
   cwd?: string;
+  /** Cores for the thread budget; default os.availableParallelism(). */
+  cores?: number;
 }
 
 /** Picks the backend from a path: .onnx → onnx; .ts/.js/.mjs module → custom. */
@@ -97,6 +129,15 @@ function singleModelInput(modelPath: string, flags: ServeFlags, cwd: string): Mo
   if (flags.threads !== undefined) model.threads = flags.threads;
   if (flags.sha256 !== undefined) model.sha256 = flags.sha256;
   if (flags.golden !== undefined) model.golden = resolve(cwd, flags.golden);
+  if (flags.placement !== undefined) model.placement = flags.placement as ModelConfigInput["placement"];
+  if (flags.device !== undefined) model.device = flags.device as ModelConfigInput["device"];
+  if (flags.maxRssMb !== undefined) model.maxRssMb = flags.maxRssMb;
+  const batching: Record<string, unknown> = {};
+  if (flags.batching !== undefined) batching.enabled = flags.batching;
+  if (flags.batchMaxRows !== undefined) batching.maxBatchRows = flags.batchMaxRows;
+  if (flags.batchMaxDelayMs !== undefined) batching.maxDelayMs = flags.batchMaxDelayMs;
+  if (flags.batchAdaptive !== undefined) batching.adaptive = flags.batchAdaptive;
+  if (Object.keys(batching).length) model.batching = batching as ModelConfigInput["batching"];
   return model;
 }
 
@@ -107,6 +148,8 @@ function applyFlags(raw: Record<string, unknown>, flags: ServeFlags, env: NodeJS
   if (flags.port !== undefined) server.port = flags.port;
   if (flags.logLevel !== undefined) server.logLevel = flags.logLevel;
   if (flags.drainTimeoutMs !== undefined) server.drainTimeoutMs = flags.drainTimeoutMs;
+  if (flags.processes !== undefined) server.processes = flags.processes;
+  if (flags.allowOversubscription !== undefined) server.allowOversubscription = flags.allowOversubscription;
   const keys = [...((server.apiKeys as string[] | undefined) ?? []), ...(flags.apiKeys ?? [])];
   for (const k of (env.MODELPORT_API_KEYS ?? "").split(",")) if (k.trim()) keys.push(k.trim());
   if (keys.length) server.apiKeys = keys;
@@ -114,6 +157,8 @@ function applyFlags(raw: Record<string, unknown>, flags: ServeFlags, env: NodeJS
   const limits = raw.limits as Record<string, unknown>;
   if (flags.maxBatchRows !== undefined) limits.maxBatchRows = flags.maxBatchRows;
   if (flags.maxBodyBytes !== undefined) limits.maxBodyBytes = flags.maxBodyBytes;
+  if (flags.maxQueueRows !== undefined) limits.maxQueueRows = flags.maxQueueRows;
+  if (flags.timeoutMs !== undefined) limits.timeoutMs = flags.timeoutMs;
 }
 
 function readManifest(file: string, problems: string[], where: string): ModelManifest | undefined {
@@ -174,6 +219,9 @@ function resolveModel(
     threads: m.threads,
     limits: Object.freeze({ ...defaults, ...m.limits }),
     batching: Object.freeze({ ...m.batching }),
+    placement: m.placement,
+    ...(m.maxRssMb ? { maxRssMb: m.maxRssMb } : {}),
+    device: m.device,
     options: Object.freeze({ ...m.options }),
     ...(m.description ? { description: m.description } : {}),
   });
@@ -207,10 +255,13 @@ export function loadConfig(opts: LoadConfigOptions): Config {
   if (opts.modelPath) {
     const models = Array.isArray(raw.models) ? (raw.models as unknown[]) : [];
     raw.models = [...models, singleModelInput(opts.modelPath, flags, cwd)];
-  } else if (opts.file && (flags.name || flags.threads || flags.sha256 || flags.golden || flags.backend)) {
-    problems.push(
-      "command line: --name, --backend, --threads, --sha256 and --golden apply to a single model path, not to -c",
-    );
+  } else if (opts.file) {
+    const misplaced = SINGLE_MODEL_FLAGS.filter((f) => flags[f] !== undefined);
+    if (misplaced.length) {
+      problems.push(
+        `command line: ${misplaced.join(", ")} describe a single model path; with -c set them in the file`,
+      );
+    }
   }
   if (!opts.file && !opts.modelPath) {
     throw new ConfigError([
@@ -236,6 +287,8 @@ export function loadConfig(opts: LoadConfigOptions): Config {
       );
     } else seen.set(m.name, i);
   });
+  const budget = threadBudget({ server: parsed.server, models }, opts.cores ?? availableParallelism());
+  for (const p of budget.problems) problems.push(`${source}: thread budget: ${p}`);
   if (problems.length) throw new ConfigError(problems);
 
   return Object.freeze({

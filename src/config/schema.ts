@@ -61,6 +61,12 @@ export const modelSchema = z
     /** Default tolerance for golden outputs; the golden file's own tolerance wins. */
     tolerance: z.number().nonnegative().default(1e-5),
     threads: positiveInt.max(256).default(1),
+    /** Where the runner lives: a worker thread of the server process, or a supervised child process. */
+    placement: z.enum(["worker", "process"]).default("worker"),
+    /** Child-process runners only: recycle the runner (after draining) when its RSS exceeds this many MiB. */
+    maxRssMb: positiveInt.optional(),
+    /** cpu, or cuda (onnxruntime's CUDA execution provider; needs a CUDA build and a GPU). */
+    device: z.enum(["cpu", "cuda"]).default("cpu"),
     limits: modelLimitsSchema.optional(),
     batching: batchingSchema.default(batchingSchema.parse({})),
     options: z.record(z.string(), z.unknown()).default({}),
@@ -79,6 +85,10 @@ export const serverSchema = z
     logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
     /** Log one line per request (at info). Off saves a few microseconds per request. */
     requestLogging: z.boolean().default(true),
+    /** HTTP front processes (each loads its own copy of every model); processes × model threads must fit the cores. */
+    processes: positiveInt.max(256).default(1),
+    /** Accept a layout whose multi-threaded models oversubscribe the cores (not recommended). */
+    allowOversubscription: z.boolean().default(false),
   })
   .strict();
 
@@ -108,6 +118,9 @@ export interface ModelConfig {
   readonly threads: number;
   readonly limits: Readonly<z.output<typeof limitsSchema>>;
   readonly batching: Readonly<BatchingConfig>;
+  readonly placement: "worker" | "process";
+  readonly maxRssMb?: number;
+  readonly device: "cpu" | "cuda";
   readonly options: Readonly<Record<string, unknown>>;
   readonly description?: string;
 }
@@ -119,6 +132,8 @@ export interface ServerConfig {
   readonly drainTimeoutMs: number;
   readonly logLevel: z.output<typeof serverSchema>["logLevel"];
   readonly requestLogging: boolean;
+  readonly processes: number;
+  readonly allowOversubscription: boolean;
 }
 
 export interface Config {

@@ -67,7 +67,7 @@ describe("config", () => {
       "ok.yaml",
       `server: {port: 0}\nmodels:\n  - {name: a, path: ${join(models, "churn-tree.onnx")}}\n  - {name: b, path: ${join(models, "segment-mlp.onnx")}, threads: 2, limits: {maxBatchRows: 4}}\n`,
     );
-    const c = loadConfig({ file, env: {} });
+    const c = loadConfig({ file, env: {}, cores: 4 });
     assert.deepEqual(
       c.models.map((m) => [m.name, m.threads, m.limits.maxBatchRows]),
       [
@@ -121,6 +121,38 @@ describe("config", () => {
     assert.match(text, /files\.yaml: models\[0\]\.path: .*missing\.onnx does not exist/);
     assert.match(text, /files\.yaml: models\[1\]\.golden: .*nope\.json does not exist/);
     assert.match(text, /files\.yaml: models\[1\]\.name: 'a' is already used by models\[0\]/);
+  });
+
+  it("thread budget: an oversubscribed layout is refused with the reason and a docs link", () => {
+    const path = join(models, "churn-tree.onnx");
+    const alone = problems(() => loadConfig({ modelPath: path, flags: { threads: 4 }, env: {}, cores: 2 }));
+    assert.match(
+      alone.join("\n"),
+      /thread budget: model 'churn-tree': 1 process\(es\) × 4 threads = 4 > 2 cores.*docs\/Performance-tuning\.md/,
+    );
+    const procs = problems(() =>
+      loadConfig({ modelPath: path, flags: { threads: 2, processes: 2 }, env: {}, cores: 2 }),
+    );
+    assert.match(procs.join("\n"), /2 process\(es\) × 2 threads = 4 > 2 cores/);
+    const file = yaml(
+      "budget.yaml",
+      `models:\n  - {name: a, path: ${path}}\n  - {name: b, path: ${path}, threads: 2}\n`,
+    );
+    assert.match(
+      problems(() => loadConfig({ file, env: {}, cores: 2 })).join("\n"),
+      /3 math threads on 2 cores: multi-threaded models \(b\)/,
+    );
+    // What fits: the same on 4 cores, single-threaded models sharing cores, or an explicit override.
+    assert.equal(loadConfig({ file, env: {}, cores: 4 }).models.length, 2);
+    assert.equal(
+      loadConfig({ modelPath: path, flags: { processes: 3 }, env: {}, cores: 2 }).server.processes,
+      3,
+    );
+    assert.equal(
+      loadConfig({ modelPath: path, flags: { threads: 4, allowOversubscription: true }, env: {}, cores: 2 })
+        .models[0]!.threads,
+      4,
+    );
   });
 
   it("invalid YAML names the line", () => {
