@@ -1,8 +1,12 @@
 // `modelport serve`: listen at once (so /livez answers and /readyz says "loading"), load and
 // golden-check the models, and drain gracefully on SIGTERM or SIGINT.
+import cluster from "node:cluster";
+import { availableParallelism } from "node:os";
 import { ConfigError, loadConfig } from "../config/load.js";
+import { threadBudget } from "../runner/threads.js";
 import { buildApp } from "../server/app.js";
 import { parse, SERVE_OPTIONS, serveFlags, UsageError } from "./args.js";
+import { runPrimary } from "./cluster.js";
 import { createLogger } from "./logger.js";
 
 export const SERVE_HELP = `Usage: modelport serve [MODEL] [options]
@@ -59,12 +63,22 @@ export async function serve(args: string[]): Promise<number> {
   }
   const format = (values["log-format"] ?? "auto") as "auto" | "json" | "pretty";
   const logger = createLogger(config.server.logLevel, format);
+  for (const w of threadBudget(config, availableParallelism()).warnings) logger.warn(`thread budget: ${w}`);
+  if (config.server.processes > 1 && cluster.isPrimary) {
+    logger.info({ processes: config.server.processes }, "starting serving processes");
+    const code = await runPrimary(config.server.processes, logger);
+    await new Promise<void>((r) => logger.flush(() => r()));
+    return code;
+  }
   const server = buildApp(config, { logger });
 
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) {
-      logger.warn(`${signal} again: exiting without draining`);
+      // A second Ctrl-C means "now"; a repeated SIGTERM (a supervisor signalling the whole
+      // process group, and the cluster primary forwarding it) must not cut the drain short.
+      if (signal !== "SIGINT") return;
+      logger.warn("SIGINT again: exiting without draining");
       process.exit(1);
     }
     stopping = true;
