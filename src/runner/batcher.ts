@@ -40,6 +40,9 @@ interface Item {
   detach?: () => void;
 }
 
+/** Estimates are inflated by this factor when judging deadlines, so "accepted" means "will make it". */
+const DEADLINE_SAFETY = 1.25;
+
 const noopObserver: BatcherObserver = { batch() {}, queueWait() {}, queueDepth() {}, rejected() {} };
 
 /** Rows in a request: dim 0 of its first tensor (a non-batchable request counts as one). */
@@ -53,6 +56,11 @@ export class Batcher {
   private readonly queue: Item[] = [];
   private queuedRows = 0;
   private inFlight = 0;
+  /** While paused nothing is dispatched (the runner is being replaced); see pause(). */
+  private paused = false;
+  private readonly idleWaiters: (() => void)[] = [];
+  /** Batches on the runner now, to estimate when queued work can start. */
+  private readonly running = new Set<{ rows: number; started: number }>();
   private timer: NodeJS.Timeout | undefined;
   private timerAt = Number.POSITIVE_INFINITY;
   private readonly cost = new CostModel();
@@ -80,6 +88,27 @@ export class Batcher {
   }
 
   /**
+   * Stops dispatching: new and queued requests wait (admission limits and deadlines still
+   * apply) until resume(). Used while the runner is replaced under a ready model.
+   */
+  pause(): void {
+    this.paused = true;
+    this.schedule();
+  }
+
+  resume(): void {
+    if (!this.paused) return;
+    this.paused = false;
+    this.schedule();
+  }
+
+  /** Resolves once no batch is in flight (at once if none is). Paired with pause() to drain. */
+  whenIdle(): Promise<void> {
+    if (this.inFlight === 0) return Promise.resolve();
+    return new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  /**
    * Queues `inputs` and resolves to their outputs. A request larger than a batch is split
    * and its pieces reassembled in order.
    * @throws ModelportError MP_ERR_MODEL_OVERLOADED, MP_ERR_DEADLINE_EXCEEDED, MP_ERR_REQUEST_CANCELED.
@@ -93,9 +122,11 @@ export class Batcher {
       this.observer.rejected("overloaded");
       return Promise.reject(this.overloaded(rows, now));
     }
-    if (now + this.cost.estimate(Math.min(rows, max)) > deadline) {
-      this.observer.rejected("deadline");
-      return Promise.reject(deadlineError(deadline - now));
+    if (this.expectedDone(now, rows) > deadline) {
+      // Feasible on an idle model but not behind this backlog: that is overload, say when to retry.
+      const idleFeasible = now + this.safeCost(Math.min(rows, max)) <= deadline;
+      this.observer.rejected(idleFeasible ? "overloaded" : "deadline");
+      return Promise.reject(idleFeasible ? this.overloaded(rows, now) : deadlineError(deadline - now));
     }
     if (rows <= max) return this.enqueue(inputs, rows, now, deadline, opts.signal);
     const pieces: Promise<TensorMap>[] = [];
@@ -133,6 +164,29 @@ export class Batcher {
     });
   }
 
+  /** Predicted batch time with a safety margin: deadlines are promises, estimates are not. */
+  private safeCost(rows: number): number {
+    return this.cost.estimate(rows) * DEADLINE_SAFETY;
+  }
+
+  /**
+   * When `rows` arriving now would be answered if queued: after the batches running now and
+   * the rows queued ahead of them, in batches of at most maxBatchRows.
+   */
+  private expectedDone(now: number, rows: number): number {
+    let start = this.runnerFreeAt(now);
+    const max = this.settings.maxBatchRows;
+    for (let ahead = this.queuedRows; ahead > 0; ahead -= max) start += this.safeCost(Math.min(ahead, max));
+    return start + this.safeCost(Math.min(rows, max));
+  }
+
+  /** When the runner will have finished the batches it holds: it runs them one after another. */
+  private runnerFreeAt(now: number): number {
+    let free = Number.NEGATIVE_INFINITY;
+    for (const r of this.running) free = Math.max(r.started, free) + this.safeCost(r.rows);
+    return Math.max(now, free);
+  }
+
   private cancel(item: Item): void {
     const i = this.queue.indexOf(item);
     if (i < 0) return; // already running: the result is simply not sent
@@ -145,6 +199,10 @@ export class Batcher {
 
   private schedule(): void {
     const now = this.clock();
+    if (this.paused) {
+      this.expireWhilePaused(now);
+      return;
+    }
     const decision = decide(
       {
         now,
@@ -166,6 +224,29 @@ export class Batcher {
     } else if (decision.kind === "wait") {
       this.armTimer(decision.until, now);
     } else this.clearTimer();
+  }
+
+  /**
+   * While paused nothing is dispatched, so nothing else would notice a deadline passing: drop
+   * the requests that can no longer be met (504, as at dispatch) and wake up for the next one.
+   */
+  private expireWhilePaused(now: number): void {
+    let dropped = false;
+    for (let i = 0; i < this.queue.length; ) {
+      const item = this.queue[i]!;
+      if (now + this.cost.estimate(item.rows) > item.deadline) {
+        this.queue.splice(i, 1);
+        this.queuedRows -= item.rows;
+        this.observer.rejected("deadline");
+        this.settle(item, undefined, deadlineError(item.deadline - item.enqueuedAt));
+        dropped = true;
+      } else i++;
+    }
+    if (dropped) this.observer.queueDepth(this.queuedRows);
+    let next = Number.POSITIVE_INFINITY;
+    for (const item of this.queue) next = Math.min(next, item.deadline - this.cost.estimate(item.rows));
+    if (next === Number.POSITIVE_INFINITY) this.clearTimer();
+    else this.armTimer(next, now);
   }
 
   private earliestDeadline(): number {
@@ -198,14 +279,25 @@ export class Batcher {
   private dispatch(rows: number, now: number): void {
     const batch: Item[] = [];
     let taken = 0;
+    let batchDeadline = Number.POSITIVE_INFINITY;
+    // With batches already on the runner, this one starts when they finish.
+    const startAt = this.runnerFreeAt(now);
     while (this.queue.length > 0 && taken + this.queue[0]!.rows <= rows) {
-      const item = this.queue.shift()!;
-      this.queuedRows -= item.rows;
-      if (now + this.cost.estimate(taken + item.rows) > item.deadline) {
+      const item = this.queue[0]!;
+      if (startAt + this.safeCost(item.rows) > item.deadline) {
+        // Too late even alone: drop it before it costs any compute.
+        this.queue.shift();
+        this.queuedRows -= item.rows;
         this.observer.rejected("deadline");
         this.settle(item, undefined, deadlineError(item.deadline - item.enqueuedAt));
         continue;
       }
+      // A bigger batch takes longer: stop before it would make anyone in it late.
+      const deadline = Math.min(batchDeadline, item.deadline);
+      if (batch.length > 0 && startAt + this.safeCost(taken + item.rows) > deadline) break;
+      this.queue.shift();
+      this.queuedRows -= item.rows;
+      batchDeadline = deadline;
       batch.push(item);
       taken += item.rows;
       this.observer.queueWait(now - item.enqueuedAt);
@@ -214,12 +306,16 @@ export class Batcher {
     if (batch.length === 0) return;
     this.inFlight++;
     const started = this.clock();
+    const running = { rows: taken, started };
+    this.running.add(running);
     this.execute(batch).finally(() => {
       const ms = this.clock() - started;
       this.inFlight--;
+      this.running.delete(running);
       this.cost.observe(taken, ms);
       this.drain.observe(taken, this.clock());
       this.observer.batch(taken, batch.length, ms);
+      if (this.inFlight === 0) for (const wake of this.idleWaiters.splice(0)) wake();
       this.schedule();
     });
   }
@@ -264,7 +360,7 @@ export class Batcher {
     const retryAfter = Math.min(60, Math.max(1, seconds));
     return new ModelportError(
       "MP_ERR_MODEL_OVERLOADED",
-      `the model's queue is full (${this.queuedRows} rows waiting, limit ${this.options.maxQueueRows}); retry in about ${retryAfter} s`,
+      `the model is overloaded (${this.queuedRows} rows waiting, limit ${this.options.maxQueueRows}; the backlog would outlast the deadline); retry in about ${retryAfter} s`,
       { retryAfterSeconds: retryAfter, queuedRows: this.queuedRows, rows },
     );
   }

@@ -1,0 +1,127 @@
+// Ten times more traffic than the model can serve: accepted requests still meet their
+// deadline, the excess gets a fast 503 with Retry-After, no other 5xx appears, memory stays
+// bounded, and the model is fine afterwards.
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { testModels } from "../helpers/models.js";
+import { type ChildServer, postJson, startChild, waitReady } from "../helpers/server.js";
+
+let child: ChildServer;
+const TIMEOUT_MS = 1000;
+
+before(async () => {
+  const models = await testModels();
+  // slow.onnx: ~50 ms per row on one thread, so capacity is ~20 rows/s.
+  child = await startChild([
+    join(models, "slow.onnx"),
+    "--max-queue-rows",
+    "8",
+    "--timeout-ms",
+    String(TIMEOUT_MS),
+  ]);
+  assert.equal((await waitReady(child.url)).status, 200);
+});
+
+after(() => child.stop("SIGKILL"));
+
+async function rssBytes(): Promise<number> {
+  const text = await (await fetch(`${child.url}/metrics`)).text();
+  return Number(/^modelport_process_resident_memory_bytes (\d+)/m.exec(text)![1]);
+}
+
+describe("overload", () => {
+  it("10× capacity: accepted requests meet their deadline, the rest get 503 + Retry-After, nothing else fails", async () => {
+    const rssBefore = await rssBytes();
+    const results: { status: number; ms: number; code?: string; retryAfter: string | null }[] = [];
+    const pending: Promise<void>[] = [];
+    const offered = 200; // per second, open loop: ten times what the model can do
+    const seconds = 3;
+    const started = performance.now();
+    for (let i = 0; i < offered * seconds; i++) {
+      const due = started + (i * 1000) / offered;
+      const wait = due - performance.now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      const t0 = performance.now();
+      pending.push(
+        postJson(`${child.url}/v1/models/slow/predict`, { rows: [[i % 7, 1, 2, 3, 4, 5, 6, 7]] }).then(
+          (r) => {
+            results.push({
+              status: r.status,
+              ms: performance.now() - t0,
+              code: r.body?.error?.code,
+              retryAfter: r.headers.get("retry-after"),
+            });
+          },
+        ),
+      );
+    }
+    await Promise.all(pending);
+
+    const by = (s: number) => results.filter((r) => r.status === s);
+    const ok = by(200);
+    const overloaded = by(503);
+    const late = by(504);
+    const other = results.filter((r) => ![200, 503, 504].includes(r.status));
+    const summary = `200: ${ok.length}, 503: ${overloaded.length}, 504: ${late.length}, other: ${other.map((r) => r.status).join(",")}`;
+    assert.equal(other.length, 0, summary);
+    assert.ok(ok.length >= 20, `some work was done (${summary})`);
+    assert.ok(overloaded.length >= offered * seconds * 0.5, `most of the excess was refused (${summary})`);
+    for (const r of overloaded) {
+      assert.equal(r.code, "MP_ERR_MODEL_OVERLOADED");
+      assert.ok(Number(r.retryAfter) >= 1, "Retry-After in seconds");
+    }
+    for (const r of late) assert.equal(r.code, "MP_ERR_DEADLINE_EXCEEDED");
+    // Deadlines are enforced before inference; allow scheduling slack on a busy 2-core machine.
+    const slowest = Math.max(...ok.map((r) => r.ms));
+    assert.ok(
+      slowest <= TIMEOUT_MS + 250,
+      `slowest accepted request took ${slowest.toFixed(0)} ms (${summary})`,
+    );
+    // Refusals are fast: the queue is full, nothing waits.
+    const refusals = overloaded.map((r) => r.ms).sort((a, b) => a - b);
+    assert.ok(
+      refusals[Math.floor(refusals.length / 2)]! < 100,
+      `median refusal ${refusals[Math.floor(refusals.length / 2)]} ms`,
+    );
+
+    const rssAfter = await rssBytes();
+    assert.ok(
+      rssAfter - rssBefore < 150 * 1024 * 1024,
+      `RSS grew by ${((rssAfter - rssBefore) / 1048576).toFixed(0)} MiB`,
+    );
+    const metrics = await (await fetch(`${child.url}/metrics`)).text();
+    assert.match(metrics, /modelport_rejections_total\{model="slow",reason="overloaded"\} [1-9]/);
+    assert.match(metrics, /modelport_batch_rows_count\{model="slow"\} [1-9]/);
+    assert.match(metrics, /modelport_queue_wait_seconds_count\{model="slow"\} [1-9]/);
+    assert.match(metrics, /modelport_queue_depth_rows\{model="slow"\} \d/);
+
+    // And the model is ready and correct afterwards.
+    assert.equal((await fetch(`${child.url}/readyz`)).status, 200);
+    const after = await postJson(`${child.url}/v1/models/slow/predict`, { rows: [[0, 1, 2, 3, 4, 5, 6, 7]] });
+    assert.equal(after.status, 200);
+  });
+
+  it("a deadline the model cannot meet is answered 504 before inference", async () => {
+    // Occupy the model, then ask for an answer within 5 ms.
+    const busy = Array.from({ length: 4 }, () =>
+      postJson(`${child.url}/v1/models/slow/predict`, { rows: [[1, 1, 1, 1, 1, 1, 1, 1]] }),
+    );
+    await new Promise((r) => setTimeout(r, 20));
+    const res = await postJson(
+      `${child.url}/v1/models/slow/predict`,
+      { rows: [[1, 2, 3, 4, 5, 6, 7, 8]] },
+      { "x-request-timeout-ms": "5" },
+    );
+    assert.equal(res.status, 504);
+    assert.equal(res.body.error.code, "MP_ERR_DEADLINE_EXCEEDED");
+    await Promise.all(busy);
+    const bad = await postJson(
+      `${child.url}/v1/models/slow/predict`,
+      { rows: [[1, 2, 3, 4, 5, 6, 7, 8]] },
+      { "x-request-timeout-ms": "soon" },
+    );
+    assert.equal(bad.status, 400);
+    assert.match(bad.body.error.message, /x-request-timeout-ms must be an integer/);
+  });
+});
