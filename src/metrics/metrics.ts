@@ -74,6 +74,26 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  private readonly requestChildren = new Map<
+    string,
+    { count: { inc(): void }; duration: { observe(v: number): void } }
+  >();
+
+  /** Counts one answered request; label children are cached, since label hashing costs on the hot path. */
+  requestDone(model: string, route: string, status: number, seconds: number): void {
+    const key = `${model}\u0000${route}\u0000${status}`;
+    let child = this.requestChildren.get(key);
+    if (!child) {
+      child = {
+        count: this.requests.labels({ model, route, status }),
+        duration: this.requestDuration.labels({ route }),
+      };
+      this.requestChildren.set(key, child);
+    }
+    child.count.inc();
+    child.duration.observe(seconds);
+  }
+
   constructor(options: { processMetrics?: boolean } = {}) {
     if (options.processMetrics !== false)
       collectDefaultMetrics({ register: this.registry, prefix: "modelport_" });

@@ -4,13 +4,14 @@
 import { ModelportError } from "../errors.js";
 import type { TensorMap } from "../tensor.js";
 import { ArrivalRate, type BatchSettings, CostModel, decide } from "./batch-policy.js";
+import type { CancelHandle } from "./cancel.js";
 import { concatBatch, sliceRows, splitBatch } from "./tensor-batch.js";
 
 export interface SubmitOptions {
   /** Absolute deadline on the batcher's clock (ms); Infinity for none. */
   deadline?: number;
-  /** Aborted when the client goes away: queued work is removed. */
-  signal?: AbortSignal;
+  /** Canceled when the client goes away: queued work is removed. */
+  cancel?: CancelHandle;
 }
 
 export interface BatcherObserver {
@@ -128,11 +129,11 @@ export class Batcher {
       this.observer.rejected(idleFeasible ? "overloaded" : "deadline");
       return Promise.reject(idleFeasible ? this.overloaded(rows, now) : deadlineError(deadline - now));
     }
-    if (rows <= max) return this.enqueue(inputs, rows, now, deadline, opts.signal);
+    if (rows <= max) return this.enqueue(inputs, rows, now, deadline, opts.cancel);
     const pieces: Promise<TensorMap>[] = [];
     for (let from = 0; from < rows; from += max) {
       const to = Math.min(rows, from + max);
-      pieces.push(this.enqueue(sliceRows(inputs, from, to), to - from, now, deadline, opts.signal));
+      pieces.push(this.enqueue(sliceRows(inputs, from, to), to - from, now, deadline, opts.cancel));
     }
     return Promise.all(pieces).then(concatBatch);
   }
@@ -142,19 +143,17 @@ export class Batcher {
     rows: number,
     now: number,
     deadline: number,
-    signal?: AbortSignal,
+    cancel?: CancelHandle,
   ): Promise<TensorMap> {
     return new Promise<TensorMap>((resolve, reject) => {
       const item: Item = { inputs, rows, enqueuedAt: now, deadline, resolve, reject, done: false };
-      if (signal) {
-        if (signal.aborted) {
+      if (cancel) {
+        if (cancel.canceled) {
           this.observer.rejected("canceled");
           reject(canceledError());
           return;
         }
-        const onAbort = () => this.cancel(item);
-        signal.addEventListener("abort", onAbort, { once: true });
-        item.detach = () => signal.removeEventListener("abort", onAbort);
+        item.detach = cancel.onCancel(() => this.cancel(item));
       }
       this.queue.push(item);
       this.queuedRows += rows;

@@ -8,6 +8,7 @@ import { Metrics } from "../metrics/metrics.js";
 import type { RunnerFactory } from "../models/model-host.js";
 import { ModelRegistry } from "../models/model-registry.js";
 import { VERSION } from "../version.js";
+import { OCTET_STREAM } from "./binary.js";
 import type { AppContext } from "./context.js";
 import { PROBE_PATHS, registerAuth } from "./plugins/auth.js";
 import { registerErrorHandling, sendError } from "./plugins/errors.js";
@@ -51,8 +52,10 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     return503OnClosing: true,
     keepAliveTimeout: 65_000,
   });
-  // JSON only (415 otherwise); Fastify's default text/plain parser would let strings through.
+  // JSON, and binary tensors as application/octet-stream (read whole, within bodyLimit; see
+  // binary.ts); 415 otherwise. Fastify's default text/plain parser would let strings through.
   app.removeContentTypeParser("text/plain");
+  app.addContentTypeParser(OCTET_STREAM, { parseAs: "buffer" }, (_req, body, done) => done(null, body));
   const metrics = new Metrics();
   const registry = new ModelRegistry(config, logger, {
     metrics,
@@ -76,14 +79,19 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
       return;
     }
     inFlight++;
-    reply.raw.once("close", () => inFlight--);
+    // One listener per request: count it done, and if the client left before the answer,
+    // cancel its queued work.
+    const res = reply.raw;
+    res.once("close", () => {
+      inFlight--;
+      if (!res.writableFinished) request.cancelHandle?.cancel();
+    });
     done();
   });
   app.addHook("onResponse", (request, reply, done) => {
     const route = request.routeOptions.url ?? "unmatched";
     const model = (request.params as { model?: string } | undefined)?.model ?? "";
-    metrics.requests.inc({ model, route, status: reply.statusCode });
-    metrics.requestDuration.observe({ route }, reply.elapsedTime / 1000);
+    metrics.requestDone(model, route, reply.statusCode, reply.elapsedTime / 1000);
     done();
   });
 

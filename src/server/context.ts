@@ -1,11 +1,12 @@
 // What every route needs: the models, the metrics and whether the server is draining; and
 // how a request's deadline and disconnect reach the model's queue.
-import type { FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyRequest } from "fastify";
 import type { Config } from "../config/schema.js";
 import { ModelportError } from "../errors.js";
 import type { Metrics } from "../metrics/metrics.js";
 import type { ModelHost } from "../models/model-host.js";
 import type { ModelRegistry } from "../models/model-registry.js";
+import { CancelHandle } from "../runner/cancel.js";
 import type { TensorMap } from "../tensor.js";
 
 export interface AppContext {
@@ -16,18 +17,20 @@ export interface AppContext {
   draining: boolean;
 }
 
+declare module "fastify" {
+  interface FastifyRequest {
+    /** Set by infer(): canceled when the client disconnects before its answer. */
+    cancelHandle?: CancelHandle;
+  }
+}
+
 export const TIMEOUT_HEADER = "x-request-timeout-ms";
 
 /**
  * Scores `inputs` with the request's deadline (X-Request-Timeout-Ms or the model's
  * limits.timeoutMs) and removes the work from the queue if the client disconnects.
  */
-export function infer(
-  host: ModelHost,
-  inputs: TensorMap,
-  req: FastifyRequest,
-  reply: FastifyReply,
-): Promise<TensorMap> {
+export function infer(host: ModelHost, inputs: TensorMap, req: FastifyRequest): Promise<TensorMap> {
   const header = req.headers[TIMEOUT_HEADER];
   let timeoutMs = host.config.limits.timeoutMs;
   if (header !== undefined) {
@@ -40,11 +43,7 @@ export function infer(
     }
     timeoutMs = n;
   }
-  const abort = new AbortController();
-  const res = reply.raw;
-  const onClose = () => {
-    if (!res.writableFinished) abort.abort();
-  };
-  res.once("close", onClose);
-  return host.predict(inputs, { deadline: performance.now() + timeoutMs, signal: abort.signal });
+  const cancel = new CancelHandle();
+  req.cancelHandle = cancel;
+  return host.predict(inputs, { deadline: performance.now() + timeoutMs, cancel });
 }

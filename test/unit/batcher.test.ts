@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { ModelportError } from "../../src/errors.js";
 import { Batcher, type BatcherOptions } from "../../src/runner/batcher.js";
+import { CancelHandle } from "../../src/runner/cancel.js";
 import type { TensorMap } from "../../src/tensor.js";
 
 const rowsOf = (...values: number[][]): TensorMap => ({
@@ -111,11 +112,11 @@ describe("Batcher", () => {
     const { run, batches } = doubler(40);
     const b = new Batcher(run, { ...base, maxBatchRows: 1, maxDelayMs: 0 });
     const running = b.submit(rowsOf([1]));
-    const abort = new AbortController();
-    const gone = b.submit(rowsOf([2]), { signal: abort.signal });
+    const cancel = new CancelHandle();
+    const gone = b.submit(rowsOf([2]), { cancel });
     const kept = b.submit(rowsOf([3]));
     assert.equal(b.depth.queuedRows, 2);
-    abort.abort();
+    cancel.cancel();
     await assert.rejects(gone, code("MP_ERR_REQUEST_CANCELED"));
     assert.equal(b.depth.queuedRows, 1);
     await running;

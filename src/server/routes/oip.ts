@@ -1,7 +1,8 @@
 // The Open Inference Protocol (KServe V2; also spoken by Triton and MLServer): server and
 // model metadata, model readiness and infer, with and without /versions/{v}.
-import type { FastifyInstance } from "fastify";
+import type { FastifyInstance, onRequestHookHandler } from "fastify";
 import type { ModelHost } from "../../models/model-host.js";
+import { binaryOutputs, encodeOipBinary, INFERENCE_HEADER, OCTET_STREAM, splitOipBody } from "../binary.js";
 import { type AppContext, infer } from "../context.js";
 import { decodeOip, requestedOutputs } from "../decode.js";
 import { encodeOip } from "../encode.js";
@@ -29,10 +30,21 @@ function metadata(host: ModelHost) {
   };
 }
 
+// Like Triton, a body with Inference-Header-Content-Length is binary whatever its Content-Type
+// (Triton's clients often send none): it goes to the octet-stream parser as a Buffer.
+const binaryBody: onRequestHookHandler = (req, _reply, done) => {
+  if (req.headers[INFERENCE_HEADER] !== undefined) req.headers["content-type"] = OCTET_STREAM;
+  done();
+};
+
 export function oipRoutes(app: FastifyInstance, ctx: AppContext, version: string): void {
   const config = { errorStyle: "oip" as const };
 
-  app.get("/v2", { config }, async () => ({ name: "modelport", version, extensions: [] }));
+  app.get("/v2", { config }, async () => ({
+    name: "modelport",
+    version,
+    extensions: ["binary_tensor_data"],
+  }));
 
   for (const prefix of ["/v2/models/:model", "/v2/models/:model/versions/:version"]) {
     app.get<{ Params: Params }>(prefix, { config }, async (req) =>
@@ -46,20 +58,23 @@ export function oipRoutes(app: FastifyInstance, ctx: AppContext, version: string
       return { name: host.config.name, ready };
     });
 
-    app.post<{ Params: Params }>(`${prefix}/infer`, { config }, async (req, reply) => {
+    app.post<{ Params: Params }>(`${prefix}/infer`, { config, onRequest: binaryBody }, async (req, reply) => {
       const host = ctx.registry.getVersion(req.params.model, req.params.version);
       const signature = host.signature;
       if (!host.ready || !signature) throw host.notReadyError();
-      const body = req.body as Record<string, unknown> | undefined;
-      const inputs = decodeOip(body, signature, host.config.limits);
+      const { body, binary } = splitOipBody(req.body, req.headers[INFERENCE_HEADER]);
+      const inputs = decodeOip(body, signature, host.config.limits, binary);
       const names = requestedOutputs(body?.outputs, signature);
-      const outputs = await infer(host, inputs, req, reply);
-      return {
+      const binaryNames = binaryOutputs(body, signature);
+      const outputs = await infer(host, inputs, req);
+      const meta = {
         model_name: host.config.name,
         model_version: host.config.version,
         id: typeof body?.id === "string" ? body.id : req.id,
-        outputs: encodeOip(outputs, names),
       };
+      if (!binaryNames) return { ...meta, outputs: encodeOip(outputs, names) };
+      const res = encodeOipBinary(meta, outputs, names, binaryNames);
+      return reply.headers(res.headers).send(res.body);
     });
   }
 }
