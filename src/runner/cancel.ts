@@ -11,7 +11,8 @@ export class CancelHandle {
       fn();
       return () => {};
     }
-    (this.listeners ??= []).push(fn);
+    this.listeners ??= [];
+    this.listeners.push(fn);
     return () => {
       const i = this.listeners?.indexOf(fn) ?? -1;
       if (i >= 0) this.listeners!.splice(i, 1);
