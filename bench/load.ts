@@ -1,16 +1,18 @@
-// One load point against a running server: autocannon at a given concurrency (connections,
-// pipelining 1), a warm-up run that is thrown away, then the measured run. Latency percentiles come
-// from every response's own time (sub-millisecond), CPU use from /proc over the measured run.
+// One load point against a running server: the shared load generator (src/loadgen/load.ts:
+// autocannon at a given concurrency, pipelining 1, a warm-up run thrown away, then the measured
+// run, latency percentiles from every response's own time), plus CPU use from /proc over the
+// measured run.
 import os from "node:os";
-import autocannon from "autocannon";
-import { type CpuReport, cpuReport, cpuSnapshot } from "./cpu.js";
+import { runLoad } from "../src/loadgen/load.js";
+import { type CpuReport, type CpuSnapshot, cpuReport, cpuSnapshot } from "./cpu.js";
 import type { RunningServer } from "./servers.js";
-import { round, Samples } from "./stats.js";
+import { round } from "./stats.js";
 import { JSON_HEADERS, REQUEST_BODY } from "./workload.js";
 
 export interface PointResult {
   server: RunningServer["name"];
   concurrency: number;
+  round: number;
   durationS: number;
   requests: number;
   rps: number;
@@ -23,19 +25,8 @@ export interface PointResult {
   statusCodes: Record<string, number>;
   serverLogLines: number;
   cpu: CpuReport;
-}
-
-function cannon(server: RunningServer, connections: number, duration: number): autocannon.Instance {
-  return autocannon({
-    url: `${server.url}${server.predictPath}`,
-    method: "POST",
-    headers: JSON_HEADERS,
-    body: REQUEST_BODY,
-    connections,
-    pipelining: 1,
-    duration,
-    timeout: 10,
-  });
+  /** Server CPU time per request, microseconds (all its threads): less sensitive to noise than req/s. */
+  serverCpuUsPerRequest: number | null;
 }
 
 export async function measurePoint(
@@ -43,42 +34,50 @@ export async function measurePoint(
   concurrency: number,
   warmupS: number,
   durationS: number,
+  roundNo: number,
 ): Promise<PointResult> {
-  if (warmupS > 0) await cannon(server, concurrency, warmupS);
-
-  const samples = new Samples();
-  const logBefore = server.child.stdoutStats().lines;
-  const cpuBefore = cpuSnapshot(server.child.pid);
-  const instance = cannon(server, concurrency, durationS);
-  instance.on("response", (_client: unknown, status: number, _bytes: number, ms: number) => {
-    if (status >= 200 && status < 300) samples.add(ms);
-  });
-  const r = await instance;
+  let logBefore = 0;
+  let cpuBefore: CpuSnapshot | undefined;
+  const r = await runLoad(
+    { url: `${server.url}${server.predictPath}`, method: "POST", headers: JSON_HEADERS, body: REQUEST_BODY },
+    {
+      concurrency,
+      durationS,
+      warmupS,
+      timeoutS: 10,
+      onMeasureStart() {
+        logBefore = server.child.stdoutStats().lines;
+        cpuBefore = cpuSnapshot(server.child.pid);
+      },
+    },
+  );
   const cpuAfter = cpuSnapshot(server.child.pid);
 
-  const [p50, p90, p99, max] = samples.percentiles([50, 90, 99, 100]) as [number, number, number, number];
-  const statusCodes: Record<string, number> = {};
-  for (const [code, { count }] of Object.entries(r.statusCodeStats)) statusCodes[code] = count;
+  const cpu = cpuReport(cpuBefore!, cpuAfter, os.cpus().length);
+  const rps = r.durationS > 0 ? r.requests / r.durationS : 0;
+  const ms = (x: number | null) => x ?? Number.NaN;
   return {
     server: server.name,
     concurrency,
-    durationS: r.duration,
-    requests: r.requests.total,
-    rps: round(r.requests.total / r.duration),
+    round: roundNo,
+    durationS: r.durationS,
+    requests: r.requests,
+    rps: r.rps,
     latencyMs: {
-      p50: round(p50),
-      p90: round(p90),
-      p99: round(p99),
-      max: round(max),
-      mean: round(samples.mean()),
+      p50: ms(r.latencyMs.p50),
+      p90: ms(r.latencyMs.p90),
+      p99: ms(r.latencyMs.p99),
+      max: ms(r.latencyMs.max),
+      mean: ms(r.latencyMs.mean),
     },
-    autocannonLatencyMs: { p50: r.latency.p50, p99: r.latency.p99 },
+    autocannonLatencyMs: r.autocannonLatencyMs,
     non2xx: r.non2xx,
     errors: r.errors,
     timeouts: r.timeouts,
-    statusCodes,
+    statusCodes: r.statusCodes,
     serverLogLines: server.child.stdoutStats().lines - logBefore,
-    cpu: cpuReport(cpuBefore, cpuAfter, os.cpus().length),
+    cpu,
+    serverCpuUsPerRequest: cpu.serverPct === null || rps === 0 ? null : round((cpu.serverPct * 1e4) / rps),
   };
 }
 

@@ -1,9 +1,11 @@
 // The modelport command line: one file per command; this one only dispatches.
 import { VERSION } from "../version.js";
 import { UsageError } from "./args.js";
+import { BENCH_HELP, bench } from "./bench.js";
 import { CHECK_HELP, check } from "./check.js";
 import { GOLDEN_HELP, golden } from "./golden.js";
 import { SERVE_HELP, serve } from "./serve.js";
+import { TUNE_HELP, tune } from "./tune.js";
 
 const HELP = `modelport ${VERSION}: serve ONNX models and TypeScript handlers over HTTP.
 
@@ -13,6 +15,8 @@ Commands:
   serve [MODEL] [-c FILE]   serve models (modelport serve model.onnx, modelport serve -c modelport.yaml)
   check [MODEL] [-c FILE]   verify sha256, load and golden check without serving; exit 1 on failure
   golden record MODEL ...   write a golden file from given inputs
+  bench URL [--model NAME]  load a running server at one or more concurrencies: req/s, p50/p90/p99, chart
+  tune MODEL                try serving layouts (processes × threads × batching) and write the best as config
   version                   print the version
 
 Run 'modelport <command> --help' for a command's options. Docs: docs/ in the repository.
@@ -29,6 +33,10 @@ export async function main(argv: string[]): Promise<number> {
         return await check(rest);
       case "golden":
         return await golden(rest);
+      case "bench":
+        return await bench(rest);
+      case "tune":
+        return await tune(rest);
       case "version":
       case "--version":
       case "-v":
@@ -52,4 +60,4 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
-export { CHECK_HELP, GOLDEN_HELP, SERVE_HELP };
+export { BENCH_HELP, CHECK_HELP, GOLDEN_HELP, SERVE_HELP, TUNE_HELP };
