@@ -1,13 +1,17 @@
 // One served model's lifecycle: verify the file's sha256, load it in its runner, score the
 // golden example, and only then report ready. Requests go through the model's batcher. When
 // the runner dies, queued work fails with a retryable code, the runner restarts with backoff,
-// and the model is ready again only after its golden check passes again.
+// and the model is ready again only after its golden check passes again. When the runner asks
+// to be recycled (a child process above its memory ceiling), the queue is paused and drained,
+// the runner restarted and golden-checked, and the queue resumed: no request is lost, and the
+// model stays ready throughout.
 import type { Logger } from "pino";
 import type { ModelConfig } from "../config/schema.js";
 import { type ErrorCode, isModelportError, ModelportError } from "../errors.js";
 import type { Metrics } from "../metrics/metrics.js";
 import { Batcher, type BatcherObserver, type SubmitOptions } from "../runner/batcher.js";
-import type { Runner, RunnerLoadInfo } from "../runner/runner.js";
+import { ProcessRunner } from "../runner/process-runner.js";
+import type { Runner, RunnerLoadInfo, RunnerSpec } from "../runner/runner.js";
 import { WorkerRunner } from "../runner/worker-runner.js";
 import type { ModelSignature, TensorMap } from "../tensor.js";
 import { fileDigest } from "./file-digest.js";
@@ -33,6 +37,10 @@ export interface ModelStatus {
   goldenDiff?: { output: string; problem: string }[];
   /** Times the runner was restarted after dying. */
   restarts: number;
+  /** Times the runner was recycled (drained and restarted while ready) for its memory ceiling. */
+  recycles: number;
+  /** Where the model runs; `pid` is the runner's own process (placement "process", while it runs). */
+  runner: { placement: "worker" | "process"; pid?: number };
   batching: {
     enabled: boolean;
     maxBatchRows: number;
@@ -44,23 +52,39 @@ export interface ModelStatus {
 
 export type RunnerFactory = (config: ModelConfig) => Runner;
 
-const defaultRunnerFactory: RunnerFactory = (c) =>
-  new WorkerRunner({
+const defaultRunnerFactory: RunnerFactory = (c) => {
+  const spec: RunnerSpec = {
     name: c.name,
     backend: c.backend,
     path: c.path,
     threads: c.threads,
     options: { ...c.options },
-  });
+  };
+  if (c.placement === "process") {
+    return new ProcessRunner(c.maxRssMb ? { ...spec, maxRssMb: c.maxRssMb } : spec);
+  }
+  return new WorkerRunner(spec);
+};
 
 /** Restart delays after a crash: 0.5 s doubling to 30 s. */
 export function restartDelayMs(attempt: number): number {
   return Math.min(30_000, 500 * 2 ** attempt);
 }
 
+/**
+ * Least time between the end of one recycle and the start of the next. A recycle pauses the
+ * model for a load plus a golden check, so a ceiling the runner exceeds right after loading
+ * (set below the model's own footprint) must not turn into a loop of reloads: it costs at most
+ * one pause per 30 s, and a warning says the ceiling is too low. A time rather than a batch
+ * count, because the pause's share of the time is what users feel, whatever the traffic.
+ */
+export const MIN_RECYCLE_INTERVAL_MS = 30_000;
+
 export interface ModelHostOptions {
   runnerFactory?: RunnerFactory;
   metrics?: Metrics;
+  /** Overrides MIN_RECYCLE_INTERVAL_MS (tests). */
+  minRecycleIntervalMs?: number;
 }
 
 export class ModelHost {
@@ -79,13 +103,21 @@ export class ModelHost {
   private restarts = 0;
   private crashStreak = 0;
   private restartTimer: NodeJS.Timeout | undefined;
+  private recycles = 0;
+  private recycling = false;
+  /** Date.now() before which a recycle request is ignored. */
+  private nextRecycleAt = 0;
+  private readonly minRecycleIntervalMs: number;
+  private warnedCeiling = false;
 
   constructor(config: ModelConfig, log: Logger, options: ModelHostOptions = {}) {
     this.config = config;
     this.runner = (options.runnerFactory ?? defaultRunnerFactory)(config);
     this.log = log.child({ model: config.name });
     this.metrics = options.metrics;
+    this.minRecycleIntervalMs = options.minRecycleIntervalMs ?? MIN_RECYCLE_INTERVAL_MS;
     this.runner.onCrash((why) => this.onCrash(why));
+    this.runner.onRecycleNeeded?.((why) => this.onRecycleNeeded(why));
   }
 
   get ready(): boolean {
@@ -99,6 +131,11 @@ export class ModelHost {
   /** Verifies, loads and golden-checks the model. Never throws: failures become the not-ready reason. */
   async start(): Promise<void> {
     const c = this.config;
+    if (c.maxRssMb && c.placement !== "process") {
+      this.log.warn(
+        `${c.name}: maxRssMb applies to placement "process" only; the worker thread shares the server's memory, so it is ignored`,
+      );
+    }
     try {
       this.digest = await fileDigest(c.path);
       if (c.sha256 && c.sha256 !== this.digest.sha256) {
@@ -117,6 +154,7 @@ export class ModelHost {
   private async load(): Promise<void> {
     const c = this.config;
     this.info = await this.runner.start();
+    this.checkCeiling(this.info);
     this.log.info(
       {
         file: c.path,
@@ -170,7 +208,21 @@ export class ModelHost {
     };
   }
 
-  private async checkGolden(): Promise<void> {
+  /** Warns once when a freshly loaded runner is already above its memory ceiling. */
+  private checkCeiling(info: RunnerLoadInfo): void {
+    const max = this.config.maxRssMb;
+    if (!max || this.config.placement !== "process" || this.warnedCeiling) return;
+    if (info.memoryBytes <= max * 1048576) return;
+    this.warnedCeiling = true;
+    this.log.warn(
+      `${this.config.name}: the runner uses ${(info.memoryBytes / 1048576).toFixed(1)} MiB right after loading, above maxRssMb ${max}; it will be recycled at most once per ${this.minRecycleIntervalMs / 1000} s. Raise maxRssMb above the model's own footprint`,
+    );
+  }
+
+  /** Scores the golden example through the queue, or straight on the runner (`run`) while the queue is paused. */
+  private async checkGolden(
+    run: (inputs: TensorMap) => Promise<TensorMap> = (inputs) => this.batcher!.submit(inputs),
+  ): Promise<void> {
     const c = this.config;
     if (!c.golden) {
       this.golden = "none";
@@ -180,7 +232,7 @@ export class ModelHost {
       return;
     }
     const golden = await readGolden(c.golden);
-    const outputs = await this.batcher!.submit(goldenInputs(golden, this.info!.signature));
+    const outputs = await run(goldenInputs(golden, this.info!.signature));
     const diffs = compareGolden(golden, outputs, c.tolerance);
     if (diffs.length) {
       this.golden = "failed";
@@ -233,6 +285,11 @@ export class ModelHost {
       golden: this.golden,
       ...(this.goldenDiff ? { goldenDiff: this.goldenDiff } : {}),
       restarts: this.restarts,
+      recycles: this.recycles,
+      runner: {
+        placement: c.placement,
+        ...(this.runner.pid !== undefined ? { pid: this.runner.pid } : {}),
+      },
       batching: {
         enabled: (c.batching.enabled ?? true) && (this.info?.signature.batchable ?? false),
         maxBatchRows: c.batching.maxBatchRows,
@@ -281,6 +338,69 @@ export class ModelHost {
       });
     }, delay);
     this.restartTimer.unref();
+  }
+
+  /**
+   * The runner is healthy but should be replaced (its memory passed the ceiling). Ignored while
+   * not ready (a crash restart is already replacing it), while a recycle runs, and for
+   * MIN_RECYCLE_INTERVAL_MS after the last one.
+   */
+  private onRecycleNeeded(why: string): void {
+    const batcher = this.batcher;
+    if (this.state !== "ready" || this.recycling || !batcher || Date.now() < this.nextRecycleAt) return;
+    this.recycling = true;
+    void this.recycle(why, batcher).finally(() => {
+      this.recycling = false;
+      this.nextRecycleAt = Date.now() + this.minRecycleIntervalMs;
+    });
+  }
+
+  /**
+   * Pause the queue, let the batches in flight finish, close and restart the runner, check the
+   * golden example, resume. The model stays ready: requests queue meanwhile (their deadlines
+   * still apply). A crash or close meanwhile takes over; a failed restart or golden check makes
+   * the model not ready, as a failed restart after a crash does.
+   */
+  private async recycle(why: string, batcher: Batcher): Promise<void> {
+    const c = this.config;
+    const started = performance.now();
+    const current = () => this.state === "ready" && this.batcher === batcher;
+    this.log.warn(
+      { reason: why, recycles: this.recycles, queuedRows: batcher.depth.queuedRows },
+      `${c.name}: recycling the runner (${why}): draining, then restarting it`,
+    );
+    batcher.pause();
+    try {
+      await batcher.whenIdle();
+      if (!current()) return;
+      await this.runner.close();
+      if (!current()) return;
+      this.recycles++;
+      const info = await this.runner.start();
+      if (this.state === "closed") {
+        await this.runner.close();
+        return;
+      }
+      this.info = info;
+      this.checkCeiling(info);
+      await this.checkGolden((inputs) => this.runner.predict(inputs));
+      if (!current()) return;
+      this.log.info(
+        {
+          recycles: this.recycles,
+          ms: Math.round(performance.now() - started),
+          memoryBytes: info.memoryBytes,
+        },
+        `${c.name}: runner recycled in ${(performance.now() - started).toFixed(0)} ms; serving again`,
+      );
+    } catch (err) {
+      if (!current()) return; // a crash restart or shutdown owns the model now
+      const e = isModelportError(err) ? err : new ModelportError("MP_ERR_MODEL_LOAD_FAILED", String(err));
+      this.fail(e.code, `recycling the runner failed: ${e.message}`);
+      batcher.failQueued(this.notReadyError());
+    } finally {
+      batcher.resume();
+    }
   }
 
   private fail(code: ErrorCode, reason: string): void {

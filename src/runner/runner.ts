@@ -1,5 +1,6 @@
 // The Runner interface: the only owner of a model's weights. The server talks to every
-// placement (a worker thread today; a child process or another machine later) through it.
+// placement (a worker thread or a supervised child process today; another machine later)
+// through it.
 import type { BackendName } from "../backends/backend.js";
 import type { ModelSignature, TensorMap } from "../tensor.js";
 
@@ -9,24 +10,39 @@ export interface RunnerSpec {
   path: string;
   threads: number;
   options: Record<string, unknown>;
+  /** Child-process runners: ask for a recycle when the process's RSS exceeds this many MiB. */
+  maxRssMb?: number;
 }
 
 export interface RunnerLoadInfo {
   signature: ModelSignature;
   /** Wall time of the backend's load, in milliseconds. */
   loadMs: number;
-  /** Resident memory the load added, in bytes (process-wide RSS difference; loads run one at a time). */
+  /**
+   * Resident memory of the model, in bytes: for a worker thread the process-wide RSS the load
+   * added (loads run one at a time); for a child process its whole RSS after the load.
+   */
   memoryBytes: number;
 }
 
 export interface Runner {
   readonly spec: RunnerSpec;
-  /** Loads the model; rejects with a ModelportError (MP_ERR_MODEL_LOAD_FAILED) when it cannot. */
+  /** The process that owns the model when it is not the server's own (child-process runners). */
+  readonly pid?: number | undefined;
+  /**
+   * Loads the model; rejects with a ModelportError (MP_ERR_MODEL_LOAD_FAILED) when it cannot.
+   * May be called again after a crash or after close() to run a fresh copy.
+   */
   start(): Promise<RunnerLoadInfo>;
   /** Scores one batch; rejects with a ModelportError. */
   predict(inputs: TensorMap): Promise<TensorMap>;
   /** Called when the runner dies unexpectedly; in-flight calls have already been rejected. */
   onCrash(listener: (reason: string) => void): void;
-  /** Closes the model and stops the runner; idempotent. */
+  /**
+   * Called when the runner is still healthy but should be replaced once it has drained (its
+   * memory passed the ceiling). May fire again with every answer until it is restarted.
+   */
+  onRecycleNeeded?(listener: (reason: string) => void): void;
+  /** Closes the model and stops the runner; idempotent; never fires onCrash. */
   close(): Promise<void>;
 }

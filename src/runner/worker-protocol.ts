@@ -1,5 +1,6 @@
-// Messages between a WorkerRunner and its worker thread. Plain data only: errors cross as
-// {code, message, details} and are revived on the other side.
+// Messages between a runner and the thread or process that owns its model (worker-main.ts,
+// process-main.ts). Plain data only: errors cross as {code, message, details} and are revived
+// on the other side.
 import type { TensorMap } from "../tensor.js";
 import type { RunnerLoadInfo, RunnerSpec } from "./runner.js";
 
@@ -11,15 +12,27 @@ export interface WireError {
 
 export type ToWorker = { type: "predict"; id: number; inputs: TensorMap } | { type: "close" };
 
+/** A child process gets its spec as its first message (a worker thread gets it as workerData). */
+export type ToProcess = { type: "init"; data: WorkerData } | ToWorker;
+
 export type FromWorker =
   | { type: "loaded"; info: RunnerLoadInfo }
   | { type: "load-failed"; error: WireError }
-  | { type: "result"; id: number; outputs: TensorMap }
-  | { type: "error"; id: number; error: WireError }
+  /** `rss`: the process's resident bytes after the batch, when the runner asked for it (reportRss). */
+  | { type: "result"; id: number; outputs: TensorMap; rss?: number }
+  | { type: "error"; id: number; error: WireError; rss?: number }
   | { type: "closed" };
 
 export interface WorkerData {
   spec: RunnerSpec;
+  /**
+   * What RunnerLoadInfo.memoryBytes measures: the RSS the load added ("added": a worker thread
+   * shares the server's process) or the whole RSS after the load ("total": a child process is
+   * the model's own). Default "added".
+   */
+  memory?: "added" | "total";
+  /** Attach the process's RSS to every answer (a child process with a memory ceiling). */
+  reportRss?: boolean;
 }
 
 /** Buffers worth moving instead of copying when a message crosses threads. */

@@ -2,6 +2,13 @@
 // named tensors in and named outputs out.
 import type { FastifyInstance } from "fastify";
 import type { ModelHost } from "../../models/model-host.js";
+import {
+  decodeRawTensor,
+  encodeRawTensor,
+  rawOutputName,
+  SHAPE_HEADER,
+  wantsOctetStream,
+} from "../binary.js";
 import { type AppContext, infer } from "../context.js";
 import { decodeNative, requestedOutputs } from "../decode.js";
 import { encodeNative } from "../encode.js";
@@ -26,7 +33,11 @@ export function describeModel(host: ModelHost): Record<string, unknown> {
       code: s.code,
       golden: s.golden,
       golden_diff: s.goldenDiff,
+      restarts: s.restarts,
+      recycles: s.recycles,
+      runner: s.runner,
     },
+    batching: s.batching,
     inputs: sig?.inputs ?? [],
     outputs: sig?.outputs ?? [],
     batchable: sig?.batchable ?? false,
@@ -38,6 +49,12 @@ export function describeModel(host: ModelHost): Record<string, unknown> {
   };
 }
 
+/** `?outputs=a,b` (or repeated): the outputs to return, for bodies that cannot say so themselves. */
+function outputsQuery(value: string | string[] | undefined): string[] | undefined {
+  if (value === undefined) return undefined;
+  return (Array.isArray(value) ? value : [value]).flatMap((v) => v.split(",")).filter((v) => v !== "");
+}
+
 export function nativeRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.get("/v1/models", async () => ({ models: ctx.registry.all().map(describeModel) }));
 
@@ -45,16 +62,25 @@ export function nativeRoutes(app: FastifyInstance, ctx: AppContext): void {
     describeModel(ctx.registry.get(req.params.model)),
   );
 
-  app.post<{ Params: ModelParams; Querystring: { version?: string } }>(
+  app.post<{ Params: ModelParams; Querystring: { version?: string; outputs?: string | string[] } }>(
     "/v1/models/:model/predict",
     async (req, reply) => {
       const host = ctx.registry.getVersion(req.params.model, req.query.version);
       const signature = host.signature;
       if (!host.ready || !signature) throw host.notReadyError();
-      const body = req.body as Record<string, unknown> | undefined;
-      const inputs = decodeNative(body, signature, host.config.limits);
-      const names = requestedOutputs(body?.outputs, signature);
-      const outputs = await infer(host, inputs, req, reply);
+      // A Buffer is a raw application/octet-stream tensor (binary.ts); anything else is JSON.
+      const raw = Buffer.isBuffer(req.body) ? req.body : undefined;
+      const body = raw ? undefined : (req.body as Record<string, unknown> | undefined);
+      const inputs = raw
+        ? decodeRawTensor(raw, req.headers[SHAPE_HEADER], signature, host.config.limits)
+        : decodeNative(body, signature, host.config.limits);
+      const names = requestedOutputs(body?.outputs ?? outputsQuery(req.query.outputs), signature);
+      const rawOut = wantsOctetStream(req.headers.accept) ? rawOutputName(names, signature) : undefined;
+      const outputs = await infer(host, inputs, req);
+      if (rawOut) {
+        const res = encodeRawTensor(rawOut, outputs[rawOut]!);
+        return reply.headers(res.headers).send(res.body);
+      }
       return {
         model: host.config.name,
         model_version: host.config.version,
