@@ -70,7 +70,8 @@ export async function startChild(args: string[], env: NodeJS.ProcessEnv = {}): P
     proc,
     output: () => out,
     async stop(signal: NodeJS.Signals = "SIGTERM") {
-      if (proc.exitCode !== null) return proc.exitCode;
+      // Already gone (exited, or killed by a signal): do not wait for an exit that came before.
+      if (proc.exitCode !== null || proc.signalCode !== null) return proc.exitCode;
       proc.kill(signal);
       const [code] = (await once(proc, "exit")) as [number | null];
       return code;
