@@ -11,6 +11,8 @@ export interface LoadOptions {
   path: string;
   /** Intra-op threads for the math library; always set explicitly, never the library default. */
   threads: number;
+  /** cpu, or cuda (onnx only): onnxruntime's CUDA execution provider. Default cpu. */
+  device?: "cpu" | "cuda";
   /** Backend-specific options from config (for `custom`: passed to the handler as ctx.options). */
   options: Record<string, unknown>;
 }

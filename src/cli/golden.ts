@@ -43,7 +43,14 @@ export async function golden(args: string[]): Promise<number> {
   const backend = (values.backend ?? backendForPath(path) ?? "onnx") as "onnx" | "custom";
   const name = basename(path, extname(path));
   const body = JSON.parse(readFileSync(values.inputs, "utf8")) as { inputs?: unknown };
-  const runner = new WorkerRunner({ name, backend, path, threads: Number(values.threads ?? 1), options: {} });
+  const runner = new WorkerRunner({
+    name,
+    backend,
+    path,
+    threads: Number(values.threads ?? 1),
+    device: "cpu",
+    options: {},
+  });
   try {
     const { signature } = await runner.start();
     const limits = { maxBatchRows: Number.MAX_SAFE_INTEGER };

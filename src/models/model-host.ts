@@ -58,6 +58,7 @@ const defaultRunnerFactory: RunnerFactory = (c) => {
     backend: c.backend,
     path: c.path,
     threads: c.threads,
+    device: c.device,
     options: { ...c.options },
   };
   if (c.placement === "process") {

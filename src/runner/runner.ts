@@ -9,6 +9,8 @@ export interface RunnerSpec {
   backend: BackendName;
   path: string;
   threads: number;
+  /** cpu, or cuda for onnxruntime's CUDA execution provider. */
+  device: "cpu" | "cuda";
   options: Record<string, unknown>;
   /** Child-process runners: ask for a recycle when the process's RSS exceeds this many MiB. */
   maxRssMb?: number;

@@ -112,4 +112,15 @@ describe("integrity and golden checks", () => {
     assert.equal(body.models.garbage.code, "MP_ERR_MODEL_LOAD_FAILED");
     assert.match(body.models.garbage.reason, /onnxruntime could not load/);
   });
+
+  it("device cuda without a usable CUDA provider fails clearly instead of falling back to the CPU", async () => {
+    const path = copyModel("churn-tree", "on-gpu");
+    const s = await serveOne(path, { device: "cuda" });
+    const body = (await (await fetch(`${s.url}/readyz`)).json()) as any;
+    assert.equal(body.models["on-gpu"].code, "MP_ERR_MODEL_LOAD_FAILED");
+    assert.match(
+      body.models["on-gpu"].reason,
+      /device cuda: onnxruntime's CUDA execution provider could not start.*use device: cpu/,
+    );
+  });
 });

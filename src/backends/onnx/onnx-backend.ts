@@ -111,11 +111,20 @@ export class OnnxBackend implements Backend {
         interOpNumThreads: 1,
         executionMode: "sequential",
         graphOptimizationLevel: "all",
+        // No silent CPU fallback: a model configured for the GPU must run there or not load.
+        executionProviders: [options.device === "cuda" ? "cuda" : "cpu"],
       });
     } catch (err) {
+      const message = (err as Error).message;
+      if (options.device === "cuda") {
+        throw new ModelportError(
+          "MP_ERR_MODEL_LOAD_FAILED",
+          `device cuda: onnxruntime's CUDA execution provider could not start (${message}). It needs an NVIDIA GPU, its driver, CUDA 12 and cuDNN 9, and onnxruntime-node installed with its CUDA files (ONNXRUNTIME_NODE_INSTALL_CUDA=v12); use device: cpu otherwise`,
+        );
+      }
       throw new ModelportError(
         "MP_ERR_MODEL_LOAD_FAILED",
-        `onnxruntime could not load ${options.path}: ${(err as Error).message}`,
+        `onnxruntime could not load ${options.path}: ${message}`,
       );
     }
     const inputs = session.inputMetadata.map(toSpec);
