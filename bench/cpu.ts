@@ -5,6 +5,13 @@ import { readdirSync, readFileSync } from "node:fs";
 
 const TICKS_PER_S = 100; // USER_HZ: /proc reports times in 1/100 s on Linux
 
+interface MachineTicks {
+  busy: number;
+  total: number;
+  softirq: number;
+  steal: number;
+}
+
 interface ThreadTicks {
   name: string;
   ticks: number;
@@ -12,7 +19,7 @@ interface ThreadTicks {
 
 export interface CpuSnapshot {
   at: number; // performance.now(), ms
-  machine: { busy: number; total: number } | null; // /proc/stat jiffies, all cores
+  machine: MachineTicks | null; // /proc/stat jiffies, all cores
   bench: NodeJS.CpuUsage; // this process, microseconds
   server: Map<number, ThreadTicks> | null; // tid -> ticks (utime + stime)
   serverPid: number;
@@ -21,6 +28,14 @@ export interface CpuSnapshot {
 export interface CpuReport {
   /** Machine-wide busy share, 0..100 % of all cores. */
   machineBusyPct: number | null;
+  /**
+   * % of one core busy with neither the server nor the bench process: other processes on this
+   * shared machine, interrupts, steal. Large values mean the point was measured under noise.
+   */
+  otherPct: number | null;
+  /** Of that, softirq (loopback TCP is largely processed there) and steal, % of one core. */
+  softirqPct: number | null;
+  stealPct: number | null;
   cores: number;
   /** % of one core used by the bench process (load generator + log consumer). */
   benchPct: number;
@@ -30,13 +45,13 @@ export interface CpuReport {
   serverThreads: { tid: number; name: string; pct: number }[] | null;
 }
 
-function readProcStat(): { busy: number; total: number } | null {
+function readProcStat(): MachineTicks | null {
   try {
     const line = readFileSync("/proc/stat", "utf8").split("\n", 1)[0]!;
     const f = line.trim().split(/\s+/).slice(1).map(Number);
     const total = f.slice(0, 8).reduce((a, b) => a + b, 0); // user..steal
     const idle = (f[3] ?? 0) + (f[4] ?? 0); // idle + iowait
-    return { busy: total - idle, total };
+    return { busy: total - idle, total, softirq: f[6] ?? 0, steal: f[7] ?? 0 };
   } catch {
     return null;
   }
@@ -94,15 +109,30 @@ export function cpuReport(a: CpuSnapshot, b: CpuSnapshot, cores: number): CpuRep
       .sort((x, y) => y.pct - x.pct)
       .slice(0, 6);
   }
+  const benchPct = Math.round((benchUs / 1e6 / seconds) * 1000) / 10;
   let machineBusyPct: number | null = null;
+  let otherPct: number | null = null;
+  let softirqPct: number | null = null;
+  let stealPct: number | null = null;
   if (a.machine && b.machine && b.machine.total > a.machine.total) {
-    const busy = (b.machine.busy - a.machine.busy) / (b.machine.total - a.machine.total);
-    machineBusyPct = Math.round(busy * 1000) / 10;
+    const all = b.machine.total - a.machine.total;
+    const share = (x: number) => Math.round((x / all) * cores * 1000) / 10; // % of one core
+    machineBusyPct = Math.round(((b.machine.busy - a.machine.busy) / all) * 1000) / 10;
+    softirqPct = share(b.machine.softirq - a.machine.softirq);
+    stealPct = share(b.machine.steal - a.machine.steal);
+    if (serverPct !== null)
+      otherPct = Math.max(
+        0,
+        Math.round((share(b.machine.busy - a.machine.busy) - serverPct - benchPct) * 10) / 10,
+      );
   }
   return {
     machineBusyPct,
+    otherPct,
+    softirqPct,
+    stealPct,
     cores,
-    benchPct: Math.round((benchUs / 1e6 / seconds) * 1000) / 10,
+    benchPct,
     serverPct,
     serverThreads,
   };

@@ -1,8 +1,10 @@
-// The benchmark's verdict and its outputs: modelport/naive ratios per concurrency, whether the bar
-// holds, the console table, the Markdown table for docs/PERFORMANCE.md, and the machine it ran on.
+// The benchmark's verdict and its outputs: whether the bar holds, the console tables, the Markdown
+// section for docs/PERFORMANCE.md, and the machine it ran on.
 import os from "node:os";
+import type { Comparison, Summary } from "./aggregate.js";
 import type { InProcessResult } from "./in-process.js";
 import type { PointResult } from "./load.js";
+import type { Provenance } from "./provenance.js";
 import { round } from "./stats.js";
 
 export const BAR_CONCURRENCY = 64;
@@ -10,6 +12,8 @@ export const BAR_RPS_RATIO = 0.9;
 export const BAR_RULE =
   `at concurrency ${BAR_CONCURRENCY}, modelport reaches at least ${BAR_RPS_RATIO * 100}% of the naive ` +
   "server's requests/s with p99 latency no worse (and no errors or non-2xx answers)";
+/** A point is flagged as noisy when the rest of the machine used more than this % of one core. */
+export const NOISY_OTHER_PCT = 25;
 
 export interface Machine {
   os: string;
@@ -30,13 +34,6 @@ export function machine(): Machine {
   };
 }
 
-export interface Comparison {
-  concurrency: number;
-  rpsRatio: number; // modelport / naive
-  p99Ratio: number; // modelport / naive; above 1 is worse
-  p50Ratio: number;
-}
-
 export interface Verdict {
   rule: string;
   measured: boolean;
@@ -44,60 +41,76 @@ export interface Verdict {
   rpsRatio: number | null;
   p99Ratio: number | null;
   reasons: string[];
+  /**
+   * True when, in most rounds, a point at the bar's concurrency ran while the rest of the machine
+   * used more than NOISY_OTHER_PCT of a core: then the verdict says more about the neighbours.
+   */
+  noisy: boolean;
+  /** Rounds at the bar's concurrency with a noisy point, out of `rounds`. */
+  noisyRounds: number;
+  rounds: number;
 }
 
-function point(points: readonly PointResult[], server: string, c: number): PointResult | undefined {
-  return points.find((p) => p.server === server && p.concurrency === c);
+function find(summaries: readonly Summary[], server: string, c: number): Summary | undefined {
+  return summaries.find((s) => s.server === server && s.concurrency === c);
 }
 
-export function compare(points: readonly PointResult[], concurrency: readonly number[]): Comparison[] {
-  const out: Comparison[] = [];
-  for (const c of concurrency) {
-    const m = point(points, "modelport", c);
-    const n = point(points, "naive", c);
-    if (!m || !n) continue;
-    out.push({
-      concurrency: c,
-      rpsRatio: round(m.rps / n.rps),
-      p99Ratio: round(m.latencyMs.p99 / n.latencyMs.p99),
-      p50Ratio: round(m.latencyMs.p50 / n.latencyMs.p50),
-    });
+function noisyRounds(points: readonly PointResult[], c: number): { noisy: number; rounds: number } {
+  const rounds = new Set(points.filter((p) => p.concurrency === c).map((p) => p.round));
+  let noisy = 0;
+  for (const r of rounds) {
+    if (points.some((p) => p.concurrency === c && p.round === r && (p.cpu.otherPct ?? 0) > NOISY_OTHER_PCT))
+      noisy++;
   }
-  return out;
+  return { noisy, rounds: rounds.size };
 }
 
-export function verdict(points: readonly PointResult[]): Verdict {
-  const m = point(points, "modelport", BAR_CONCURRENCY);
-  const n = point(points, "naive", BAR_CONCURRENCY);
-  if (!m || !n) {
+export function verdict(
+  summaries: readonly Summary[],
+  comparisons: readonly Comparison[],
+  points: readonly PointResult[],
+): Verdict {
+  const cmp = comparisons.find((c) => c.concurrency === BAR_CONCURRENCY);
+  const m = find(summaries, "modelport", BAR_CONCURRENCY);
+  if (!cmp || !m) {
+    const reasons = ["not measured"];
     return {
       rule: BAR_RULE,
       measured: false,
       holds: false,
       rpsRatio: null,
       p99Ratio: null,
-      reasons: ["not measured"],
+      reasons,
+      noisy: false,
+      noisyRounds: 0,
+      rounds: 0,
     };
   }
   const reasons: string[] = [];
-  const rpsRatio = m.rps / n.rps;
-  if (rpsRatio < BAR_RPS_RATIO)
-    reasons.push(`requests/s ${fmt(m.rps)} is ${pct(rpsRatio)} of naive's ${fmt(n.rps)} (needs >= 90%)`);
-  if (m.latencyMs.p99 > n.latencyMs.p99)
-    reasons.push(`p99 ${m.latencyMs.p99} ms is worse than naive's ${n.latencyMs.p99} ms`);
-  if (m.errors > 0 || m.non2xx > 0) reasons.push(`${m.errors} errors and ${m.non2xx} non-2xx answers`);
+  if (cmp.rpsRatio < BAR_RPS_RATIO)
+    reasons.push(
+      `modelport's requests/s are ${pct(cmp.rpsRatio)} of naive's (needs >= ${pct(BAR_RPS_RATIO)})`,
+    );
+  if (cmp.p99Ratio > 1) reasons.push(`its p99 is ${cmp.p99Ratio.toFixed(2)}x naive's (needs <= 1)`);
+  if (m.errors + m.timeouts + m.non2xx > 0)
+    reasons.push(`${m.errors} errors, ${m.timeouts} timeouts and ${m.non2xx} non-2xx answers`);
+  const noise = noisyRounds(points, BAR_CONCURRENCY);
   return {
     rule: BAR_RULE,
     measured: true,
     holds: reasons.length === 0,
-    rpsRatio: round(rpsRatio),
-    p99Ratio: round(m.latencyMs.p99 / n.latencyMs.p99),
+    rpsRatio: cmp.rpsRatio,
+    p99Ratio: cmp.p99Ratio,
     reasons,
+    noisy: noise.noisy * 2 > noise.rounds,
+    noisyRounds: noise.noisy,
+    rounds: noise.rounds,
   };
 }
 
 const fmt = (x: number) => (x >= 100 ? Math.round(x).toLocaleString("en-US") : String(round(x)));
 const pct = (r: number) => `${(r * 100).toFixed(1)}%`;
+const opt = (x: number | null) => (x === null ? "-" : String(x));
 
 function table(head: string[], rows: string[][], markdown: boolean): string {
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
@@ -106,13 +119,13 @@ function table(head: string[], rows: string[][], markdown: boolean): string {
       ? `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(" | ")} |`
       : cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
   const rule = markdown
-    ? `|${widths.map((w, i) => (i === 0 ? `${"-".repeat(w + 2)}` : `${"-".repeat(w + 1)}:`)).join("|")}|`
+    ? `|${widths.map((w, i) => (i === 0 ? "-".repeat(w + 2) : `${"-".repeat(w + 1)}:`)).join("|")}|`
     : widths.map((w) => "-".repeat(w)).join("  ");
   return [line(head), rule, ...rows.map(line)].join("\n");
 }
 
-/** The console table: every point, with CPU use. */
-export function consoleTable(points: readonly PointResult[]): string {
+/** The console table: one row per (server, concurrency), medians over rounds, with CPU use. */
+export function consoleTable(summaries: readonly Summary[]): string {
   const head = [
     "server",
     "conc",
@@ -122,20 +135,22 @@ export function consoleTable(points: readonly PointResult[]): string {
     "non-2xx",
     "errors",
     "server CPU%",
+    "CPU us/req",
     "bench CPU%",
-    "machine busy%",
+    "other CPU%",
   ];
-  const rows = points.map((p) => [
-    p.server,
-    String(p.concurrency),
-    fmt(p.rps),
-    String(p.latencyMs.p50),
-    String(p.latencyMs.p99),
-    String(p.non2xx),
-    String(p.errors + p.timeouts),
-    String(p.cpu.serverPct ?? "-"),
-    String(p.cpu.benchPct),
-    String(p.cpu.machineBusyPct ?? "-"),
+  const rows = summaries.map((s) => [
+    s.server,
+    String(s.concurrency),
+    fmt(s.rps),
+    String(s.p50),
+    String(s.p99),
+    String(s.non2xx),
+    String(s.errors + s.timeouts),
+    opt(s.serverCpuPct),
+    opt(s.serverCpuUsPerRequest),
+    String(s.benchCpuPct),
+    opt(s.otherCpuPct),
   ]);
   return table(head, rows, false);
 }
@@ -145,9 +160,17 @@ export function threadLines(points: readonly PointResult[]): string {
   return points
     .map((p) => {
       const threads = p.cpu.serverThreads?.map((t) => `${t.name} ${t.pct}%`).join(", ") ?? "n/a";
-      return `${p.server.padEnd(9)} c=${String(p.concurrency).padEnd(3)} ${threads}`;
+      return `round ${p.round} ${p.server.padEnd(9)} c=${String(p.concurrency).padEnd(3)} ${threads}`;
     })
     .join("\n");
+}
+
+/** Points measured while the rest of the machine was busy, or "" when none. */
+export function noiseLine(points: readonly PointResult[]): string {
+  const noisy = points.filter((p) => (p.cpu.otherPct ?? 0) > NOISY_OTHER_PCT);
+  if (noisy.length === 0) return "";
+  const list = noisy.map((p) => `${p.server} c=${p.concurrency} round ${p.round} (${p.cpu.otherPct}%)`);
+  return `NOISE: other load above ${NOISY_OTHER_PCT}% of a core during: ${list.join(", ")}`;
 }
 
 export function ratioLines(comparisons: readonly Comparison[]): string {
@@ -155,16 +178,23 @@ export function ratioLines(comparisons: readonly Comparison[]): string {
     .map(
       (c) =>
         `concurrency ${String(c.concurrency).padStart(2)}: requests/s modelport/naive = ${c.rpsRatio.toFixed(3)}` +
-        `  p99 modelport/naive = ${c.p99Ratio.toFixed(3)}  (p50 ${c.p50Ratio.toFixed(3)})`,
+        `  p99 modelport/naive = ${c.p99Ratio.toFixed(3)}  (p50 ${c.p50Ratio.toFixed(3)}` +
+        `, server CPU per request ${c.cpuPerRequestRatio?.toFixed(3) ?? "-"})`,
     )
     .join("\n");
 }
 
 export function verdictLine(v: Verdict): string {
   if (!v.measured) return `Bar (${v.rule}): not measured (concurrency ${BAR_CONCURRENCY} was not run).`;
-  return v.holds
-    ? `Bar HOLDS: ${v.rule}. (requests/s ratio ${v.rpsRatio}, p99 ratio ${v.p99Ratio})`
-    : `Bar MISSED: ${v.rule}. ${v.reasons.join("; ")}.`;
+  const ratios = `requests/s ratio ${v.rpsRatio?.toFixed(2)}, p99 ratio ${v.p99Ratio?.toFixed(2)}`;
+  const line = v.holds
+    ? `Bar (${v.rule}): HOLDS, ${ratios}.`
+    : `Bar (${v.rule}): MISSED, ${ratios}: ${v.reasons.join("; ")}.`;
+  const noise =
+    ` UNRELIABLE: in ${v.noisyRounds} of ${v.rounds} round(s), other processes used more than ` +
+    `${NOISY_OTHER_PCT}% of a core while concurrency ${BAR_CONCURRENCY} was measured; rerun on a quieter ` +
+    `machine${v.rounds < 3 ? " or with --rounds 3" : ""}.`;
+  return v.noisy ? line + noise : line;
 }
 
 export interface MarkdownInput {
@@ -172,31 +202,36 @@ export interface MarkdownInput {
   machine: Machine;
   durationS: number;
   warmupS: number;
+  rounds: number;
   logLevel: string;
-  points: readonly PointResult[];
+  summaries: readonly Summary[];
   comparisons: readonly Comparison[];
   verdict: Verdict;
   inProcess: InProcessResult | null;
   commands: string[];
+  source: Provenance;
+  /** How modelport served the model (servingLine), or null. */
+  serving: string | null;
 }
 
 /** A section ready to paste into docs/PERFORMANCE.md. */
 export function markdown(r: MarkdownInput): string {
   const m = r.machine;
   const rows = r.comparisons.map((c) => {
-    const mp = point(r.points, "modelport", c.concurrency)!;
-    const nv = point(r.points, "naive", c.concurrency)!;
+    const mp = find(r.summaries, "modelport", c.concurrency)!;
+    const nv = find(r.summaries, "naive", c.concurrency)!;
     const failed = mp.errors + mp.timeouts + mp.non2xx + nv.errors + nv.timeouts + nv.non2xx;
     return [
       String(c.concurrency),
       fmt(mp.rps),
       fmt(nv.rps),
       c.rpsRatio.toFixed(2),
-      String(mp.latencyMs.p50),
-      String(nv.latencyMs.p50),
-      String(mp.latencyMs.p99),
-      String(nv.latencyMs.p99),
+      String(mp.p50),
+      String(nv.p50),
+      String(mp.p99),
+      String(nv.p99),
       c.p99Ratio.toFixed(2),
+      `${opt(mp.serverCpuUsPerRequest)} / ${opt(nv.serverCpuUsPerRequest)}`,
       String(failed),
     ];
   });
@@ -210,25 +245,32 @@ export function markdown(r: MarkdownInput): string {
     "modelport p99 ms",
     "naive p99 ms",
     "p99 ratio",
+    "server CPU µs/req (modelport / naive)",
     "failed",
   ];
-  const ip = r.inProcess;
+  const rounds =
+    r.rounds > 1
+      ? ` ${r.rounds} rounds: figures are medians, ratios medians of per-round ratios of back-to-back points.`
+      : "";
   const lines = [
     `### Foundation benchmark, ${r.date.slice(0, 10)}`,
     "",
     `Machine: ${m.cpuModel}, ${m.cpus} CPUs, ${m.totalMemoryGiB} GiB RAM, ${m.os}, Node ${m.node}. ` +
-      "Load generator (autocannon, same machine), server and model share those CPUs.",
+      "The load generator (autocannon), the server and its model share those CPUs.",
     "",
     `Workload: churn-tree (30 trees, depth 3), one row per request \`{"rows":[[3,95,4,1,0,20]]}\`, ` +
-      `pipelining 1, ${r.warmupS} s warm-up then ${r.durationS} s measured per point; one server under load ` +
-      `at a time. modelport logs at \`${r.logLevel}\` (JSON, one line per request at info).`,
+      `pipelining 1, ${r.warmupS} s warm-up then ${r.durationS} s measured per point; one server running ` +
+      `at a time, the two alternating point by point.${rounds} modelport logs at \`${r.logLevel}\` ` +
+      "(JSON lines on stdout, read by the bench).",
     "",
     table(head, rows, true),
     "",
     "Ratios are modelport/naive: requests/s above 1 is better, p99 below 1 is better. " +
+      "Server CPU µs/req: the server process's CPU time (all threads) per request. " +
       "`failed` = errors + timeouts + non-2xx, both servers.",
     "",
   ];
+  const ip = r.inProcess;
   if (ip) {
     lines.push(
       `In-process ceiling (\`session.run\` in a loop, batch 1, no HTTP): ${fmt(ip.callsPerS)} calls/s, ` +
@@ -236,6 +278,20 @@ export function markdown(r: MarkdownInput): string {
       "",
     );
   }
-  lines.push(`**${verdictLine(r.verdict)}**`, "", "Servers:", "", ...r.commands.map((c) => `- \`${c}\``));
+  const src = r.source;
+  const tree =
+    src.commit === null
+      ? "an unknown commit"
+      : `commit ${src.commit}${src.srcChanges ? ` plus ${src.srcChanges} uncommitted file(s) in src/` : ""}`;
+  lines.push(
+    `**${verdictLine(r.verdict)}**`,
+    "",
+    `modelport ${src.versions["modelport"]} at ${tree}${r.serving ? `; ${r.serving}` : ""}. ` +
+      `onnxruntime-node ${src.versions["onnxruntimeNode"]}, autocannon ${src.versions["autocannon"]}.`,
+    "",
+    "Servers:",
+    "",
+    ...r.commands.map((c) => `- \`${c}\``),
+  );
   return lines.join("\n");
 }
