@@ -101,10 +101,10 @@ export async function serve(args: string[]): Promise<number> {
   logger.info({ address, models: config.models.map((m) => m.name) }, `modelport listening on ${address}`);
   await server.loadModels();
   const readiness = server.registry.readiness();
-  if (readiness.ready)
+  if (readiness.ready) {
     const unchecked = server.registry.all().filter((h) => h.status().golden === "none").length;
     const checked = unchecked ? ` (${unchecked} without a golden file)` : ", every golden example matched";
     logger.info(`ready: ${config.models.length} model(s) loaded${checked}; docs at ${address}/docs`);
-  else logger.error({ reasons: readiness.reasons }, "NOT READY: /readyz answers 503 until this is fixed");
+  } else logger.error({ reasons: readiness.reasons }, "NOT READY: /readyz answers 503 until this is fixed");
   return new Promise<number>(() => {}); // runs until a signal
 }
