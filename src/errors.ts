@@ -11,11 +11,16 @@ export interface ErrorSpec {
 
 export const ERRORS = {
   // Request shape and content
-  MP_ERR_REQUEST_MALFORMED_JSON: { status: 400, retryable: false, summary: "The body is not valid JSON." },
+  MP_ERR_REQUEST_MALFORMED_JSON: {
+    status: 400,
+    retryable: false,
+    summary: "The body, or the JSON header of a binary request, is not valid JSON.",
+  },
   MP_ERR_REQUEST_UNSUPPORTED_MEDIA_TYPE: {
     status: 415,
     retryable: false,
-    summary: "The Content-Type is not one the route accepts (application/json).",
+    summary:
+      "The Content-Type is not one the route accepts (application/json; application/octet-stream on predict and infer).",
   },
   MP_ERR_REQUEST_BODY_TOO_LARGE: {
     status: 413,
@@ -70,6 +75,30 @@ export const ERRORS = {
     status: 400,
     retryable: false,
     summary: "A datatype modelport cannot carry on this route yet (for example BYTES for an ONNX model).",
+  },
+  MP_ERR_BINARY_HEADER_LENGTH: {
+    status: 400,
+    retryable: false,
+    summary:
+      "A binary infer request's Inference-Header-Content-Length is missing, not a positive whole number, or beyond the body.",
+  },
+  MP_ERR_BINARY_DATA_SIZE: {
+    status: 400,
+    retryable: false,
+    summary:
+      "A binary tensor's byte count (binary_data_size, or the raw body) does not match its shape and datatype, or runs past the body.",
+  },
+  MP_ERR_BINARY_TRAILING_BYTES: {
+    status: 400,
+    retryable: false,
+    summary:
+      "Bytes are left after the last binary input: the binary_data_size values do not add up to the body.",
+  },
+  MP_ERR_RESPONSE_NOT_ACCEPTABLE: {
+    status: 406,
+    retryable: false,
+    summary:
+      "`Accept: application/octet-stream` asks for one raw tensor but the response would hold several outputs; select one.",
   },
   MP_ERR_OUTPUT_UNKNOWN: {
     status: 400,

@@ -9,9 +9,11 @@ import {
   elementCount,
   type ModelSignature,
   type Tensor,
+  type TensorData,
   type TensorMap,
   type TensorSpec,
 } from "../tensor.js";
+import type { BinarySection } from "./binary.js";
 
 export interface DecodeLimits {
   maxBatchRows: number;
@@ -36,7 +38,7 @@ function describe(value: unknown): string {
   return `${typeof value} ${String(value)}`;
 }
 
-function formatShape(shape: readonly number[] | undefined): string {
+export function formatShape(shape: readonly number[] | undefined): string {
   return shape ? `[${shape.map((d) => (d < 0 ? "-1" : d)).join(", ")}]` : "(any)";
 }
 
@@ -155,11 +157,8 @@ function checkShape(spec: TensorSpec, shape: readonly number[]): void {
   }
 }
 
-/**
- * Decodes one input: `value` is flat or nested data; `shape` (optional) reshapes flat data.
- * @throws ModelportError with an MP_ERR_INPUT_* or MP_ERR_DATATYPE_UNSUPPORTED code.
- */
-export function decodeTensor(spec: TensorSpec, value: unknown, shape?: unknown, datatype?: unknown): Tensor {
+/** The datatype a request names for an input must be the model's (absent: taken as the model's). */
+function checkDatatype(spec: TensorSpec, datatype: unknown): void {
   if (datatype !== undefined && datatype !== spec.datatype) {
     const known = (DATATYPES as readonly unknown[]).includes(datatype);
     throw new ModelportError(
@@ -168,34 +167,64 @@ export function decodeTensor(spec: TensorSpec, value: unknown, shape?: unknown, 
       { input: spec.name, expected: spec.datatype },
     );
   }
+}
+
+/** A shape sent with the data must be an array of non-negative integers. */
+function checkShapeValue(spec: TensorSpec, shape: unknown): number[] {
+  if (!Array.isArray(shape) || !shape.every((d) => Number.isInteger(d) && d >= 0)) {
+    throw new ModelportError(
+      "MP_ERR_INPUT_SHAPE",
+      `input '${spec.name}': shape must be an array of non-negative integers`,
+      {
+        input: spec.name,
+      },
+    );
+  }
+  return shape as number[];
+}
+
+/**
+ * Decodes one input: `value` is flat or nested data; `shape` (optional) reshapes flat data.
+ * @throws ModelportError with an MP_ERR_INPUT_* or MP_ERR_DATATYPE_UNSUPPORTED code.
+ */
+export function decodeTensor(spec: TensorSpec, value: unknown, shape?: unknown, datatype?: unknown): Tensor {
+  checkDatatype(spec, datatype);
   const { flat, shape: nestedShape } = flatten(spec.name, value);
   let finalShape = nestedShape;
   if (shape !== undefined) {
-    if (!Array.isArray(shape) || !shape.every((d) => Number.isInteger(d) && d >= 0)) {
-      throw new ModelportError(
-        "MP_ERR_INPUT_SHAPE",
-        `input '${spec.name}': shape must be an array of non-negative integers`,
-        {
-          input: spec.name,
-        },
-      );
-    }
-    const n = elementCount(shape);
+    finalShape = checkShapeValue(spec, shape);
+    const n = elementCount(finalShape);
     if (n !== flat.length) {
       throw new ModelportError(
         "MP_ERR_INPUT_SHAPE",
-        `input '${spec.name}': shape [${shape.join(", ")}] needs ${n} values but ${flat.length} were sent`,
+        `input '${spec.name}': shape [${finalShape.join(", ")}] needs ${n} values but ${flat.length} were sent`,
         { input: spec.name, shape },
       );
     }
-    finalShape = shape as number[];
   }
   checkShape(spec, finalShape);
   return { datatype: spec.datatype, shape: finalShape, data: fillElements(spec, spec.datatype, flat) };
 }
 
+/**
+ * Decodes one input whose data comes already typed (binary tensors): the same datatype and shape
+ * checks as decodeTensor, then `read` turns the bytes into `count` elements of the model's datatype
+ * (and refuses a byte count that does not fit).
+ */
+export function decodeTypedTensor(
+  spec: TensorSpec,
+  shape: unknown,
+  datatype: unknown,
+  read: (datatype: Datatype, count: number) => TensorData,
+): Tensor {
+  checkDatatype(spec, datatype);
+  const finalShape = checkShapeValue(spec, shape);
+  checkShape(spec, finalShape);
+  return { datatype: spec.datatype, shape: finalShape, data: read(spec.datatype, elementCount(finalShape)) };
+}
+
 /** Checks that every declared input is present, that nothing extra was sent, and the batch size. */
-function checkInputs(
+export function checkInputs(
   names: readonly string[],
   signature: ModelSignature,
   tensors: TensorMap,
@@ -362,8 +391,30 @@ export function decodeNative(body: unknown, signature: ModelSignature, limits: D
   return tensors;
 }
 
-/** Open Inference Protocol infer body: `{id?, parameters?, inputs: [{name, shape, datatype, data}], outputs?}`. */
-export function decodeOip(body: unknown, signature: ModelSignature, limits: DecodeLimits): TensorMap {
+/** An OIP input's `parameters.binary_data_size` (binary tensor extension); undefined when absent. */
+function binaryDataSize(inp: Record<string, unknown>, i: number): unknown {
+  const params = inp.parameters;
+  if (params === undefined) return undefined;
+  if (typeof params !== "object" || params === null || Array.isArray(params)) {
+    throw new ModelportError(
+      "MP_ERR_REQUEST_INVALID",
+      `inputs[${i}] ('${inp.name}'): "parameters" must be an object`,
+    );
+  }
+  return (params as Record<string, unknown>).binary_data_size;
+}
+
+/**
+ * Open Inference Protocol infer body: `{id?, parameters?, inputs: [{name, shape, datatype, data}], outputs?}`.
+ * With `binary` (the bytes after a binary request's JSON header), inputs with
+ * `parameters.binary_data_size` take their data from it, in input order; the others carry `data`.
+ */
+export function decodeOip(
+  body: unknown,
+  signature: ModelSignature,
+  limits: DecodeLimits,
+  binary?: BinarySection,
+): TensorMap {
   const obj = requireObject(body, "the request body");
   if (!Array.isArray(obj.inputs)) {
     throw new ModelportError(
@@ -390,20 +441,44 @@ export function decodeOip(body: unknown, signature: ModelSignature, limits: Deco
         `inputs[${i}] ('${inp.name}'): "datatype" is required`,
       );
     }
-    if (!("data" in inp))
-      throw new ModelportError("MP_ERR_REQUEST_INVALID", `inputs[${i}] ('${inp.name}'): "data" is required`);
+    const size = binaryDataSize(inp, i);
+    if (size === undefined && !("data" in inp)) {
+      throw new ModelportError(
+        "MP_ERR_REQUEST_INVALID",
+        `inputs[${i}] ('${inp.name}'): "data" is required (or parameters.binary_data_size in a binary request)`,
+      );
+    }
+    if (size !== undefined && "data" in inp) {
+      throw new ModelportError(
+        "MP_ERR_REQUEST_INVALID",
+        `inputs[${i}] ('${inp.name}') has both "data" and parameters.binary_data_size; send one`,
+      );
+    }
     names.push(inp.name);
     const spec = specs.get(inp.name);
-    if (!spec) return; // reported by checkInputs with the list of known inputs
-    if (inp.datatype === "BYTES" && spec.datatype !== "BYTES") {
+    // An unknown input is reported by checkInputs with the list of known inputs.
+    if (spec && inp.datatype === "BYTES" && spec.datatype !== "BYTES") {
       throw new ModelportError(
         "MP_ERR_DATATYPE_UNSUPPORTED",
         `input '${inp.name}': BYTES data is not accepted for this input; the model expects ${spec.datatype}`,
       );
     }
-    tensors[inp.name] = decodeTensor(spec, inp.data, inp.shape, inp.datatype);
+    if (size === undefined) {
+      if (spec) tensors[inp.name] = decodeTensor(spec, inp.data, inp.shape, inp.datatype);
+      return;
+    }
+    if (!binary) {
+      throw new ModelportError(
+        "MP_ERR_BINARY_HEADER_LENGTH",
+        `input '${inp.name}' has parameters.binary_data_size but the request has no binary part: send the JSON header, then the bytes, with Inference-Header-Content-Length set to the JSON header's length`,
+        { input: inp.name },
+      );
+    }
+    const tensor = binary.take(inp.name, spec, inp.shape, inp.datatype, size);
+    if (tensor) tensors[inp.name] = tensor;
   });
   checkInputs(names, signature, tensors, limits);
+  binary?.finish();
   return tensors;
 }
 

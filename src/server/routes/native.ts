@@ -2,13 +2,7 @@
 // named tensors in and named outputs out.
 import type { FastifyInstance } from "fastify";
 import type { ModelHost } from "../../models/model-host.js";
-import {
-  decodeRawTensor,
-  encodeRawTensor,
-  rawOutputName,
-  SHAPE_HEADER,
-  wantsOctetStream,
-} from "../binary.js";
+import { decodeRawTensor, encodeRawTensor, rawOutputName, wantsOctetStream } from "../binary.js";
 import { type AppContext, infer } from "../context.js";
 import { decodeNative, requestedOutputs } from "../decode.js";
 import { encodeNative } from "../encode.js";
@@ -72,7 +66,7 @@ export function nativeRoutes(app: FastifyInstance, ctx: AppContext): void {
       const raw = Buffer.isBuffer(req.body) ? req.body : undefined;
       const body = raw ? undefined : (req.body as Record<string, unknown> | undefined);
       const inputs = raw
-        ? decodeRawTensor(raw, req.headers[SHAPE_HEADER], signature, host.config.limits)
+        ? decodeRawTensor(raw, req.headers, signature, host.config.limits)
         : decodeNative(body, signature, host.config.limits);
       const names = requestedOutputs(body?.outputs ?? outputsQuery(req.query.outputs), signature);
       const rawOut = wantsOctetStream(req.headers.accept) ? rawOutputName(names, signature) : undefined;
