@@ -72,10 +72,11 @@ describe("overload", () => {
       assert.ok(Number(r.retryAfter) >= 1, "Retry-After in seconds");
     }
     for (const r of late) assert.equal(r.code, "MP_ERR_DEADLINE_EXCEEDED");
-    // Deadlines are enforced before inference; allow scheduling slack on a busy 2-core machine.
+    // Deadlines are judged before inference from the measured batch cost (with a 1.25 margin);
+    // allow that much scheduling slack again on a 2-core machine shared with the load generator.
     const slowest = Math.max(...ok.map((r) => r.ms));
     assert.ok(
-      slowest <= TIMEOUT_MS + 250,
+      slowest <= TIMEOUT_MS * 1.25 + 100,
       `slowest accepted request took ${slowest.toFixed(0)} ms (${summary})`,
     );
     // Refusals are fast: the queue is full, nothing waits.
