@@ -1,6 +1,7 @@
-// Folds the measured points into one figure per (server, concurrency) and the modelport/naive
-// ratios. With several rounds, each ratio is the median of per-round ratios, pairing the two
-// servers' points measured back to back, so slow drift in machine load cancels out.
+// Folds the measured points into one figure per (server, concurrency) and the ratios between two
+// servers (modelport/naive by default). With several rounds, each ratio is the median of
+// per-round ratios, pairing the two servers' points measured back to back, so slow drift in
+// machine load cancels out.
 import type { PointResult } from "./load.js";
 import { round } from "./stats.js";
 
@@ -16,6 +17,8 @@ export interface Summary {
   benchCpuPct: number;
   otherCpuPct: number | null;
   serverCpuUsPerRequest: number | null;
+  /** Mean rows per batch modelport formed (median over rounds); null for the naive server. */
+  meanBatchRows: number | null;
   /** Sums over rounds. */
   requests: number;
   non2xx: number;
@@ -24,12 +27,15 @@ export interface Summary {
 }
 
 export interface Comparison {
+  /** The ratios are server / baseline. */
+  server: string;
+  baseline: string;
   concurrency: number;
   rounds: number;
-  rpsRatio: number; // modelport / naive; below 1 is worse
+  rpsRatio: number; // server / baseline; below 1 is worse
   p50Ratio: number;
-  p99Ratio: number; // modelport / naive; above 1 is worse
-  cpuPerRequestRatio: number | null; // modelport / naive server CPU per request
+  p99Ratio: number; // server / baseline; above 1 is worse
+  cpuPerRequestRatio: number | null; // server / baseline server CPU per request
 }
 
 function median(xs: readonly number[]): number {
@@ -42,9 +48,14 @@ function medianOrNull(xs: readonly (number | null)[]): number | null {
   return xs.some((x) => x === null) ? null : round(median(xs as number[]));
 }
 
-export function summarize(points: readonly PointResult[], concurrency: readonly number[]): Summary[] {
+/** One summary per (server, concurrency); servers in the given order (default: as first measured). */
+export function summarize(
+  points: readonly PointResult[],
+  concurrency: readonly number[],
+  servers: readonly string[] = [...new Set(points.map((p) => p.server))],
+): Summary[] {
   const out: Summary[] = [];
-  for (const server of ["modelport", "naive"] as const) {
+  for (const server of servers) {
     for (const c of concurrency) {
       const ps = points.filter((p) => p.server === server && p.concurrency === c);
       if (ps.length === 0) continue;
@@ -60,6 +71,7 @@ export function summarize(points: readonly PointResult[], concurrency: readonly 
         benchCpuPct: round(median(ps.map((p) => p.cpu.benchPct))),
         otherCpuPct: medianOrNull(ps.map((p) => p.cpu.otherPct)),
         serverCpuUsPerRequest: medianOrNull(ps.map((p) => p.serverCpuUsPerRequest)),
+        meanBatchRows: medianOrNull(ps.map((p) => p.batch?.meanRows ?? null)),
         requests: sum((p) => p.requests),
         non2xx: sum((p) => p.non2xx),
         errors: sum((p) => p.errors),
@@ -70,18 +82,26 @@ export function summarize(points: readonly PointResult[], concurrency: readonly 
   return out;
 }
 
-export function compare(points: readonly PointResult[], concurrency: readonly number[]): Comparison[] {
+/** server/baseline ratios per concurrency, from the pairs of points measured in the same round. */
+export function compare(
+  points: readonly PointResult[],
+  concurrency: readonly number[],
+  server = "modelport",
+  baseline = "naive",
+): Comparison[] {
   const out: Comparison[] = [];
   for (const c of concurrency) {
     const pairs: [PointResult, PointResult][] = [];
-    for (const m of points.filter((p) => p.server === "modelport" && p.concurrency === c)) {
-      const n = points.find((p) => p.server === "naive" && p.concurrency === c && p.round === m.round);
+    for (const m of points.filter((p) => p.server === server && p.concurrency === c)) {
+      const n = points.find((p) => p.server === baseline && p.concurrency === c && p.round === m.round);
       if (n) pairs.push([m, n]);
     }
     if (pairs.length === 0) continue;
     const ratio = (f: (p: PointResult) => number) => round(median(pairs.map(([m, n]) => f(m) / f(n))));
     const cpu = pairs.every(([m, n]) => m.serverCpuUsPerRequest !== null && n.serverCpuUsPerRequest !== null);
     out.push({
+      server,
+      baseline,
       concurrency: c,
       rounds: pairs.length,
       rpsRatio: ratio((p) => p.rps),

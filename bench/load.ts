@@ -1,13 +1,22 @@
 // One load point against a running server: the shared load generator (src/loadgen/load.ts:
 // autocannon at a given concurrency, pipelining 1, a warm-up run thrown away, then the measured
 // run, latency percentiles from every response's own time), plus CPU use from /proc over the
-// measured run.
+// measured run and, for modelport, the batches it formed (GET /metrics just before and just after
+// the measured run).
 import os from "node:os";
-import { runLoad } from "../src/loadgen/load.js";
+import { runLoad, type Target } from "../src/loadgen/load.js";
 import { type CpuReport, type CpuSnapshot, cpuReport, cpuSnapshot } from "./cpu.js";
 import type { RunningServer } from "./servers.js";
 import { round } from "./stats.js";
-import { JSON_HEADERS, REQUEST_BODY } from "./workload.js";
+import { JSON_HEADERS, type Workload } from "./workload.js";
+
+export interface BatchStats {
+  /** Batches sent to the model's runner during the measured run, and the rows in them. */
+  batches: number;
+  rows: number;
+  /** rows / batches: the mean batch size modelport formed. */
+  meanRows: number | null;
+}
 
 export interface PointResult {
   server: RunningServer["name"];
@@ -27,32 +36,73 @@ export interface PointResult {
   cpu: CpuReport;
   /** Server CPU time per request, microseconds (all its threads): less sensitive to noise than req/s. */
   serverCpuUsPerRequest: number | null;
+  /** modelport's modelport_batch_rows histogram over the measured run; null for the naive server. */
+  batch: BatchStats | null;
+}
+
+interface BatchCounters {
+  sum: number;
+  count: number;
+}
+
+const BATCH_ROWS = /^modelport_batch_rows_(sum|count)\{([^}]*)\}\s+(\S+)/;
+
+/** modelport_batch_rows_sum and _count for the server's model, or null when /metrics is unavailable. */
+async function scrapeBatchRows(server: RunningServer): Promise<BatchCounters | null> {
+  try {
+    const res = await fetch(`${server.url}/metrics`);
+    if (!res.ok) return null;
+    const counters: BatchCounters = { sum: 0, count: 0 };
+    const label = `model="${server.modelName}"`;
+    for (const line of (await res.text()).split("\n")) {
+      const m = BATCH_ROWS.exec(line);
+      if (!m || !m[2]!.split(",").includes(label)) continue;
+      counters[m[1] as "sum" | "count"] += Number(m[3]);
+    }
+    return counters;
+  } catch {
+    return null;
+  }
 }
 
 export async function measurePoint(
   server: RunningServer,
+  workload: Workload,
   concurrency: number,
   warmupS: number,
   durationS: number,
   roundNo: number,
 ): Promise<PointResult> {
+  const target: Target = {
+    url: `${server.url}${server.predictPath}`,
+    method: "POST",
+    headers: JSON_HEADERS,
+    body: workload.body,
+  };
+  const scrape = server.kind === "modelport";
+  // The warm-up as its own run (as runLoad does it), so /metrics can be read between the two.
+  if (warmupS > 0) await runLoad(target, { concurrency, durationS: warmupS, timeoutS: 10 });
+  const batchBefore = scrape ? await scrapeBatchRows(server) : null;
   let logBefore = 0;
   let cpuBefore: CpuSnapshot | undefined;
-  const r = await runLoad(
-    { url: `${server.url}${server.predictPath}`, method: "POST", headers: JSON_HEADERS, body: REQUEST_BODY },
-    {
-      concurrency,
-      durationS,
-      warmupS,
-      timeoutS: 10,
-      onMeasureStart() {
-        logBefore = server.child.stdoutStats().lines;
-        cpuBefore = cpuSnapshot(server.child.pid);
-      },
+  const r = await runLoad(target, {
+    concurrency,
+    durationS,
+    timeoutS: 10,
+    onMeasureStart() {
+      logBefore = server.child.stdoutStats().lines;
+      cpuBefore = cpuSnapshot(server.child.pid);
     },
-  );
+  });
   const cpuAfter = cpuSnapshot(server.child.pid);
+  const batchAfter = scrape ? await scrapeBatchRows(server) : null;
 
+  let batch: BatchStats | null = null;
+  if (batchBefore && batchAfter) {
+    const batches = batchAfter.count - batchBefore.count;
+    const rows = batchAfter.sum - batchBefore.sum;
+    batch = { batches, rows, meanRows: batches > 0 ? round(rows / batches) : null };
+  }
   const cpu = cpuReport(cpuBefore!, cpuAfter, os.cpus().length);
   const rps = r.durationS > 0 ? r.requests / r.durationS : 0;
   const ms = (x: number | null) => x ?? Number.NaN;
@@ -78,33 +128,55 @@ export async function measurePoint(
     serverLogLines: server.child.stdoutStats().lines - logBefore,
     cpu,
     serverCpuUsPerRequest: cpu.serverPct === null || rps === 0 ? null : round((cpu.serverPct * 1e4) / rps),
+    batch,
   };
 }
 
-/** Sends the benchmark request once and checks the answer has a label and two probabilities. */
-export async function checkPrediction(
-  server: RunningServer,
-): Promise<{ label: number; probabilities: number[] }> {
+/** Each output's value for the one row sent: a number, or an array of numbers. */
+export type Prediction = Record<string, number | number[]>;
+
+const isNumber = (x: unknown): x is number => typeof x === "number";
+
+/**
+ * Sends the workload's request once and checks the answer: every output has exactly one row, a
+ * number or an array of numbers (modelport's answer under "outputs", the naive server's at the top).
+ */
+export async function checkPrediction(server: RunningServer, workload: Workload): Promise<Prediction> {
   const res = await fetch(`${server.url}${server.predictPath}`, {
     method: "POST",
     headers: JSON_HEADERS,
-    body: REQUEST_BODY,
+    body: workload.body,
   });
   const text = await res.text();
   if (res.status !== 200) throw new Error(`${server.name}: predict answered ${res.status}: ${text}`);
   const body = JSON.parse(text) as Record<string, unknown>;
-  const outputs = (server.name === "modelport" ? body["outputs"] : body) as
-    | { label?: unknown; probabilities?: unknown }
+  const outputs = (server.kind === "modelport" ? body["outputs"] : body) as
+    | Record<string, unknown>
     | undefined;
-  const label = (outputs?.label as unknown[] | undefined)?.[0];
-  const probabilities = (outputs?.probabilities as unknown[] | undefined)?.[0];
-  if (
-    typeof label !== "number" ||
-    !Array.isArray(probabilities) ||
-    probabilities.length !== 2 ||
-    !probabilities.every((p) => typeof p === "number")
-  ) {
-    throw new Error(`${server.name}: unexpected predict answer: ${text}`);
+  const prediction: Prediction = {};
+  for (const [name, value] of Object.entries(outputs ?? {})) {
+    const row = Array.isArray(value) && value.length === 1 ? (value[0] as unknown) : undefined;
+    if (isNumber(row) || (Array.isArray(row) && row.length > 0 && row.every(isNumber)))
+      prediction[name] = row;
+    else throw new Error(`${server.name}: output '${name}' is not one row of numbers: ${text}`);
   }
-  return { label, probabilities: probabilities as number[] };
+  if (Object.keys(prediction).length === 0) throw new Error(`${server.name}: no outputs in ${text}`);
+  return prediction;
+}
+
+/** Whether two predictions have the same outputs and agree within `tolerance`. */
+export function predictionsAgree(a: Prediction, b: Prediction, tolerance = 1e-6): boolean {
+  const flat = (p: Prediction) =>
+    Object.keys(p)
+      .sort()
+      .flatMap((k) => [k, ...[p[k]!].flat()]);
+  const x = flat(a);
+  const y = flat(b);
+  return (
+    x.length === y.length &&
+    x.every((v, i) => {
+      const w = y[i]!;
+      return typeof v === "number" && typeof w === "number" ? Math.abs(v - w) <= tolerance : v === w;
+    })
+  );
 }

@@ -3,10 +3,16 @@ import { parseArgs } from "node:util";
 
 export const USAGE = `Usage: node dist/bench/run.js [options]     (or: npm run bench -- [options])
 
+  --suite NAME         foundation (default): churn-tree, modelport vs the naive server;
+                       batching: wide-mlp, modelport with batching on / tuned / off vs naive;
+                       all: both, and the batching benchmark's verdict over both
+                       (npm run bench:batching = --suite all)
+  --tuned R/MS         batching suite: also modelport with --batch-max-rows R
+                       --batch-max-delay-ms MS (default 64/1; "off" to skip)
   --duration S         measured seconds per load point (default 8)
   --warmup S           warm-up seconds before each load point, thrown away (default 2)
   --quick              short run for a smoke test: --duration 2 --warmup 1, 1 s in-process
-  --rounds N           measure every point N times, alternating which server goes first;
+  --rounds N           measure every point N times, rotating which server goes first;
                        report medians (default 1; use 3 on a noisy machine)
   --concurrency LIST   comma-separated connection counts (default 1,8,64)
   --log-level LEVEL    modelport's --log-level (default info: one log line per request)
@@ -17,7 +23,12 @@ export const USAGE = `Usage: node dist/bench/run.js [options]     (or: npm run b
 /** A bad flag: reported with the usage text, without a stack. */
 export class UsageError extends Error {}
 
+export type Suite = "foundation" | "batching" | "all";
+
 export interface BenchOptions {
+  suite: Suite;
+  /** The batching suite's tuned modelport setting, or null for none. */
+  tuned: { maxBatchRows: number; maxDelayMs: number } | null;
   durationS: number;
   warmupS: number;
   inProcessS: number;
@@ -48,10 +59,20 @@ function nonNegative(flag: string, value: string): number {
   return n;
 }
 
+function parseTuned(value: string): BenchOptions["tuned"] {
+  if (value === "off") return null;
+  const [rows, ms, ...rest] = value.split("/");
+  if (rows === undefined || ms === undefined || rest.length > 0)
+    throw new UsageError(`--tuned takes ROWS/MS (e.g. 64/1) or off, got '${value}'`);
+  return { maxBatchRows: wholePositive("tuned", rows), maxDelayMs: nonNegative("tuned", ms) };
+}
+
 function parse(argv: string[]) {
   return parseArgs({
     args: argv,
     options: {
+      suite: { type: "string" },
+      tuned: { type: "string" },
       duration: { type: "string" },
       warmup: { type: "string" },
       quick: { type: "boolean" },
@@ -79,7 +100,12 @@ export function parseOptions(argv: string[]): BenchOptions | null {
   const concurrency = (values.concurrency ?? "1,8,64")
     .split(",")
     .map((c) => wholePositive("concurrency", c.trim()));
+  const suite = values.suite ?? "foundation";
+  if (suite !== "foundation" && suite !== "batching" && suite !== "all")
+    throw new UsageError(`--suite must be foundation, batching or all, got '${suite}'`);
   return {
+    suite,
+    tuned: parseTuned(values.tuned ?? "64/1"),
     durationS: values.duration !== undefined ? positive("duration", values.duration) : quick ? 2 : 8,
     warmupS: values.warmup !== undefined ? nonNegative("warmup", values.warmup) : quick ? 1 : 2,
     inProcessS: quick ? 1 : 5,

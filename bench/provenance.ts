@@ -5,7 +5,6 @@ import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import type { RunningServer } from "./servers.js";
-import { MODEL_NAME } from "./workload.js";
 
 export interface Provenance {
   commit: string | null;
@@ -48,10 +47,10 @@ export function provenance(repoRoot: string): Provenance {
   };
 }
 
-/** GET /v1/models/churn-tree from a running modelport: how it serves the model (batching, runner). */
+/** GET /v1/models/MODEL from a running modelport: how it serves the model (batching, runner). */
 export async function describeModel(server: RunningServer): Promise<Record<string, unknown> | null> {
   try {
-    const res = await fetch(`${server.url}/v1/models/${MODEL_NAME}`);
+    const res = await fetch(`${server.url}/v1/models/${server.modelName}`);
     return res.ok ? ((await res.json()) as Record<string, unknown>) : null;
   } catch {
     return null;

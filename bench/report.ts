@@ -51,11 +51,12 @@ export interface Verdict {
   rounds: number;
 }
 
-function find(summaries: readonly Summary[], server: string, c: number): Summary | undefined {
+export function find(summaries: readonly Summary[], server: string, c: number): Summary | undefined {
   return summaries.find((s) => s.server === server && s.concurrency === c);
 }
 
-function noisyRounds(points: readonly PointResult[], c: number): { noisy: number; rounds: number } {
+/** Rounds at concurrency `c` in which some point ran while other load exceeded NOISY_OTHER_PCT. */
+export function noisyRounds(points: readonly PointResult[], c: number): { noisy: number; rounds: number } {
   const rounds = new Set(points.filter((p) => p.concurrency === c).map((p) => p.round));
   let noisy = 0;
   for (const r of rounds) {
@@ -108,23 +109,30 @@ export function verdict(
   };
 }
 
-const fmt = (x: number) => (x >= 100 ? Math.round(x).toLocaleString("en-US") : String(round(x)));
-const pct = (r: number) => `${(r * 100).toFixed(1)}%`;
-const opt = (x: number | null) => (x === null ? "-" : String(x));
+export const fmt = (x: number) => (x >= 100 ? Math.round(x).toLocaleString("en-US") : String(round(x)));
+export const pct = (r: number) => `${(r * 100).toFixed(1)}%`;
+export const opt = (x: number | null) => (x === null ? "-" : String(x));
 
-function table(head: string[], rows: string[][], markdown: boolean): string {
+/**
+ * A plain-text or Markdown table: the first `left` columns left-aligned (default: 2 in plain text,
+ * 1 in Markdown), the others right-aligned.
+ */
+export function table(head: string[], rows: string[][], markdown: boolean, left = markdown ? 1 : 2): string {
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: string[]) =>
     markdown
       ? `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(" | ")} |`
-      : cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
+      : cells.map((c, i) => (i < left ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
   const rule = markdown
-    ? `|${widths.map((w, i) => (i === 0 ? "-".repeat(w + 2) : `${"-".repeat(w + 1)}:`)).join("|")}|`
+    ? `|${widths.map((w, i) => (i < left ? "-".repeat(w + 2) : `${"-".repeat(w + 1)}:`)).join("|")}|`
     : widths.map((w) => "-".repeat(w)).join("  ");
   return [line(head), rule, ...rows.map(line)].join("\n");
 }
 
-/** The console table: one row per (server, concurrency), medians over rounds, with CPU use. */
+/**
+ * The console table: one row per (server, concurrency), medians over rounds, with CPU use and the
+ * mean batch size modelport formed ("-" for the naive server).
+ */
 export function consoleTable(summaries: readonly Summary[]): string {
   const head = [
     "server",
@@ -136,6 +144,7 @@ export function consoleTable(summaries: readonly Summary[]): string {
     "errors",
     "server CPU%",
     "CPU us/req",
+    "mean batch",
     "bench CPU%",
     "other CPU%",
   ];
@@ -149,6 +158,7 @@ export function consoleTable(summaries: readonly Summary[]): string {
     String(s.errors + s.timeouts),
     opt(s.serverCpuPct),
     opt(s.serverCpuUsPerRequest),
+    opt(s.meanBatchRows),
     String(s.benchCpuPct),
     opt(s.otherCpuPct),
   ]);
@@ -157,10 +167,11 @@ export function consoleTable(summaries: readonly Summary[]): string {
 
 /** Per-thread CPU of the server processes, one line per point. */
 export function threadLines(points: readonly PointResult[]): string {
+  const width = Math.max(9, ...points.map((p) => p.server.length));
   return points
     .map((p) => {
       const threads = p.cpu.serverThreads?.map((t) => `${t.name} ${t.pct}%`).join(", ") ?? "n/a";
-      return `round ${p.round} ${p.server.padEnd(9)} c=${String(p.concurrency).padEnd(3)} ${threads}`;
+      return `round ${p.round} ${p.server.padEnd(width)} c=${String(p.concurrency).padEnd(3)} ${threads}`;
     })
     .join("\n");
 }
@@ -177,8 +188,8 @@ export function ratioLines(comparisons: readonly Comparison[]): string {
   return comparisons
     .map(
       (c) =>
-        `concurrency ${String(c.concurrency).padStart(2)}: requests/s modelport/naive = ${c.rpsRatio.toFixed(3)}` +
-        `  p99 modelport/naive = ${c.p99Ratio.toFixed(3)}  (p50 ${c.p50Ratio.toFixed(3)}` +
+        `concurrency ${String(c.concurrency).padStart(2)}: requests/s ${c.server}/${c.baseline} = ` +
+        `${c.rpsRatio.toFixed(3)}  p99 ${c.server}/${c.baseline} = ${c.p99Ratio.toFixed(3)}  (p50 ${c.p50Ratio.toFixed(3)}` +
         `, server CPU per request ${c.cpuPerRequestRatio?.toFixed(3) ?? "-"})`,
     )
     .join("\n");

@@ -1,10 +1,10 @@
-// Starts the two servers under test as child processes and waits until each can answer:
-// modelport (its real CLI) and the naive node:http baseline (bench/naive-server.ts).
+// Starts the servers under test as child processes and waits until each can answer: modelport
+// (its real CLI, with the given serve flags) and the naive node:http baseline (bench/naive-server.ts).
 import { createServer } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { type Child, spawnChild } from "./children.js";
-import { MODEL_FILE, MODELPORT_PREDICT_PATH, NAIVE_PREDICT_PATH } from "./workload.js";
+import { modelportPredictPath, NAIVE_PREDICT_PATH, type Workload } from "./workload.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url)); // dist/bench
 const repoRoot = path.resolve(here, "../..");
@@ -12,7 +12,10 @@ const ADDRESS = /"address":"(http:\/\/127\.0\.0\.1:\d+)"/;
 const START_TIMEOUT_MS = 60_000;
 
 export interface RunningServer {
-  name: "modelport" | "naive";
+  /** The label in the results: "modelport", "naive", or a modelport variant such as "modelport-off". */
+  name: string;
+  kind: "modelport" | "naive";
+  modelName: string;
   /** How it was started, for the report (the model directory shown as <models>). */
   command: string;
   url: string;
@@ -52,30 +55,47 @@ async function waitOk(url: string, child: Child): Promise<void> {
 
 const INFO_VISIBLE = new Set(["info", "debug", "trace"]);
 
+export interface ModelportVariant {
+  /** Label in the results (default "modelport"). */
+  name?: string;
+  /** Extra serve flags, e.g. ["--batching", "off"]. */
+  flags?: readonly string[];
+}
+
 /**
- * `node bin/modelport.js serve DIR/churn-tree.onnx --port 0 --log-format json`, plus
- * `--log-level L` when not info. The port comes from its "listening" log line; at a level that
- * hides that line a free port is picked beforehand instead. Ready once GET /readyz answers 200.
+ * `node bin/modelport.js serve DIR/MODEL.onnx --port 0 --log-format json`, plus
+ * `--log-level L` when not info and the variant's flags. The port comes from its "listening" log
+ * line; at a level that hides that line a free port is picked beforehand instead. Ready once
+ * GET /readyz answers 200.
  */
-export async function startModelport(modelDir: string, logLevel: string): Promise<RunningServer> {
+export async function startModelport(
+  modelDir: string,
+  logLevel: string,
+  workload: Workload,
+  variant: ModelportVariant = {},
+): Promise<RunningServer> {
+  const name = variant.name ?? "modelport";
   const port = INFO_VISIBLE.has(logLevel) ? 0 : await freePort();
   const tail = ["--port", String(port), "--log-format", "json"];
   if (logLevel !== "info") tail.push("--log-level", logLevel);
+  tail.push(...(variant.flags ?? []));
   const bin = path.join(repoRoot, "bin/modelport.js");
   const child = spawnChild(
     process.execPath,
-    [bin, "serve", path.join(modelDir, MODEL_FILE), ...tail],
-    "modelport",
+    [bin, "serve", path.join(modelDir, workload.modelFile), ...tail],
+    name,
   );
   try {
     const url =
       port === 0 ? (await child.waitFor(ADDRESS, START_TIMEOUT_MS))[1]! : `http://127.0.0.1:${port}`;
     await waitOk(`${url}/readyz`, child);
     return {
-      name: "modelport",
-      command: `node bin/modelport.js serve <models>/${MODEL_FILE} ${tail.join(" ")}`,
+      name,
+      kind: "modelport",
+      modelName: workload.modelName,
+      command: `node bin/modelport.js serve <models>/${workload.modelFile} ${tail.join(" ")}`,
       url,
-      predictPath: MODELPORT_PREDICT_PATH,
+      predictPath: modelportPredictPath(workload),
       child,
     };
   } catch (err) {
@@ -84,15 +104,21 @@ export async function startModelport(modelDir: string, logLevel: string): Promis
   }
 }
 
-/** `node dist/bench/naive-server.js DIR/churn-tree.onnx 0`; it prints its address once loaded. */
-export async function startNaive(modelDir: string): Promise<RunningServer> {
+/** `node dist/bench/naive-server.js DIR/MODEL.onnx 0`; it prints its address once loaded. */
+export async function startNaive(modelDir: string, workload: Workload): Promise<RunningServer> {
   const script = path.join(here, "naive-server.js");
-  const child = spawnChild(process.execPath, [script, path.join(modelDir, MODEL_FILE), "0"], "naive server");
+  const child = spawnChild(
+    process.execPath,
+    [script, path.join(modelDir, workload.modelFile), "0"],
+    "naive server",
+  );
   try {
     const url = (await child.waitFor(ADDRESS, START_TIMEOUT_MS))[1]!;
     return {
       name: "naive",
-      command: `node dist/bench/naive-server.js <models>/${MODEL_FILE} 0`,
+      kind: "naive",
+      modelName: workload.modelName,
+      command: `node dist/bench/naive-server.js <models>/${workload.modelFile} 0`,
       url,
       predictPath: NAIVE_PREDICT_PATH,
       child,
