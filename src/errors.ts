@@ -172,6 +172,46 @@ export const ERRORS = {
     retryable: true,
     summary: "The runner that owns the model stopped while the request was in flight; it restarts by itself.",
   },
+  // Jobs
+  MP_ERR_JOB_NOT_FOUND: {
+    status: 404,
+    retryable: false,
+    summary:
+      "No job with that id (it never existed, or it finished and was purged after the retention time).",
+  },
+  MP_ERR_JOB_IDEMPOTENCY_CONFLICT: {
+    status: 409,
+    retryable: false,
+    summary:
+      "The Idempotency-Key was already used with a different request body; use a new key for a new request.",
+  },
+  MP_ERR_JOB_NOT_FINISHED: {
+    status: 409,
+    retryable: true,
+    summary: "The job has no result yet; wait with GET /v1/jobs/{id}?wait=N or its event stream.",
+  },
+  MP_ERR_JOB_NOT_SUCCEEDED: {
+    status: 409,
+    retryable: false,
+    summary: "The job ended failed or canceled, so it has no result; GET /v1/jobs/{id} shows the last error.",
+  },
+  MP_ERR_JOB_TIMEOUT: {
+    status: 504,
+    retryable: true,
+    summary:
+      "An attempt ran longer than the job's timeout (jobs.timeoutMs); it is retried until maxAttempts.",
+  },
+  MP_ERR_JOB_CALLBACK_REFUSED: {
+    status: 400,
+    retryable: false,
+    summary:
+      "The callback_url is not http(s), or resolves to a private, loopback or link-local address not in jobs.webhooks.allowPrivate.",
+  },
+  MP_ERR_JOB_STORE_UNAVAILABLE: {
+    status: 503,
+    retryable: true,
+    summary: "The job store could not be reached or written; nothing was accepted, retry.",
+  },
   // Server state and access
   MP_ERR_SERVER_SHUTTING_DOWN: {
     status: 503,

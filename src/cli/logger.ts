@@ -1,6 +1,10 @@
 // The CLI's logger: pino JSON lines, pretty-printed when the stream is a terminal.
 import { type Logger, pino } from "pino";
 
+/** Log lines are written in chunks of at least this many bytes, or every FLUSH_MS, whichever comes first. */
+const CHUNK_BYTES = 4096;
+const FLUSH_MS = 200;
+
 /** `fd` 1 (stdout) for the server's logs; 2 (stderr) for commands whose stdout is their result. */
 export function createLogger(
   level: string,
@@ -17,5 +21,11 @@ export function createLogger(
       },
     });
   }
-  return pino({ level }, pino.destination({ fd, sync: fd === 2 }));
+  if (fd === 2) return pino({ level }, pino.destination({ fd, sync: true }));
+  // One write per log line costs a syscall on a libuv thread: at 20,000 requests/s that was
+  // ~14% of a core. Buffer into chunks, flushed at least every FLUSH_MS so a quiet server's
+  // lines still show at once; logger.flush() on shutdown writes the rest.
+  const destination = pino.destination({ fd, sync: false, minLength: CHUNK_BYTES });
+  setInterval(() => destination.flush(), FLUSH_MS).unref();
+  return pino({ level }, destination);
 }

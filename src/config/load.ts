@@ -294,6 +294,7 @@ export function loadConfig(opts: LoadConfigOptions): Config {
   return Object.freeze({
     server: Object.freeze({ ...parsed.server, apiKeys: Object.freeze([...parsed.server.apiKeys]) }),
     limits: Object.freeze({ ...parsed.limits }),
+    jobs: Object.freeze({ ...parsed.jobs }),
     models: Object.freeze(models),
     ...(opts.file ? { source } : {}),
   });

@@ -92,10 +92,77 @@ export const serverSchema = z
   })
   .strict();
 
+const fsBlobsSchema = z
+  .object({
+    backend: z.literal("fs"),
+    /** Folder for result blobs, relative to the working directory. */
+    dir: z.string().min(1).default(".modelport/blobs"),
+  })
+  .strict();
+
+const s3BlobsSchema = z
+  .object({
+    backend: z.literal("s3"),
+    bucket: z.string().min(3),
+    /** Key prefix inside the bucket. */
+    prefix: z.string().default("modelport/"),
+    region: z.string().default("us-east-1"),
+    /** Any S3-compatible endpoint (MinIO, R2, a local test server); default: AWS. */
+    endpoint: z.string().url().optional(),
+    /** Path-style URLs (needed by most S3-compatible servers). */
+    forcePathStyle: z.boolean().default(false),
+    /** Lifetime of presigned GET URLs. */
+    urlTtlSeconds: positiveInt.default(3600),
+    /** Credentials come from the AWS SDK's usual chain (AWS_ACCESS_KEY_ID, profiles, roles). */
+  })
+  .strict();
+
+export const jobsSchema = z
+  .object({
+    /** sqlite: an embedded file, created on first use. */
+    store: z.enum(["sqlite"]).default("sqlite"),
+    /** SQLite file, relative to the working directory. */
+    sqlitePath: z.string().min(1).default(".modelport/jobs.db"),
+    /** Jobs run at once per model (each also goes through the model's batcher). */
+    concurrency: positiveInt.max(1024).default(4),
+    maxAttempts: positiveInt.max(100).default(3),
+    /** Per-attempt limit. */
+    timeoutMs: positiveInt.default(300_000),
+    /** A running job whose worker stops renewing its lease for this long goes back to the queue. */
+    leaseMs: positiveInt.min(1000).default(30_000),
+    /** Retry backoff: base × 2^(attempt−1), capped. */
+    backoffBaseMs: positiveInt.default(1000),
+    backoffMaxMs: positiveInt.default(60_000),
+    /** Finished jobs and their results are purged after this long. */
+    retentionMs: positiveInt.default(7 * 24 * 3600 * 1000),
+    /** How long an Idempotency-Key keeps returning the same job. */
+    idempotencyTtlMs: positiveInt.default(24 * 3600 * 1000),
+    /** Results up to this size stay inline; larger ones go to the blob store. */
+    inlineResultMaxBytes: positiveInt.default(256 * 1024),
+    blobs: z
+      .discriminatedUnion("backend", [fsBlobsSchema, s3BlobsSchema])
+      .default({ backend: "fs", dir: ".modelport/blobs" }),
+    webhooks: z
+      .object({
+        /** HMAC-SHA256 key for X-Modelport-Signature; default: MODELPORT_WEBHOOK_SECRET. */
+        secret: z.string().min(16).optional(),
+        timeoutMs: positiveInt.default(5000),
+        maxAttempts: positiveInt.max(50).default(6),
+        /** Hosts or CIDRs allowed although private, loopback or link-local (default: none). */
+        allowPrivate: z.array(z.string().min(1)).default([]),
+      })
+      .strict()
+      .default({ timeoutMs: 5000, maxAttempts: 6, allowPrivate: [] }),
+  })
+  .strict();
+
+export type JobsConfig = z.output<typeof jobsSchema>;
+
 export const configSchema = z
   .object({
     server: serverSchema.default(serverSchema.parse({})),
     limits: limitsSchema.default(limitsSchema.parse({})),
+    jobs: jobsSchema.default(jobsSchema.parse({})),
     models: z.array(modelSchema).min(1, "serve at least one model"),
   })
   .strict();
@@ -139,6 +206,7 @@ export interface ServerConfig {
 export interface Config {
   readonly server: ServerConfig;
   readonly limits: Readonly<z.output<typeof limitsSchema>>;
+  readonly jobs: Readonly<JobsConfig>;
   readonly models: readonly ModelConfig[];
   /** The file the config came from, if any. */
   readonly source?: string;

@@ -56,6 +56,8 @@ function rowCount(inputs: TensorMap, batchable: boolean): number {
 export class Batcher {
   private readonly queue: Item[] = [];
   private queuedRows = 0;
+  private minDeadline = Number.POSITIVE_INFINITY;
+  private minDeadlineStale = false;
   private inFlight = 0;
   /** While paused nothing is dispatched (the runner is being replaced); see pause(). */
   private paused = false;
@@ -156,6 +158,7 @@ export class Batcher {
         item.detach = cancel.onCancel(() => this.cancel(item));
       }
       this.queue.push(item);
+      if (deadline < this.minDeadline) this.minDeadline = deadline;
       this.queuedRows += rows;
       this.arrivals.observe(rows, now);
       this.observer.queueDepth(this.queuedRows);
@@ -190,6 +193,7 @@ export class Batcher {
     const i = this.queue.indexOf(item);
     if (i < 0) return; // already running: the result is simply not sent
     this.queue.splice(i, 1);
+    this.minDeadlineStale = true;
     this.queuedRows -= item.rows;
     this.observer.queueDepth(this.queuedRows);
     this.observer.rejected("canceled");
@@ -235,6 +239,7 @@ export class Batcher {
       const item = this.queue[i]!;
       if (now + this.cost.estimate(item.rows) > item.deadline) {
         this.queue.splice(i, 1);
+        this.minDeadlineStale = true;
         this.queuedRows -= item.rows;
         this.observer.rejected("deadline");
         this.settle(item, undefined, deadlineError(item.deadline - item.enqueuedAt));
@@ -248,10 +253,15 @@ export class Batcher {
     else this.armTimer(next, now);
   }
 
+  /** The earliest deadline in the queue; rescanned only after removals, not on every arrival. */
   private earliestDeadline(): number {
-    let d = Number.POSITIVE_INFINITY;
-    for (const item of this.queue) if (item.deadline < d) d = item.deadline;
-    return d;
+    if (this.minDeadlineStale) {
+      let d = Number.POSITIVE_INFINITY;
+      for (const item of this.queue) if (item.deadline < d) d = item.deadline;
+      this.minDeadline = d;
+      this.minDeadlineStale = false;
+    }
+    return this.minDeadline;
   }
 
   private armTimer(at: number, now: number): void {
@@ -286,6 +296,7 @@ export class Batcher {
       if (startAt + this.safeCost(item.rows) > item.deadline) {
         // Too late even alone: drop it before it costs any compute.
         this.queue.shift();
+        this.minDeadlineStale = true;
         this.queuedRows -= item.rows;
         this.observer.rejected("deadline");
         this.settle(item, undefined, deadlineError(item.deadline - item.enqueuedAt));
@@ -295,6 +306,7 @@ export class Batcher {
       const deadline = Math.min(batchDeadline, item.deadline);
       if (batch.length > 0 && startAt + this.safeCost(taken + item.rows) > deadline) break;
       this.queue.shift();
+      this.minDeadlineStale = true;
       this.queuedRows -= item.rows;
       batchDeadline = deadline;
       batch.push(item);
@@ -368,6 +380,7 @@ export class Batcher {
   failQueued(err: Error): void {
     this.clearTimer();
     for (const item of this.queue.splice(0)) this.settle(item, undefined, err);
+    this.minDeadlineStale = true;
     this.queuedRows = 0;
     this.observer.queueDepth(0);
   }

@@ -53,12 +53,15 @@ function flatten(input: string, value: unknown): { flat: unknown[]; shape: numbe
   }
   if (shape.length === 1) return { flat: value, shape };
   const flat: unknown[] = [];
-  const walk = (v: unknown, depth: number, path: string): void => {
+  // The index path is kept as numbers and only turned into text for an error message.
+  const at: number[] = [];
+  const where = () => at.map((i) => `[${i}]`).join("");
+  const walk = (v: unknown, depth: number): void => {
     if (depth === shape.length) {
       if (Array.isArray(v)) {
         throw new ModelportError(
           "MP_ERR_INPUT_SHAPE",
-          `input '${input}': element ${path} is nested deeper than its siblings; arrays must be rectangular`,
+          `input '${input}': element ${where()} is nested deeper than its siblings; arrays must be rectangular`,
         );
       }
       flat.push(v);
@@ -67,13 +70,17 @@ function flatten(input: string, value: unknown): { flat: unknown[]; shape: numbe
     if (!Array.isArray(v) || v.length !== shape[depth]) {
       throw new ModelportError(
         "MP_ERR_INPUT_SHAPE",
-        `input '${input}': element ${path} has ${Array.isArray(v) ? `${v.length} items` : "no items"} but its siblings have ${shape[depth]}; arrays must be rectangular`,
+        `input '${input}': element ${where()} has ${Array.isArray(v) ? `${v.length} items` : "no items"} but its siblings have ${shape[depth]}; arrays must be rectangular`,
         { input },
       );
     }
-    for (let i = 0; i < v.length; i++) walk(v[i], depth + 1, `${path}[${i}]`);
+    for (let i = 0; i < v.length; i++) {
+      at[depth] = i;
+      at.length = depth + 1;
+      walk(v[i], depth + 1);
+    }
   };
-  walk(value, 0, "");
+  walk(value, 0);
   return { flat, shape };
 }
 

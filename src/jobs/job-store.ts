@@ -1,0 +1,82 @@
+// The JobStore interface: durable job records with leases. Every implementation (SQLite today,
+// Redis next) passes test/conformance/job-store.conformance.ts. All methods are atomic with
+// respect to each other, including across processes sharing the store.
+import type { Job, JobError, JobStatus, NewJob } from "./job.js";
+
+export interface CreateResult {
+  job: Job;
+  /** false when the idempotency key matched an existing job with the same request. */
+  created: boolean;
+}
+
+export interface ListQuery {
+  status?: JobStatus;
+  model?: string;
+  /** Opaque cursor from a previous page. */
+  cursor?: string;
+  /** 1..1000, default 100. */
+  limit?: number;
+}
+
+export interface ListPage {
+  jobs: Job[];
+  /** Present when there are more jobs. */
+  nextCursor?: string;
+}
+
+export interface CompleteResult {
+  result?: string;
+  resultKey?: string;
+  resultBytes: number;
+}
+
+export interface JobStore {
+  /**
+   * Creates a queued job. With an idempotency key still in force: the same requestHash returns the
+   * existing job (created: false); another requestHash throws MP_ERR_JOB_IDEMPOTENCY_CONFLICT.
+   */
+  create(job: NewJob, now: number): Promise<CreateResult>;
+  get(id: string): Promise<Job | undefined>;
+  /** Newest first, cursor-paginated. */
+  list(query: ListQuery): Promise<ListPage>;
+  /**
+   * Leases the next runnable job of one of `models` to `worker` for `leaseMs`: the highest
+   * priority, then the oldest, among queued jobs whose runAt has come and running jobs whose lease
+   * lapsed (their worker died). Increments attempts and sets status running.
+   */
+  claim(worker: string, models: readonly string[], leaseMs: number, now: number): Promise<Job | undefined>;
+  /** Extends the lease; false when `worker` no longer holds it (the job was reclaimed or ended). */
+  renew(id: string, worker: string, leaseMs: number, now: number): Promise<boolean>;
+  /** Records the one final result; false (and no change) when `worker` no longer holds the lease. */
+  complete(id: string, worker: string, result: CompleteResult, now: number): Promise<boolean>;
+  /**
+   * Records a failed attempt: back to queued with runAt = retryAt when given, else failed with
+   * the error. false when `worker` no longer holds the lease.
+   */
+  fail(
+    id: string,
+    worker: string,
+    error: JobError,
+    retryAt: number | undefined,
+    now: number,
+  ): Promise<boolean>;
+  /** Gives a running job back to the queue without counting the attempt (graceful shutdown). */
+  release(id: string, worker: string, now: number): Promise<boolean>;
+  /**
+   * Cancels: a queued job ends canceled at once; a running one gets cancelRequested (its worker
+   * finishes it as canceled). Returns the job after the change; final jobs are returned unchanged.
+   */
+  cancel(id: string, now: number): Promise<Job | undefined>;
+  /** Ends a running job as canceled (the worker saw cancelRequested). */
+  markCanceled(id: string, worker: string, now: number): Promise<boolean>;
+  /** Puts a failed or canceled job back in the queue with fresh attempts. */
+  retry(id: string, now: number): Promise<Job | undefined>;
+  /** Records a webhook delivery attempt. */
+  recordWebhook(id: string, state: NonNullable<Job["webhook"]>): Promise<void>;
+  /** Deletes final jobs that finished before `before`; returns them so their blobs can go too. */
+  purge(before: number): Promise<Job[]>;
+  /** Jobs per status, for metrics and readiness. */
+  counts(): Promise<Record<JobStatus, number>>;
+  /** Idempotent. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,76 @@
+// What a job is: the durable record of one asynchronous prediction, from acceptance to its one
+// final result. Stores persist it; the queue and workers move it through its states.
+
+export type JobStatus = "queued" | "running" | "succeeded" | "failed" | "canceled";
+
+export const FINAL_STATUSES: readonly JobStatus[] = ["succeeded", "failed", "canceled"];
+
+export interface JobError {
+  code: string;
+  message: string;
+}
+
+export interface WebhookState {
+  url: string;
+  /** Delivery attempts made so far. */
+  attempts: number;
+  /** HTTP status of the last attempt, when one answered. */
+  lastStatus?: number;
+  lastError?: string;
+  /** When a delivery was acknowledged with a 2xx (ms since epoch). */
+  deliveredAt?: number;
+}
+
+export interface Job {
+  id: string;
+  model: string;
+  status: JobStatus;
+  /** Higher runs first; synchronous traffic is served before any job (jobs only use idle capacity). */
+  priority: number;
+  /** The predict body as submitted (JSON text), validated at submission. */
+  input: string;
+  /** Client metadata, returned as given. */
+  metadata?: Record<string, unknown>;
+  createdAt: number;
+  updatedAt: number;
+  startedAt?: number;
+  finishedAt?: number;
+  /** Executions started, including the current one. */
+  attempts: number;
+  maxAttempts: number;
+  /** Not before this time (ms since epoch): retries wait out their backoff. */
+  runAt: number;
+  /** Per-attempt limit in ms. */
+  timeoutMs: number;
+  lastError?: JobError;
+  /** The worker holding the lease while running, and when the lease lapses. */
+  leaseOwner?: string;
+  leaseExpiresAt?: number;
+  /** Set by DELETE on a running job: the worker aborts where the backend allows, and the job ends canceled. */
+  cancelRequested?: boolean;
+  /** Inline result (JSON text) when small enough. */
+  result?: string;
+  /** Blob key of the result when it was stored outside. */
+  resultKey?: string;
+  resultBytes?: number;
+  idempotencyKey?: string;
+  /** sha256 of (model, body): the same key with another body is a conflict. */
+  requestHash?: string;
+  /** When the idempotency key stops protecting (ms since epoch). */
+  idempotencyExpiresAt?: number;
+  webhook?: WebhookState;
+}
+
+export interface NewJob {
+  id: string;
+  model: string;
+  input: string;
+  priority?: number;
+  metadata?: Record<string, unknown>;
+  maxAttempts: number;
+  timeoutMs: number;
+  callbackUrl?: string;
+  idempotencyKey?: string;
+  requestHash?: string;
+  idempotencyTtlMs?: number;
+}
