@@ -12,6 +12,8 @@ export interface SubmitOptions {
   deadline?: number;
   /** Canceled when the client goes away: queued work is removed. */
   cancel?: CancelHandle;
+  /** Background work (jobs) waits behind every synchronous request in the queue. */
+  background?: boolean;
 }
 
 export interface BatcherObserver {
@@ -38,6 +40,7 @@ interface Item {
   resolve(outputs: TensorMap): void;
   reject(err: Error): void;
   done: boolean;
+  background: boolean;
   detach?: () => void;
 }
 
@@ -58,6 +61,7 @@ export class Batcher {
   private queuedRows = 0;
   private minDeadline = Number.POSITIVE_INFINITY;
   private minDeadlineStale = false;
+  private backgroundQueued = 0;
   private inFlight = 0;
   /** While paused nothing is dispatched (the runner is being replaced); see pause(). */
   private paused = false;
@@ -131,11 +135,11 @@ export class Batcher {
       this.observer.rejected(idleFeasible ? "overloaded" : "deadline");
       return Promise.reject(idleFeasible ? this.overloaded(rows, now) : deadlineError(deadline - now));
     }
-    if (rows <= max) return this.enqueue(inputs, rows, now, deadline, opts.cancel);
+    if (rows <= max) return this.enqueue(inputs, rows, now, deadline, opts.cancel, opts.background);
     const pieces: Promise<TensorMap>[] = [];
     for (let from = 0; from < rows; from += max) {
       const to = Math.min(rows, from + max);
-      pieces.push(this.enqueue(sliceRows(inputs, from, to), to - from, now, deadline, opts.cancel));
+      pieces.push(this.enqueue(sliceRows(inputs, from, to), to - from, now, deadline, opts.cancel, opts.background));
     }
     return Promise.all(pieces).then(concatBatch);
   }
@@ -146,9 +150,10 @@ export class Batcher {
     now: number,
     deadline: number,
     cancel?: CancelHandle,
+    background = false,
   ): Promise<TensorMap> {
     return new Promise<TensorMap>((resolve, reject) => {
-      const item: Item = { inputs, rows, enqueuedAt: now, deadline, resolve, reject, done: false };
+      const item: Item = { inputs, rows, enqueuedAt: now, deadline, resolve, reject, done: false, background };
       if (cancel) {
         if (cancel.canceled) {
           this.observer.rejected("canceled");
@@ -157,7 +162,12 @@ export class Batcher {
         }
         item.detach = cancel.onCancel(() => this.cancel(item));
       }
-      this.queue.push(item);
+      // Synchronous requests go ahead of queued background work (backgroundQueued counts
+      // background items not yet settled: a hint that saves the scan when there are none).
+      const firstBackground = !background && this.backgroundQueued > 0 ? this.queue.findIndex((i) => i.background) : -1;
+      if (firstBackground >= 0) this.queue.splice(firstBackground, 0, item);
+      else this.queue.push(item);
+      if (background) this.backgroundQueued++;
       if (deadline < this.minDeadline) this.minDeadline = deadline;
       this.queuedRows += rows;
       this.arrivals.observe(rows, now);
@@ -360,6 +370,7 @@ export class Batcher {
   private settle(item: Item, outputs: TensorMap | undefined, err?: Error): void {
     if (item.done) return;
     item.done = true;
+    if (item.background) this.backgroundQueued--;
     item.detach?.();
     if (err) item.reject(err);
     else item.resolve(outputs!);

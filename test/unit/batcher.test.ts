@@ -161,4 +161,14 @@ describe("Batcher", () => {
     await Promise.all([b.submit(rowsOf([1], [2])), b.submit(rowsOf([3]))]);
     assert.deepEqual(batches, [[1, 2], [3]]);
   });
+
+  it("background work waits behind synchronous requests", async () => {
+    const { run, batches } = doubler(20);
+    const b = new Batcher(run, { ...base, maxBatchRows: 1, maxDelayMs: 0 });
+    const first = b.submit(rowsOf([1]));
+    const jobs = [b.submit(rowsOf([10]), { background: true }), b.submit(rowsOf([11]), { background: true })];
+    const sync = b.submit(rowsOf([2]));
+    await Promise.all([first, sync, ...jobs]);
+    assert.deepEqual(batches, [[1], [2], [10], [11]]);
+  });
 });
