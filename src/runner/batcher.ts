@@ -139,7 +139,9 @@ export class Batcher {
     const pieces: Promise<TensorMap>[] = [];
     for (let from = 0; from < rows; from += max) {
       const to = Math.min(rows, from + max);
-      pieces.push(this.enqueue(sliceRows(inputs, from, to), to - from, now, deadline, opts.cancel, opts.background));
+      pieces.push(
+        this.enqueue(sliceRows(inputs, from, to), to - from, now, deadline, opts.cancel, opts.background),
+      );
     }
     return Promise.all(pieces).then(concatBatch);
   }
@@ -153,7 +155,16 @@ export class Batcher {
     background = false,
   ): Promise<TensorMap> {
     return new Promise<TensorMap>((resolve, reject) => {
-      const item: Item = { inputs, rows, enqueuedAt: now, deadline, resolve, reject, done: false, background };
+      const item: Item = {
+        inputs,
+        rows,
+        enqueuedAt: now,
+        deadline,
+        resolve,
+        reject,
+        done: false,
+        background,
+      };
       if (cancel) {
         if (cancel.canceled) {
           this.observer.rejected("canceled");
@@ -164,7 +175,8 @@ export class Batcher {
       }
       // Synchronous requests go ahead of queued background work (backgroundQueued counts
       // background items not yet settled: a hint that saves the scan when there are none).
-      const firstBackground = !background && this.backgroundQueued > 0 ? this.queue.findIndex((i) => i.background) : -1;
+      const firstBackground =
+        !background && this.backgroundQueued > 0 ? this.queue.findIndex((i) => i.background) : -1;
       if (firstBackground >= 0) this.queue.splice(firstBackground, 0, item);
       else this.queue.push(item);
       if (background) this.backgroundQueued++;
