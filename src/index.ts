@@ -11,6 +11,7 @@ export { ConfigError, loadConfig } from "./config/load.js";
 export type { Config, ModelConfig } from "./config/schema.js";
 export { ERRORS, type ErrorCode, ModelportError } from "./errors.js";
 export type { GoldenFile, ModelManifest } from "./golden.js";
+export { signWebhook, verifyWebhook } from "./notify/webhook.js";
 export { buildApp, type ModelportApp } from "./server/app.js";
 export type { Datatype, ModelSignature, Tensor, TensorMap, TensorSpec } from "./tensor.js";
 export { VERSION } from "./version.js";

@@ -4,6 +4,7 @@ import { UsageError } from "./args.js";
 import { BENCH_HELP, bench } from "./bench.js";
 import { CHECK_HELP, check } from "./check.js";
 import { GOLDEN_HELP, golden } from "./golden.js";
+import { JOBS_HELP, jobs } from "./jobs.js";
 import { SERVE_HELP, serve } from "./serve.js";
 import { TUNE_HELP, tune } from "./tune.js";
 
@@ -15,6 +16,7 @@ Commands:
   serve [MODEL] [-c FILE]   serve models (modelport serve model.onnx, modelport serve -c modelport.yaml)
   check [MODEL] [-c FILE]   verify sha256, load and golden check without serving; exit 1 on failure
   golden record MODEL ...   write a golden file from given inputs
+  jobs list|show|cancel|retry|purge   inspect and manage asynchronous jobs
   bench URL [--model NAME]  load a running server at one or more concurrencies: req/s, p50/p90/p99, chart
   tune MODEL                try serving layouts (processes × threads × batching) and write the best as config
   version                   print the version
@@ -33,6 +35,8 @@ export async function main(argv: string[]): Promise<number> {
         return await check(rest);
       case "golden":
         return await golden(rest);
+      case "jobs":
+        return await jobs(rest);
       case "bench":
         return await bench(rest);
       case "tune":
@@ -60,4 +64,4 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
-export { BENCH_HELP, CHECK_HELP, GOLDEN_HELP, SERVE_HELP, TUNE_HELP };
+export { BENCH_HELP, CHECK_HELP, GOLDEN_HELP, JOBS_HELP, SERVE_HELP, TUNE_HELP };

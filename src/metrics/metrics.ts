@@ -74,6 +74,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly jobs = new Gauge({
+    name: "modelport_jobs",
+    help: "Jobs in the store by status (read at scrape time).",
+    labelNames: ["status"] as const,
+    registers: [this.registry],
+  });
+
   private readonly requestChildren = new Map<
     string,
     { count: { inc(): void }; duration: { observe(v: number): void } }

@@ -4,9 +4,14 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import { type Logger, pino } from "pino";
 import type { Config } from "../config/schema.js";
 import { ModelportError } from "../errors.js";
+import { JobQueue } from "../jobs/job-queue.js";
+import type { JobStore } from "../jobs/job-store.js";
+import { openJobStore, purgeExpired } from "../jobs/open-job-store.js";
 import { Metrics } from "../metrics/metrics.js";
 import type { RunnerFactory } from "../models/model-host.js";
 import { ModelRegistry } from "../models/model-registry.js";
+import type { BlobStore } from "../storage/blob-store.js";
+import { createBlobStore } from "../storage/create-blob-store.js";
 import { VERSION } from "../version.js";
 import { OCTET_STREAM } from "./binary.js";
 import type { AppContext } from "./context.js";
@@ -15,11 +20,17 @@ import { registerErrorHandling, sendError } from "./plugins/errors.js";
 import { RequestLogController, requestId } from "./plugins/request-log.js";
 import { docsRoutes } from "./routes/docs.js";
 import { healthRoutes } from "./routes/health.js";
+import { jobRoutes } from "./routes/jobs.js";
+import { jobsWebSocketRoute } from "./routes/jobs-ws.js";
 import { metricsRoutes } from "./routes/metrics.js";
 import { nativeRoutes } from "./routes/native.js";
 import { oipRoutes } from "./routes/oip.js";
 
 export interface BuildOptions {
+  /** Where relative job-store and blob paths start; default process.cwd(). */
+  cwd?: string;
+  jobStore?: JobStore;
+  blobStore?: BlobStore;
   logger?: Logger;
   runnerFactory?: RunnerFactory;
 }
@@ -27,6 +38,7 @@ export interface BuildOptions {
 export interface ModelportApp {
   readonly app: FastifyInstance;
   readonly registry: ModelRegistry;
+  readonly jobs: JobQueue;
   readonly metrics: Metrics;
   readonly context: AppContext;
   /** Loads and golden-checks every model; never rejects (failures show in /readyz). */
@@ -61,7 +73,23 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     metrics,
     ...(options.runnerFactory ? { runnerFactory: options.runnerFactory } : {}),
   });
-  const context: AppContext = { config, registry, metrics, draining: false };
+  const cwd = options.cwd ?? process.cwd();
+  const jobStore = options.jobStore ?? openJobStore(config.jobs, cwd);
+  const blobStore = options.blobStore ?? createBlobStore(config.jobs.blobs, cwd);
+  const jobs = new JobQueue({
+    store: jobStore,
+    blobs: blobStore,
+    registry,
+    config: config.jobs,
+    log: logger,
+  });
+  // Finished jobs and their results go after the retention time, so storage does not grow forever.
+  const purgeTimer = setInterval(
+    () => void purgeExpired(jobStore, blobStore, config.jobs.retentionMs, logger),
+    600_000,
+  );
+  purgeTimer.unref();
+  const context: AppContext = { config, registry, metrics, jobs, draining: false };
   let inFlight = 0;
 
   app.addHook("onRequest", (request, reply, done) => {
@@ -102,16 +130,23 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   oipRoutes(app, context, VERSION);
   docsRoutes(app, context, VERSION);
   metricsRoutes(app, context);
+  jobRoutes(app, jobs);
+  jobsWebSocketRoute(app, jobs);
 
   let closing: Promise<void> | undefined;
   const drain = async () => {
     context.draining = true;
     const deadline = Date.now() + config.server.drainTimeoutMs;
+    clearInterval(purgeTimer);
+    // Running jobs finish within the drain time; the rest go back to the queue for the next process.
+    await jobs.stop(config.server.drainTimeoutMs);
     while (inFlight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
     if (inFlight > 0)
       logger.warn({ inFlight }, "drain timeout reached; closing with requests still in flight");
     await app.close();
     await registry.closeAll();
+    await jobStore.close();
+    await blobStore.close();
   };
 
   return {
@@ -119,8 +154,10 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     registry,
     metrics,
     context,
+    jobs,
     async loadModels() {
       await registry.startAll();
+      jobs.start();
       for (const h of registry.all()) {
         const s = h.status();
         if (s.loadMs !== undefined) metrics.modelLoadSeconds.set({ model: s.name }, s.loadMs / 1000);

@@ -3,6 +3,7 @@
 import type { FastifyRequest } from "fastify";
 import type { Config } from "../config/schema.js";
 import { ModelportError } from "../errors.js";
+import type { JobQueue } from "../jobs/job-queue.js";
 import type { Metrics } from "../metrics/metrics.js";
 import type { ModelHost } from "../models/model-host.js";
 import type { ModelRegistry } from "../models/model-registry.js";
@@ -13,6 +14,7 @@ export interface AppContext {
   readonly config: Config;
   readonly registry: ModelRegistry;
   readonly metrics: Metrics;
+  readonly jobs: JobQueue;
   /** True from SIGTERM on: readiness is false and new requests are refused. */
   draining: boolean;
 }

@@ -6,6 +6,7 @@ import { decodeRawTensor, encodeRawTensor, rawOutputName, wantsOctetStream } fro
 import { type AppContext, infer } from "../context.js";
 import { decodeNative, requestedOutputs } from "../decode.js";
 import { encodeNative } from "../encode.js";
+import { submitJob } from "./jobs.js";
 
 interface ModelParams {
   model: string;
@@ -59,6 +60,12 @@ export function nativeRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.post<{ Params: ModelParams; Querystring: { version?: string; outputs?: string | string[] } }>(
     "/v1/models/:model/predict",
     async (req, reply) => {
+      // Prefer: respond-async (RFC 7240) turns the request into a job: 202 with its id at once.
+      if (/\brespond-async\b/i.test(String(req.headers.prefer ?? "")) && !Buffer.isBuffer(req.body)) {
+        ctx.registry.getVersion(req.params.model, req.query.version);
+        reply.header("preference-applied", "respond-async");
+        return submitJob(ctx.jobs, req.params.model, req, reply);
+      }
       const host = ctx.registry.getVersion(req.params.model, req.query.version);
       const signature = host.signature;
       if (!host.ready || !signature) throw host.notReadyError();

@@ -1,0 +1,399 @@
+// The job system's façade: accepts jobs (validated like predict, idempotent), runs them with
+// per-model workers through the same batchers as synchronous requests (behind them), retries
+// with backoff, stores results inline or in the blob store, and notifies (events, webhooks).
+import { createHash, randomUUID } from "node:crypto";
+import type { Logger } from "pino";
+import type { JobsConfig } from "../config/schema.js";
+import { isModelportError, ModelportError } from "../errors.js";
+import type { ModelHost } from "../models/model-host.js";
+import type { ModelRegistry } from "../models/model-registry.js";
+import { checkCallbackUrl, deliverWebhook } from "../notify/webhook.js";
+import { CancelHandle } from "../runner/cancel.js";
+import { decodeNative } from "../server/decode.js";
+import { encodeNative } from "../server/encode.js";
+import type { BlobStore } from "../storage/blob-store.js";
+import { FINAL_STATUSES, type Job } from "./job.js";
+import { JobEvents } from "./job-events.js";
+import type { CreateResult, JobStore, ListPage, ListQuery } from "./job-store.js";
+import { jobView } from "./job-view.js";
+
+export interface SubmitJob {
+  model: string;
+  /** The predict body ({rows} or {inputs}); job fields are taken out before it is stored. */
+  body: Record<string, unknown>;
+  idempotencyKey?: string;
+  callbackUrl?: string;
+  metadata?: Record<string, unknown>;
+  priority?: number;
+}
+
+export interface JobQueueOptions {
+  store: JobStore;
+  blobs: BlobStore;
+  registry: ModelRegistry;
+  config: JobsConfig;
+  log: Logger;
+  webhookSecret?: string;
+  clock?: () => number;
+  /** How often an idle worker looks at the store for work from other processes. */
+  pollMs?: number;
+}
+
+const JOB_FIELDS = ["callback_url", "metadata", "priority"];
+
+export function isFinal(job: Job): boolean {
+  return FINAL_STATUSES.includes(job.status);
+}
+
+export class JobQueue {
+  readonly events = new JobEvents();
+  private readonly store: JobStore;
+  private readonly blobs: BlobStore;
+  private readonly registry: ModelRegistry;
+  private readonly config: JobsConfig;
+  private readonly log: Logger;
+  private readonly clock: () => number;
+  private readonly pollMs: number;
+  private readonly workerId = `${process.pid}-${randomUUID().slice(0, 8)}`;
+  private readonly running = new Map<string, { cancel: CancelHandle; done: Promise<void> }>();
+  private readonly wakers = new Set<() => void>();
+  private loops: Promise<void>[] = [];
+  /** True once stop() began: no new claims, long-polls and streams return. */
+  stopping = false;
+
+  constructor(private readonly options: JobQueueOptions) {
+    this.store = options.store;
+    this.blobs = options.blobs;
+    this.registry = options.registry;
+    this.config = options.config;
+    this.log = options.log.child({ component: "jobs" });
+    this.clock = options.clock ?? Date.now;
+    this.pollMs = options.pollMs ?? 250;
+  }
+
+  /**
+   * Validates and stores a job. @returns the job and whether it is new (false: idempotent replay).
+   * @throws ModelportError for bad input, a refused callback URL or an idempotency conflict.
+   */
+  async submit(req: SubmitJob): Promise<CreateResult> {
+    const host = this.registry.get(req.model);
+    const body: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(req.body)) if (!JOB_FIELDS.includes(k)) body[k] = v;
+    // Validate now so bad input is a 400 at once, not a failed job later.
+    if (host.signature) decodeNative(body, host.signature, host.config.limits);
+    if (req.callbackUrl !== undefined) {
+      await checkCallbackUrl(req.callbackUrl, this.config.webhooks.allowPrivate);
+    }
+    const input = JSON.stringify(body);
+    const requestHash = createHash("sha256")
+      .update(`${req.model}\n${input}\n${req.callbackUrl ?? ""}\n${JSON.stringify(req.metadata ?? null)}`)
+      .digest("hex");
+    const result = await this.store.create(
+      {
+        id: randomUUID(),
+        model: req.model,
+        input,
+        priority: req.priority ?? 0,
+        maxAttempts: this.config.maxAttempts,
+        timeoutMs: this.config.timeoutMs,
+        ...(req.metadata ? { metadata: req.metadata } : {}),
+        ...(req.callbackUrl ? { callbackUrl: req.callbackUrl } : {}),
+        ...(req.idempotencyKey
+          ? {
+              idempotencyKey: req.idempotencyKey,
+              requestHash,
+              idempotencyTtlMs: this.config.idempotencyTtlMs,
+            }
+          : {}),
+      },
+      this.clock(),
+    );
+    if (result.created) {
+      this.events.publish(result.job);
+      this.wake();
+    }
+    return result;
+  }
+
+  get(id: string): Promise<Job | undefined> {
+    return this.store.get(id);
+  }
+
+  list(query: ListQuery): Promise<ListPage> {
+    return this.store.list(query);
+  }
+
+  counts(): ReturnType<JobStore["counts"]> {
+    return this.store.counts();
+  }
+
+  /** @throws MP_ERR_JOB_NOT_FOUND */
+  async require(id: string): Promise<Job> {
+    const job = await this.store.get(id);
+    if (!job)
+      throw new ModelportError(
+        "MP_ERR_JOB_NOT_FOUND",
+        `no job '${id}' (finished jobs are purged after the retention time)`,
+      );
+    return job;
+  }
+
+  /** Resolves when the job is final or `ms` passed, with the job as it is then. */
+  async waitFor(id: string, ms: number): Promise<Job> {
+    let job = await this.require(id);
+    const deadline = this.clock() + ms;
+    // A draining server answers long-polls at once rather than holding its shutdown.
+    while (!isFinal(job) && this.clock() < deadline && !this.stopping) {
+      const left = deadline - this.clock();
+      // Woken by a change in this process, or by polling for changes made in another one.
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(done, Math.min(left, 1000));
+        const off = this.events.subscribe(id, done);
+        function done() {
+          clearTimeout(timer);
+          off();
+          resolve();
+        }
+      });
+      job = await this.require(id);
+    }
+    return job;
+  }
+
+  /** Cancels a queued job at once; a running one is aborted where the backend allows and ends canceled. */
+  async cancel(id: string): Promise<Job> {
+    const job = await this.store.cancel(id, this.clock());
+    if (!job) throw new ModelportError("MP_ERR_JOB_NOT_FOUND", `no job '${id}'`);
+    this.running.get(id)?.cancel.cancel();
+    this.events.publish(job);
+    return job;
+  }
+
+  async retry(id: string): Promise<Job> {
+    const job = await this.store.retry(id, this.clock());
+    if (!job) throw new ModelportError("MP_ERR_JOB_NOT_FOUND", `no job '${id}'`);
+    this.events.publish(job);
+    this.wake();
+    return job;
+  }
+
+  /** The stored result: inline JSON text, or a blob (with a URL when the store can presign one). */
+  async result(
+    job: Job,
+  ): Promise<{ json: string } | { url: string } | { data: Buffer; contentType: string }> {
+    if (job.status !== "succeeded") {
+      throw isFinal(job)
+        ? new ModelportError(
+            "MP_ERR_JOB_NOT_SUCCEEDED",
+            `job '${job.id}' ended ${job.status}: ${job.lastError?.message ?? "no result"}`,
+          )
+        : new ModelportError(
+            "MP_ERR_JOB_NOT_FINISHED",
+            `job '${job.id}' is ${job.status}; wait with GET /v1/jobs/${job.id}?wait=30`,
+          );
+    }
+    if (job.result !== undefined) return { json: job.result };
+    const key = job.resultKey!;
+    const url = await this.blobs.url(key, this.urlTtlSeconds());
+    if (url) return { url };
+    const blob = await this.blobs.get(key);
+    if (!blob)
+      throw new ModelportError("MP_ERR_JOB_NOT_FOUND", `the result of job '${job.id}' is no longer stored`);
+    return blob;
+  }
+
+  /** Starts `jobs.concurrency` workers per served model. */
+  start(): void {
+    for (const host of this.registry.all()) {
+      for (let i = 0; i < this.config.concurrency; i++) this.loops.push(this.workLoop(host));
+    }
+  }
+
+  /**
+   * Stops taking jobs; running ones get up to `drainMs` to finish, the rest go back to the queue
+   * (not counted as an attempt) for the next process.
+   */
+  async stop(drainMs: number): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
+    this.wake();
+    const drained = Promise.all([...this.running.values()].map((r) => r.done));
+    await Promise.race([drained, new Promise((r) => setTimeout(r, drainMs).unref())]);
+    for (const [id, r] of this.running) {
+      r.cancel.cancel();
+      await this.store.release(id, this.workerId, this.clock());
+      this.log.info({ jobId: id }, "job returned to the queue at shutdown");
+    }
+    await Promise.all(this.loops);
+  }
+
+  private urlTtlSeconds(): number {
+    return this.config.blobs.backend === "s3" ? this.config.blobs.urlTtlSeconds : 3600;
+  }
+
+  private wake(): void {
+    for (const w of this.wakers) w();
+  }
+
+  private idle(): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.wakers.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, this.pollMs);
+      this.wakers.add(done);
+    });
+  }
+
+  private async workLoop(host: ModelHost): Promise<void> {
+    const model = host.config.name;
+    while (!this.stopping) {
+      let job: Job | undefined;
+      try {
+        job = host.ready
+          ? await this.store.claim(this.workerId, [model], this.config.leaseMs, this.clock())
+          : undefined;
+      } catch (err) {
+        this.log.error({ err }, "claiming a job failed; retrying");
+      }
+      if (!job) {
+        await this.idle();
+        continue;
+      }
+      const cancel = new CancelHandle();
+      const done = this.run(host, job, cancel);
+      this.running.set(job.id, { cancel, done });
+      await done;
+      this.running.delete(job.id);
+    }
+  }
+
+  private async run(host: ModelHost, job: Job, cancel: CancelHandle): Promise<void> {
+    this.events.publish(job);
+    const renew = setInterval(
+      async () => {
+        const ok = await this.store
+          .renew(job.id, this.workerId, this.config.leaseMs, this.clock())
+          .catch(() => false);
+        const current = ok ? await this.store.get(job.id) : undefined;
+        if (!ok || current?.cancelRequested) cancel.cancel();
+      },
+      Math.max(250, this.config.leaseMs / 3),
+    );
+    try {
+      const outputs = await this.execute(host, job, cancel);
+      if (cancel.canceled) return void (await this.finishCanceled(job));
+      const json = JSON.stringify({ model: host.config.name, model_version: host.config.version, outputs });
+      const bytes = Buffer.byteLength(json);
+      let stored: { result?: string; resultKey?: string; resultBytes: number } = {
+        result: json,
+        resultBytes: bytes,
+      };
+      if (bytes > this.config.inlineResultMaxBytes) {
+        const key = `results/${job.id}.json`;
+        await this.blobs.put(key, Buffer.from(json), "application/json");
+        stored = { resultKey: key, resultBytes: bytes };
+      }
+      if (await this.store.complete(job.id, this.workerId, stored, this.clock())) await this.finished(job.id);
+    } catch (err) {
+      if (cancel.canceled) return void (await this.finishCanceled(job));
+      const e = isModelportError(err) ? err : new ModelportError("MP_ERR_SERVER_INTERNAL", String(err));
+      const retry = e.retryable && job.attempts < job.maxAttempts;
+      const backoff = Math.min(this.config.backoffMaxMs, this.config.backoffBaseMs * 2 ** (job.attempts - 1));
+      const ok = await this.store.fail(
+        job.id,
+        this.workerId,
+        { code: e.code, message: e.message },
+        retry ? this.clock() + backoff : undefined,
+        this.clock(),
+      );
+      if (ok && !retry) await this.finished(job.id);
+      else if (ok) this.events.publish((await this.store.get(job.id))!);
+    } finally {
+      clearInterval(renew);
+    }
+  }
+
+  /** Runs the job's input through the model's batcher, behind synchronous requests, within the job timeout. */
+  private async execute(host: ModelHost, job: Job, cancel: CancelHandle): Promise<Record<string, unknown>> {
+    const signature = host.signature;
+    if (!signature) throw host.notReadyError();
+    const inputs = decodeNative(JSON.parse(job.input), signature, host.config.limits);
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        cancel.cancel();
+        reject(
+          new ModelportError(
+            "MP_ERR_JOB_TIMEOUT",
+            `attempt ${job.attempts} ran longer than ${job.timeoutMs} ms`,
+          ),
+        );
+      }, job.timeoutMs);
+    });
+    try {
+      const outputs = await Promise.race([
+        host.predict(inputs, { deadline: performance.now() + job.timeoutMs, cancel, background: true }),
+        timeout,
+      ]);
+      return encodeNative(outputs);
+    } catch (err) {
+      // The batcher refuses work that cannot finish in time before running it: for a job that
+      // is this attempt's timeout.
+      if (isModelportError(err) && err.code === "MP_ERR_DEADLINE_EXCEEDED") {
+        throw new ModelportError(
+          "MP_ERR_JOB_TIMEOUT",
+          `attempt ${job.attempts} cannot finish within ${job.timeoutMs} ms: ${err.message}`,
+        );
+      }
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private async finishCanceled(job: Job): Promise<void> {
+    if (await this.store.markCanceled(job.id, this.workerId, this.clock())) await this.finished(job.id);
+  }
+
+  /** A job reached its final state: tell subscribers and the webhook. */
+  private async finished(id: string): Promise<void> {
+    const job = await this.store.get(id);
+    if (!job) return;
+    this.events.publish(job);
+    if (job.webhook) void this.notify(job);
+  }
+
+  private async notify(job: Job): Promise<void> {
+    const webhook = job.webhook!;
+    const result =
+      job.status === "succeeded" && job.result !== undefined ? JSON.parse(job.result) : undefined;
+    const resultUrl = job.resultKey ? await this.blobs.url(job.resultKey, this.urlTtlSeconds()) : undefined;
+    const body = JSON.stringify({
+      event: "job.finished",
+      job: {
+        ...jobView(job),
+        ...(result ? { result } : {}),
+        ...(resultUrl ? { result_url: resultUrl } : {}),
+      },
+    });
+    const secret = this.options.webhookSecret ?? this.config.webhooks.secret ?? "";
+    await deliverWebhook({
+      url: webhook.url,
+      // Stable across retries and restarts, so receivers can drop duplicates.
+      deliveryId: `${job.id}:job.finished`,
+      body,
+      secret,
+      timeoutMs: this.config.webhooks.timeoutMs,
+      maxAttempts: this.config.webhooks.maxAttempts,
+      allowPrivate: this.config.webhooks.allowPrivate,
+      onAttempt: (state) => {
+        void this.store
+          .recordWebhook(job.id, state)
+          .catch((err) => this.log.warn({ err }, "recording a webhook attempt failed"));
+      },
+    }).catch((err) => this.log.warn({ err, jobId: job.id }, "webhook delivery failed"));
+  }
+}

@@ -1,0 +1,44 @@
+// Creates the job store's file on first use: a server that never receives a job writes nothing,
+// while one restarted over an existing store opens it at once so queued jobs continue.
+import { existsSync } from "node:fs";
+import type { JobStatus } from "./job.js";
+import type { JobStore } from "./job-store.js";
+
+const EMPTY_COUNTS: Record<JobStatus, number> = {
+  queued: 0,
+  running: 0,
+  succeeded: 0,
+  failed: 0,
+  canceled: 0,
+};
+
+/**
+ * A JobStore that opens the real one (via `open`) on the first write, or at once when `path`
+ * already exists. Before that, reads answer as an empty store would.
+ */
+export function lazyJobStore(path: string, open: () => Promise<JobStore>): JobStore {
+  let store: Promise<JobStore> | undefined = existsSync(path) ? open() : undefined;
+  const real = () => {
+    store ??= open();
+    return store;
+  };
+  const ifOpen = <T>(fn: (s: JobStore) => Promise<T>, empty: T): Promise<T> =>
+    store ? store.then(fn) : Promise.resolve(empty);
+  return {
+    create: (job, now) => real().then((s) => s.create(job, now)),
+    get: (id) => ifOpen((s) => s.get(id), undefined),
+    list: (q) => ifOpen((s) => s.list(q), { jobs: [] }),
+    claim: (w, models, lease, now) => ifOpen((s) => s.claim(w, models, lease, now), undefined),
+    renew: (id, w, lease, now) => ifOpen((s) => s.renew(id, w, lease, now), false),
+    complete: (id, w, r, now) => ifOpen((s) => s.complete(id, w, r, now), false),
+    fail: (id, w, e, retryAt, now) => ifOpen((s) => s.fail(id, w, e, retryAt, now), false),
+    release: (id, w, now) => ifOpen((s) => s.release(id, w, now), false),
+    cancel: (id, now) => ifOpen((s) => s.cancel(id, now), undefined),
+    markCanceled: (id, w, now) => ifOpen((s) => s.markCanceled(id, w, now), false),
+    retry: (id, now) => ifOpen((s) => s.retry(id, now), undefined),
+    recordWebhook: (id, state) => ifOpen((s) => s.recordWebhook(id, state), undefined),
+    purge: (before) => ifOpen((s) => s.purge(before), []),
+    counts: () => ifOpen((s) => s.counts(), { ...EMPTY_COUNTS }),
+    close: () => ifOpen((s) => s.close(), undefined),
+  };
+}

@@ -1,0 +1,165 @@
+// The jobs API: submit (POST /v1/models/{m}/jobs, or predict with Prefer: respond-async), status
+// with long-poll, result (inline, redirect to a blob URL, or streamed), cancel, list, and an SSE
+// stream of a job's state changes.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { ModelportError } from "../../errors.js";
+import type { JobStatus } from "../../jobs/job.js";
+import { isFinal, type JobQueue } from "../../jobs/job-queue.js";
+import { jobView } from "../../jobs/job-view.js";
+
+interface ModelParams {
+  model: string;
+}
+interface JobParams {
+  id: string;
+}
+
+const STATUSES: JobStatus[] = ["queued", "running", "succeeded", "failed", "canceled"];
+const KEY = /^[\x21-\x7e]{1,255}$/;
+
+function requireObject(body: unknown): Record<string, unknown> {
+  if (typeof body !== "object" || body === null || Array.isArray(body)) {
+    throw new ModelportError("MP_ERR_REQUEST_INVALID", "the request body must be a JSON object");
+  }
+  return body as Record<string, unknown>;
+}
+
+/** Accepts a job from a predict-shaped body plus callback_url, metadata and priority. */
+export async function submitJob(queue: JobQueue, model: string, req: FastifyRequest, reply: FastifyReply) {
+  const body = requireObject(req.body);
+  const key = req.headers["idempotency-key"];
+  if (key !== undefined && (typeof key !== "string" || !KEY.test(key))) {
+    throw new ModelportError(
+      "MP_ERR_REQUEST_INVALID",
+      "Idempotency-Key must be 1 to 255 visible ASCII characters",
+    );
+  }
+  const callbackUrl = body.callback_url;
+  if (callbackUrl !== undefined && typeof callbackUrl !== "string") {
+    throw new ModelportError("MP_ERR_REQUEST_INVALID", '"callback_url" must be a URL string');
+  }
+  const metadata = body.metadata;
+  if (
+    metadata !== undefined &&
+    (typeof metadata !== "object" || metadata === null || Array.isArray(metadata))
+  ) {
+    throw new ModelportError("MP_ERR_REQUEST_INVALID", '"metadata" must be a JSON object');
+  }
+  const priority = body.priority;
+  if (priority !== undefined && (!Number.isInteger(priority) || Math.abs(priority as number) > 1000)) {
+    throw new ModelportError(
+      "MP_ERR_REQUEST_INVALID",
+      '"priority" must be an integer from -1000 to 1000 (higher runs first)',
+    );
+  }
+  const { job, created } = await queue.submit({
+    model,
+    body,
+    ...(key ? { idempotencyKey: key } : {}),
+    ...(callbackUrl ? { callbackUrl } : {}),
+    ...(metadata ? { metadata: metadata as Record<string, unknown> } : {}),
+    ...(priority !== undefined ? { priority: priority as number } : {}),
+  });
+  reply.code(created ? 202 : 200).header("location", `/v1/jobs/${job.id}`);
+  if (!created) reply.header("idempotent-replayed", "true");
+  return jobView(job);
+}
+
+function waitSeconds(raw: unknown): number {
+  if (raw === undefined) return 0;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n < 0 || n > 60) {
+    throw new ModelportError("MP_ERR_REQUEST_INVALID", "wait must be a number of seconds from 0 to 60");
+  }
+  return n;
+}
+
+export function jobRoutes(app: FastifyInstance, queue: JobQueue): void {
+  app.post<{ Params: ModelParams }>("/v1/models/:model/jobs", async (req, reply) =>
+    submitJob(queue, req.params.model, req, reply),
+  );
+
+  app.get<{ Params: JobParams; Querystring: { wait?: string } }>("/v1/jobs/:id", async (req) => {
+    const wait = waitSeconds(req.query.wait);
+    const job =
+      wait > 0 ? await queue.waitFor(req.params.id, wait * 1000) : await queue.require(req.params.id);
+    return jobView(job);
+  });
+
+  app.get<{ Params: JobParams }>("/v1/jobs/:id/result", async (req, reply) => {
+    const result = await queue.result(await queue.require(req.params.id));
+    if ("json" in result) return reply.type("application/json; charset=utf-8").send(result.json);
+    if ("url" in result) return reply.redirect(result.url, 302);
+    return reply.type(result.contentType).send(result.data);
+  });
+
+  app.delete<{ Params: JobParams }>("/v1/jobs/:id", async (req) =>
+    jobView(await queue.cancel(req.params.id)),
+  );
+
+  app.post<{ Params: JobParams }>("/v1/jobs/:id/retry", async (req) =>
+    jobView(await queue.retry(req.params.id)),
+  );
+
+  app.get<{ Querystring: { status?: string; model?: string; cursor?: string; limit?: string } }>(
+    "/v1/jobs",
+    async (req) => {
+      const { status, model, cursor } = req.query;
+      if (status !== undefined && !STATUSES.includes(status as JobStatus)) {
+        throw new ModelportError("MP_ERR_REQUEST_INVALID", `status must be one of ${STATUSES.join(", ")}`);
+      }
+      const limit = req.query.limit === undefined ? 100 : Number(req.query.limit);
+      if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
+        throw new ModelportError("MP_ERR_REQUEST_INVALID", "limit must be an integer from 1 to 1000");
+      }
+      const page = await queue.list({
+        limit,
+        ...(status ? { status: status as JobStatus } : {}),
+        ...(model ? { model } : {}),
+        ...(cursor ? { cursor } : {}),
+      });
+      return {
+        jobs: page.jobs.map(jobView),
+        ...(page.nextCursor ? { next_cursor: page.nextCursor } : {}),
+      };
+    },
+  );
+
+  // Server-Sent Events: one "status" event per change, ending with the final state.
+  app.get<{ Params: JobParams }>("/v1/jobs/:id/events", async (req, reply) => {
+    let job = await queue.require(req.params.id);
+    reply.hijack();
+    const res = reply.raw;
+    res.writeHead(200, {
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-cache",
+      connection: "keep-alive",
+      "x-accel-buffering": "no",
+      "x-request-id": req.id,
+    });
+    let last = "";
+    const send = (j: typeof job) => {
+      const data = JSON.stringify(jobView(j));
+      if (data === last) return;
+      last = data;
+      res.write(`event: status\ndata: ${data}\n\n`);
+    };
+    send(job);
+    let closed = false;
+    res.on("close", () => {
+      closed = true;
+    });
+    try {
+      while (!closed && !isFinal(job) && !queue.stopping) {
+        job = await queue.waitFor(job.id, 15_000);
+        if (!closed) {
+          send(job);
+          if (!isFinal(job)) res.write(": keep-alive\n\n");
+        }
+      }
+    } catch (err) {
+      req.log.warn({ err }, "job event stream ended early");
+    }
+    if (!closed) res.end("event: end\ndata: {}\n\n");
+  });
+}
