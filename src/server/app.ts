@@ -76,7 +76,9 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   const cwd = options.cwd ?? process.cwd();
   const jobStore = options.jobStore ?? openJobStore(config.jobs, cwd);
   const blobStore = options.blobStore ?? createBlobStore(config.jobs.blobs, cwd);
+  const webhookSecret = config.jobs.webhooks.secret ?? process.env.MODELPORT_WEBHOOK_SECRET;
   const jobs = new JobQueue({
+    ...(webhookSecret ? { webhookSecret } : {}),
     store: jobStore,
     blobs: blobStore,
     registry,
