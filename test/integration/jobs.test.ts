@@ -10,6 +10,7 @@ import { after, before, describe, it } from "node:test";
 import WebSocket from "ws";
 import { verifyWebhook } from "../../src/notify/webhook.js";
 import { testModels } from "../helpers/models.js";
+import { BUCKET, CREDENTIALS, startS3, stopS3 } from "../helpers/s3.js";
 import { type InProcessServer, postJson, startInProcess } from "../helpers/server.js";
 
 const SECRET = "test-webhook-secret-0123456789";
@@ -282,5 +283,43 @@ describe("jobs", () => {
     ws.close();
     assert.deepEqual([...finals.values()], ["succeeded", "succeeded", "succeeded"]);
     assert.equal((errors[0] as any).code, "MP_ERR_JOB_NOT_FOUND");
+  });
+
+  it("with S3 blobs, a large result is a redirect to a presigned URL that downloads", async () => {
+    const models = await testModels();
+    const { endpoint } = await startS3();
+    process.env.AWS_ACCESS_KEY_ID = CREDENTIALS.accessKeyId;
+    process.env.AWS_SECRET_ACCESS_KEY = CREDENTIALS.secretAccessKey;
+    const other = mkdtempSync(join(tmpdir(), "modelport-jobs-s3-"));
+    const file = join(other, "s3.yaml");
+    writeFileSync(
+      file,
+      [
+        "jobs:",
+        `  sqlitePath: ${join(other, "jobs.db")}`,
+        "  inlineResultMaxBytes: 1000",
+        `  blobs: {backend: s3, bucket: ${BUCKET}, endpoint: "${endpoint}", forcePathStyle: true, urlTtlSeconds: 60}`,
+        "models:",
+        `  - {name: tree, path: ${join(models, "churn-tree.onnx")}}`,
+      ].join("\n"),
+    );
+    const s3srv = await startInProcess({ file });
+    try {
+      const rows = Array.from({ length: 50 }, (_, i) => [i % 72, 60, 2, 1, 0, 30]);
+      const sub = await postJson(`${s3srv.url}/v1/models/tree/jobs`, { rows });
+      const done = (await (await fetch(`${s3srv.url}/v1/jobs/${sub.body.id}?wait=10`)).json()) as any;
+      assert.equal(done.status, "succeeded");
+      const redirect = await fetch(`${s3srv.url}/v1/jobs/${sub.body.id}/result`, { redirect: "manual" });
+      assert.equal(redirect.status, 302);
+      const location = redirect.headers.get("location")!;
+      assert.ok(location.startsWith(endpoint), location);
+      assert.match(location, /X-Amz-Signature=/);
+      const downloaded = (await (await fetch(location)).json()) as any;
+      const sync = await postJson(`${s3srv.url}/v1/models/tree/predict`, { rows });
+      assert.deepEqual(downloaded.outputs, sync.body.outputs);
+    } finally {
+      await s3srv.close();
+      await stopS3();
+    }
   });
 });

@@ -4,8 +4,6 @@
 // and that fail once the object is deleted.
 import assert from "node:assert/strict";
 import { mkdtemp, readdir, rm } from "node:fs/promises";
-import { createRequire } from "node:module";
-import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
@@ -13,57 +11,9 @@ import { createBlobStore } from "../../src/storage/create-blob-store.js";
 import { FsBlobStore } from "../../src/storage/fs-blob-store.js";
 import { S3BlobStore } from "../../src/storage/s3-blob-store.js";
 import { blobStoreConformance } from "../conformance/blob-store.conformance.js";
+import { BUCKET, CREDENTIALS, startS3, stopS3 } from "../helpers/s3.js";
 
-// s3rver ships no types: the little used here.
-interface S3rverInstance {
-  run(): Promise<AddressInfo>;
-  close(): Promise<void>;
-}
-type S3rverCtor = new (options: {
-  address: string;
-  port: number;
-  silent: boolean;
-  directory: string;
-  configureBuckets: { name: string }[];
-}) => S3rverInstance;
-const S3rver = createRequire(import.meta.url)("s3rver") as S3rverCtor;
-
-const BUCKET = "modelport-test";
-// s3rver's built-in account.
-const CREDENTIALS = { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" };
-
-interface S3Server {
-  endpoint: string;
-  close(): Promise<void>;
-}
-let s3server: Promise<S3Server> | undefined;
-
-/** One s3rver for the whole file, started on first use. */
-function startS3(): Promise<S3Server> {
-  s3server ??= (async () => {
-    const directory = await mkdtemp(join(tmpdir(), "modelport-s3rver-"));
-    const server = new S3rver({
-      address: "127.0.0.1",
-      port: 0,
-      silent: true,
-      directory,
-      configureBuckets: [{ name: BUCKET }],
-    });
-    const { port } = await server.run();
-    return {
-      endpoint: `http://127.0.0.1:${port}`,
-      close: async () => {
-        await server.close();
-        await rm(directory, { recursive: true, force: true });
-      },
-    };
-  })();
-  return s3server;
-}
-
-after(async () => {
-  if (s3server) await (await s3server).close();
-});
+after(stopS3);
 
 async function s3Store(prefix = "modelport/"): Promise<S3BlobStore> {
   const { endpoint } = await startS3();
