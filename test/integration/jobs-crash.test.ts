@@ -107,4 +107,39 @@ describe("jobs survive a crash", () => {
     for (const id of accepted.keys()) assert.equal(seen.get(id), 1, id);
     assert.equal(await server.stop("SIGTERM"), 0);
   });
+
+  it("SIGTERM: running jobs finish, queued ones wait in the store, the next process runs them", async () => {
+    const models = await testModels();
+    const dir = mkdtempSync(join(tmpdir(), "modelport-deploy-"));
+    const file = join(dir, "deploy.yaml");
+    writeFileSync(
+      file,
+      [
+        "server: {drainTimeoutMs: 5000}",
+        "jobs:",
+        `  sqlitePath: ${join(dir, "jobs.db")}`,
+        "  concurrency: 1",
+        "models:",
+        `  - {name: slow, path: ${join(models, "slow.onnx")}}`,
+      ].join("\n"),
+    );
+    const first = await startChild(["-c", file]);
+    assert.equal((await waitReady(first.url)).status, 200);
+    const ids: string[] = [];
+    for (let i = 0; i < 6; i++) {
+      const res = await postJson(`${first.url}/v1/models/slow/jobs`, { rows: [[i, 1, 2, 3, 4, 5, 6, 7]] });
+      assert.equal(res.status, 202);
+      ids.push(res.body.id);
+    }
+    await new Promise((r) => setTimeout(r, 80)); // the first job is running
+    assert.equal(await first.stop("SIGTERM"), 0, first.output().slice(-1500));
+    const second = await startChild(["-c", file]);
+    assert.equal((await waitReady(second.url)).status, 200);
+    for (const id of ids) {
+      const job = (await (await fetch(`${second.url}/v1/jobs/${id}?wait=20`)).json()) as any;
+      assert.equal(job.status, "succeeded", JSON.stringify(job));
+      assert.equal(job.attempts, 1, "a drained or never-started job does not lose an attempt");
+    }
+    assert.equal(await second.stop("SIGTERM"), 0);
+  });
 });
