@@ -8,6 +8,7 @@ import { type ChildProcess, fork } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { ModelportError, reviveError } from "../errors.js";
 import type { TensorMap } from "../tensor.js";
+import { PendingCalls } from "./pending-calls.js";
 import type { Runner, RunnerLoadInfo, RunnerSpec } from "./runner.js";
 import type { FromWorker, ToProcess } from "./worker-protocol.js";
 
@@ -15,11 +16,6 @@ const PROCESS_MAIN = fileURLToPath(new URL("./process-main.js", import.meta.url)
 
 /** How long close() lets the child close its model and exit before it is SIGKILLed. */
 const CLOSE_TIMEOUT_MS = 5000;
-
-interface Pending {
-  resolve(outputs: TensorMap): void;
-  reject(err: Error): void;
-}
 
 /** The server's node flags minus those that cannot be shared with a second process (a debugger port, the test runner). */
 function childExecArgv(): string[] {
@@ -38,8 +34,7 @@ export class ProcessRunner implements Runner {
   readonly spec: RunnerSpec;
   private child: ChildProcess | undefined;
   private loaded = false;
-  private readonly pending = new Map<number, Pending>();
-  private nextId = 1;
+  private readonly pending = new PendingCalls();
   private closing: Promise<void> | undefined;
   private readonly crashListeners: ((reason: string) => void)[] = [];
   private readonly recycleListeners: ((reason: string) => void)[] = [];
@@ -94,11 +89,11 @@ export class ProcessRunner implements Runner {
             child.kill("SIGKILL");
             return;
           case "result":
-            this.settle(msg.id)?.resolve(msg.outputs);
+            this.pending.resolve(msg.id, msg.outputs);
             if (msg.rss !== undefined) this.observeRss(msg.rss);
             return;
           case "error":
-            this.settle(msg.id)?.reject(reviveError(msg.error));
+            this.pending.reject(msg.id, reviveError(msg.error));
             if (msg.rss !== undefined) this.observeRss(msg.rss);
             return;
           case "closed":
@@ -115,7 +110,7 @@ export class ProcessRunner implements Runner {
           reject(loadFailed(reason));
           return;
         }
-        this.failAll(reason);
+        this.pending.failAll(this.spec.name, reason);
         if (!this.closing) for (const l of this.crashListeners) l(reason);
       });
       // Only a failed spawn has no exit event to follow; later errors (a send to a dying child)
@@ -145,20 +140,15 @@ export class ProcessRunner implements Runner {
         ),
       );
     }
-    const id = this.nextId++;
-    return new Promise<TensorMap>((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
+    return this.pending.open((id) => {
       const msg: ToProcess = { type: "predict", id, inputs };
       try {
         // A failed send means the channel is closing: the child's exit fails every pending call.
         child.send(msg);
       } catch (err) {
-        this.settle(id);
-        reject(
-          new ModelportError(
-            "MP_ERR_SERVER_INTERNAL",
-            `could not send the batch to the runner process: ${(err as Error).message}`,
-          ),
+        throw new ModelportError(
+          "MP_ERR_SERVER_INTERNAL",
+          `could not send the batch to the runner process: ${(err as Error).message}`,
         );
       }
     });
@@ -202,7 +192,7 @@ export class ProcessRunner implements Runner {
       child.kill("SIGKILL");
     }
     await exited;
-    this.failAll("the runner was closed");
+    this.pending.failAll(this.spec.name, "the runner was closed");
   }
 
   private observeRss(rss: number): void {
@@ -210,23 +200,5 @@ export class ProcessRunner implements Runner {
     if (max === undefined || rss <= max || this.closing) return;
     const reason = `runner process RSS ${(rss / 1048576).toFixed(1)} MiB is above maxRssMb ${this.spec.maxRssMb}`;
     for (const l of this.recycleListeners) l(reason);
-  }
-
-  private settle(id: number): Pending | undefined {
-    const p = this.pending.get(id);
-    this.pending.delete(id);
-    return p;
-  }
-
-  private failAll(reason: string): void {
-    for (const p of this.pending.values()) {
-      p.reject(
-        new ModelportError(
-          "MP_ERR_RUNNER_CRASHED",
-          `the runner for ${this.spec.name} stopped: ${reason}; retry`,
-        ),
-      );
-    }
-    this.pending.clear();
   }
 }

@@ -3,22 +3,17 @@
 import { Worker } from "node:worker_threads";
 import { ModelportError, reviveError } from "../errors.js";
 import type { TensorMap } from "../tensor.js";
+import { PendingCalls } from "./pending-calls.js";
 import type { Runner, RunnerLoadInfo, RunnerSpec } from "./runner.js";
 import type { FromWorker, ToWorker, WorkerData } from "./worker-protocol.js";
 import { transferables } from "./worker-protocol.js";
 
 const WORKER_URL = new URL("./worker-main.js", import.meta.url);
 
-interface Pending {
-  resolve(outputs: TensorMap): void;
-  reject(err: Error): void;
-}
-
 export class WorkerRunner implements Runner {
   readonly spec: RunnerSpec;
   private worker: Worker | undefined;
-  private readonly pending = new Map<number, Pending>();
-  private nextId = 1;
+  private readonly pending = new PendingCalls();
   private closing: Promise<void> | undefined;
   private readonly crashListeners: ((reason: string) => void)[] = [];
 
@@ -43,10 +38,10 @@ export class WorkerRunner implements Runner {
             void worker.terminate();
             return;
           case "result":
-            this.settle(msg.id)?.resolve(msg.outputs);
+            this.pending.resolve(msg.id, msg.outputs);
             return;
           case "error":
-            this.settle(msg.id)?.reject(reviveError(msg.error));
+            this.pending.reject(msg.id, reviveError(msg.error));
             return;
           case "closed":
             return;
@@ -63,7 +58,7 @@ export class WorkerRunner implements Runner {
           );
           return;
         }
-        this.failAll(reason);
+        this.pending.failAll(this.spec.name, reason);
         if (!this.closing) for (const l of this.crashListeners) l(reason);
       };
       worker.on("error", (err) => die(err.message));
@@ -83,9 +78,7 @@ export class WorkerRunner implements Runner {
         ),
       );
     }
-    const id = this.nextId++;
-    return new Promise<TensorMap>((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
+    return this.pending.open((id) => {
       const msg: ToWorker = { type: "predict", id, inputs };
       worker.postMessage(msg, transferables(inputs));
     });
@@ -114,24 +107,6 @@ export class WorkerRunner implements Runner {
     await Promise.race([closed, new Promise((r) => setTimeout(r, 5000).unref())]);
     this.worker = undefined;
     await worker.terminate();
-    this.failAll("the runner was closed");
-  }
-
-  private settle(id: number): Pending | undefined {
-    const p = this.pending.get(id);
-    this.pending.delete(id);
-    return p;
-  }
-
-  private failAll(reason: string): void {
-    for (const p of this.pending.values()) {
-      p.reject(
-        new ModelportError(
-          "MP_ERR_RUNNER_CRASHED",
-          `the runner for ${this.spec.name} stopped: ${reason}; retry`,
-        ),
-      );
-    }
-    this.pending.clear();
+    this.pending.failAll(this.spec.name, "the runner was closed");
   }
 }
