@@ -2,7 +2,7 @@
 // autocannon at a given concurrency, pipelining 1, a warm-up run thrown away, then the measured
 // run, latency percentiles from every response's own time), plus CPU use from /proc over the
 // measured run and, for modelport, the batches it formed (GET /metrics just before and just after
-// the measured run).
+// the measured run), plus whatever else a suite reads at those two moments (MeasureHooks).
 import os from "node:os";
 import { runLoad, type Target } from "../src/loadgen/load.js";
 import { type CpuReport, type CpuSnapshot, cpuReport, cpuSnapshot } from "./cpu.js";
@@ -65,6 +65,14 @@ async function scrapeBatchRows(server: RunningServer): Promise<BatchCounters | n
   }
 }
 
+/** Extra readings a suite takes around the measured run (after the warm-up), e.g. from /metrics. */
+export interface MeasureHooks {
+  /** Just before the measured run starts. */
+  before?(): Promise<void>;
+  /** Just after it ends. */
+  after?(): Promise<void>;
+}
+
 export async function measurePoint(
   server: RunningServer,
   workload: Workload,
@@ -72,6 +80,7 @@ export async function measurePoint(
   warmupS: number,
   durationS: number,
   roundNo: number,
+  hooks: MeasureHooks = {},
 ): Promise<PointResult> {
   const target: Target = {
     url: `${server.url}${server.predictPath}`,
@@ -83,6 +92,7 @@ export async function measurePoint(
   // The warm-up as its own run (as runLoad does it), so /metrics can be read between the two.
   if (warmupS > 0) await runLoad(target, { concurrency, durationS: warmupS, timeoutS: 10 });
   const batchBefore = scrape ? await scrapeBatchRows(server) : null;
+  await hooks.before?.();
   let logBefore = 0;
   let cpuBefore: CpuSnapshot | undefined;
   const r = await runLoad(target, {
@@ -96,6 +106,7 @@ export async function measurePoint(
   });
   const cpuAfter = cpuSnapshot(server.child.pid);
   const batchAfter = scrape ? await scrapeBatchRows(server) : null;
+  await hooks.after?.();
 
   let batch: BatchStats | null = null;
   if (batchBefore && batchAfter) {

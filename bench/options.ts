@@ -6,15 +6,19 @@ export const USAGE = `Usage: node dist/bench/run.js [options]     (or: npm run b
   --suite NAME         foundation (default): churn-tree, modelport vs the naive server;
                        batching: wide-mlp, modelport with batching on / tuned / off vs naive;
                        all: both, and the batching benchmark's verdict over both
-                       (npm run bench:batching = --suite all)
+                       (npm run bench:batching = --suite all);
+                       jobs: the jobs API on churn-tree with SQLite, submission throughput
+                       and submit-to-succeeded latency (npm run bench:jobs)
   --tuned R/MS         batching suite: also modelport with --batch-max-rows R
                        --batch-max-delay-ms MS (default 64/1; "off" to skip)
-  --duration S         measured seconds per load point (default 8)
+  --duration S         measured seconds per load point (default 8; jobs suite 10)
   --warmup S           warm-up seconds before each load point, thrown away (default 2)
-  --quick              short run for a smoke test: --duration 2 --warmup 1, 1 s in-process
+  --quick              short run for a smoke test: --duration 2 --warmup 1, 1 s in-process,
+                       jobs suite: 100 sequential jobs
   --rounds N           measure every point N times, rotating which server goes first;
                        report medians (default 1; use 3 on a noisy machine)
-  --concurrency LIST   comma-separated connection counts (default 1,8,64)
+  --concurrency LIST   comma-separated connection counts (default 1,8,64; jobs suite 32)
+  --jobs N             jobs suite: sequential jobs timed submit to succeeded (default 500)
   --log-level LEVEL    modelport's --log-level (default info: one log line per request)
   --out DIR            where the JSON results go (default bench/results)
   -h, --help           this help
@@ -23,7 +27,7 @@ export const USAGE = `Usage: node dist/bench/run.js [options]     (or: npm run b
 /** A bad flag: reported with the usage text, without a stack. */
 export class UsageError extends Error {}
 
-export type Suite = "foundation" | "batching" | "all";
+export type Suite = "foundation" | "batching" | "all" | "jobs";
 
 export interface BenchOptions {
   suite: Suite;
@@ -34,6 +38,8 @@ export interface BenchOptions {
   inProcessS: number;
   concurrency: number[];
   rounds: number;
+  /** Jobs suite: sequential jobs timed from submission to succeeded. */
+  latencyJobs: number;
   logLevel: string;
   /** null: bench/results in the repository. */
   outDir: string | null;
@@ -78,6 +84,7 @@ function parse(argv: string[]) {
       quick: { type: "boolean" },
       concurrency: { type: "string" },
       rounds: { type: "string" },
+      jobs: { type: "string" },
       "log-level": { type: "string" },
       out: { type: "string" },
       help: { type: "boolean", short: "h" },
@@ -97,20 +104,23 @@ export function parseOptions(argv: string[]): BenchOptions | null {
   const { values } = parsed;
   if (values.help) return null;
   const quick = values.quick ?? false;
-  const concurrency = (values.concurrency ?? "1,8,64")
+  const suite = values.suite ?? "foundation";
+  if (suite !== "foundation" && suite !== "batching" && suite !== "all" && suite !== "jobs")
+    throw new UsageError(`--suite must be foundation, batching, all or jobs, got '${suite}'`);
+  const jobs = suite === "jobs";
+  const concurrency = (values.concurrency ?? (jobs ? "32" : "1,8,64"))
     .split(",")
     .map((c) => wholePositive("concurrency", c.trim()));
-  const suite = values.suite ?? "foundation";
-  if (suite !== "foundation" && suite !== "batching" && suite !== "all")
-    throw new UsageError(`--suite must be foundation, batching or all, got '${suite}'`);
   return {
     suite,
     tuned: parseTuned(values.tuned ?? "64/1"),
-    durationS: values.duration !== undefined ? positive("duration", values.duration) : quick ? 2 : 8,
+    durationS:
+      values.duration !== undefined ? positive("duration", values.duration) : quick ? 2 : jobs ? 10 : 8,
     warmupS: values.warmup !== undefined ? nonNegative("warmup", values.warmup) : quick ? 1 : 2,
     inProcessS: quick ? 1 : 5,
     concurrency,
     rounds: values.rounds !== undefined ? wholePositive("rounds", values.rounds) : 1,
+    latencyJobs: values.jobs !== undefined ? wholePositive("jobs", values.jobs) : quick ? 100 : 500,
     logLevel: values["log-level"] ?? "info",
     outDir: values.out ?? null,
     quick,

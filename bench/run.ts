@@ -1,7 +1,7 @@
-// The benchmark (`npm run bench`, `npm run bench:batching`): builds the example models, then runs
-// the suites asked for with --suite: foundation (the default; churn-tree, bench/foundation.ts),
-// batching (wide-mlp, bench/batching.ts) or all (both, the batching verdict taking its churn-tree
-// bar from the foundation suite). Each suite prints its tables, verdict and Markdown for
+// The benchmark (`npm run bench`, `npm run bench:batching`, `npm run bench:jobs`): builds the example
+// models, then runs the suites asked for with --suite: foundation (the default; churn-tree,
+// bench/foundation.ts), batching (wide-mlp, bench/batching.ts), all (those two, the batching verdict
+// taking its churn-tree bar from the foundation suite) or jobs (the jobs API, bench/jobs.ts). Each suite prints its tables, verdict and Markdown for
 // docs/PERFORMANCE.md on stdout and writes its JSON to bench/results/; progress goes to stderr.
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
@@ -10,6 +10,7 @@ import { fileURLToPath } from "node:url";
 import { buildModels } from "../examples/build-models.js";
 import { runBatching } from "./batching.js";
 import { type FoundationOutcome, runFoundation } from "./foundation.js";
+import { runJobs } from "./jobs.js";
 import { parseOptions, USAGE, UsageError } from "./options.js";
 import { provenance } from "./provenance.js";
 import { machine } from "./report.js";
@@ -48,6 +49,9 @@ async function main(): Promise<void> {
   }
   if (opts.suite === "batching" || opts.suite === "all") {
     process.stdout.write(await runBatching(ctx, foundation, commandLine));
+  }
+  if (opts.suite === "jobs") {
+    process.stdout.write((await runJobs(ctx, commandLine)).text);
   }
 }
 

@@ -68,34 +68,77 @@ export interface ModelportVariant {
  * line; at a level that hides that line a free port is picked beforehand instead. Ready once
  * GET /readyz answers 200.
  */
-export async function startModelport(
+export function startModelport(
   modelDir: string,
   logLevel: string,
   workload: Workload,
   variant: ModelportVariant = {},
 ): Promise<RunningServer> {
-  const name = variant.name ?? "modelport";
-  const port = INFO_VISIBLE.has(logLevel) ? 0 : await freePort();
+  return launchModelport({
+    name: variant.name ?? "modelport",
+    modelName: workload.modelName,
+    predictPath: modelportPredictPath(workload),
+    args: [path.join(modelDir, workload.modelFile)],
+    shownArgs: [`<models>/${workload.modelFile}`],
+    logLevel,
+    flags: variant.flags ?? [],
+  });
+}
+
+export interface ConfiguredModelport {
+  /** Label in the results. */
+  name: string;
+  /** The YAML config file, and how the report shows its path (e.g. "<tmp>/modelport.yaml"). */
+  configFile: string;
+  shownConfigFile: string;
+  /** The model the bench talks to (as named in the config) and its predict path. */
+  modelName: string;
+  logLevel: string;
+  flags?: readonly string[];
+}
+
+/** `node bin/modelport.js serve -c FILE --port 0 --log-format json ...`, as startModelport. */
+export function startModelportWithConfig(opts: ConfiguredModelport): Promise<RunningServer> {
+  return launchModelport({
+    name: opts.name,
+    modelName: opts.modelName,
+    predictPath: `/v1/models/${opts.modelName}/predict`,
+    args: ["-c", opts.configFile],
+    shownArgs: ["-c", opts.shownConfigFile],
+    logLevel: opts.logLevel,
+    flags: opts.flags ?? [],
+  });
+}
+
+interface Launch {
+  name: string;
+  modelName: string;
+  predictPath: string;
+  /** serve's leading arguments (a model path, or -c FILE), and as the report shows them. */
+  args: readonly string[];
+  shownArgs: readonly string[];
+  logLevel: string;
+  flags: readonly string[];
+}
+
+async function launchModelport(l: Launch): Promise<RunningServer> {
+  const port = INFO_VISIBLE.has(l.logLevel) ? 0 : await freePort();
   const tail = ["--port", String(port), "--log-format", "json"];
-  if (logLevel !== "info") tail.push("--log-level", logLevel);
-  tail.push(...(variant.flags ?? []));
+  if (l.logLevel !== "info") tail.push("--log-level", l.logLevel);
+  tail.push(...l.flags);
   const bin = path.join(repoRoot, "bin/modelport.js");
-  const child = spawnChild(
-    process.execPath,
-    [bin, "serve", path.join(modelDir, workload.modelFile), ...tail],
-    name,
-  );
+  const child = spawnChild(process.execPath, [bin, "serve", ...l.args, ...tail], l.name);
   try {
     const url =
       port === 0 ? (await child.waitFor(ADDRESS, START_TIMEOUT_MS))[1]! : `http://127.0.0.1:${port}`;
     await waitOk(`${url}/readyz`, child);
     return {
-      name,
+      name: l.name,
       kind: "modelport",
-      modelName: workload.modelName,
-      command: `node bin/modelport.js serve <models>/${workload.modelFile} ${tail.join(" ")}`,
+      modelName: l.modelName,
+      command: `node bin/modelport.js serve ${[...l.shownArgs, ...tail].join(" ")}`,
       url,
-      predictPath: modelportPredictPath(workload),
+      predictPath: l.predictPath,
       child,
     };
   } catch (err) {

@@ -116,3 +116,26 @@ export async function postJson(
   } catch {}
   return { status: res.status, headers: res.headers, body: parsed };
 }
+
+const started: ChildServer[] = [];
+
+/**
+ * Starts `modelport serve ARGS` and waits until it is ready (fails the test with the server's
+ * output if it is not); call stopStartedChildren() in an `after` hook.
+ */
+export async function startReadyChild(args: string[]): Promise<ChildServer> {
+  const child = await startChild(args);
+  started.push(child);
+  const ready = await waitReady(child.url);
+  if (ready.status !== 200) {
+    throw new Error(
+      `modelport did not become ready: ${JSON.stringify(ready.body)}\n${child.output().slice(-2000)}`,
+    );
+  }
+  return child;
+}
+
+/** SIGKILLs every child started by startReadyChild that is still running. */
+export async function stopStartedChildren(): Promise<void> {
+  for (const c of started.splice(0)) await c.stop("SIGKILL");
+}

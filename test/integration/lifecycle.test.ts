@@ -4,26 +4,17 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { testModels } from "../helpers/models.js";
-import { type ChildServer, postJson, startChild, waitReady } from "../helpers/server.js";
+import { postJson, startReadyChild, stopStartedChildren } from "../helpers/server.js";
 
 let models: string;
-const children: ChildServer[] = [];
 
 before(async () => {
   models = await testModels();
 });
 
-after(async () => {
-  for (const c of children) await c.stop("SIGKILL");
-});
+after(stopStartedChildren);
 
-async function start(args: string[]): Promise<ChildServer> {
-  const child = await startChild(args);
-  children.push(child);
-  const ready = await waitReady(child.url);
-  assert.equal(ready.status, 200, JSON.stringify(ready.body));
-  return child;
-}
+const start = startReadyChild;
 
 function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
@@ -38,9 +29,13 @@ describe("lifecycle of a served process", () => {
     );
     await new Promise((r) => setTimeout(r, 150));
     const exit = child.stop("SIGTERM");
-    await new Promise((r) => setTimeout(r, 100)); // let the signal land
-    // Readiness is false while requests drain.
-    const ready = await fetch(`${child.url}/readyz`).catch(() => undefined);
+    // Readiness turns false once the signal lands (on a busy machine that can take a moment).
+    let ready: Response | undefined;
+    for (let i = 0; i < 100; i++) {
+      ready = await fetch(`${child.url}/readyz`).catch(() => undefined);
+      if (ready?.status !== 200) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
     if (ready) {
       assert.equal(ready.status, 503);
       assert.match(JSON.stringify(await ready.json()), /shutting down/);

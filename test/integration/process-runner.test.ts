@@ -11,26 +11,17 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { GoldenFile } from "../../src/golden.js";
 import { testModels } from "../helpers/models.js";
-import { type ChildServer, postJson, startChild, waitReady } from "../helpers/server.js";
+import { postJson, startReadyChild, stopStartedChildren } from "../helpers/server.js";
 
 let models: string;
-const children: ChildServer[] = [];
 
 before(async () => {
   models = await testModels();
 });
 
-after(async () => {
-  for (const c of children) await c.stop("SIGKILL");
-});
+after(stopStartedChildren);
 
-async function start(args: string[]): Promise<ChildServer> {
-  const child = await startChild(args);
-  children.push(child);
-  const ready = await waitReady(child.url);
-  assert.equal(ready.status, 200, `${JSON.stringify(ready.body)}\n${child.output().slice(-2000)}`);
-  return child;
-}
+const start = startReadyChild;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -252,7 +243,6 @@ describe("placement process: a supervised child process", () => {
     // The runner does not outlive its server, even one killed without a chance to clean up.
     const runnerPid = ps.runner.pid as number;
     assert.ok(alive(runnerPid));
-    children.splice(children.indexOf(proc), 1); // stop() waits for an exit only once
     await proc.stop("SIGKILL");
     await until(() => !alive(runnerPid), `runner ${runnerPid} to exit with its server`, 5000);
   });
