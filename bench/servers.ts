@@ -1,8 +1,6 @@
-// Starts the servers under test as child processes and waits until each can answer: modelport
-// (its real CLI, with the given serve flags) and the naive node:http baseline (bench/naive-server.ts).
-import { createServer } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { freePort } from "../src/loadgen/serve-child.js";
 import { type Child, spawnChild } from "./children.js";
 import { modelportPredictPath, NAIVE_PREDICT_PATH, type Workload } from "./workload.js";
 
@@ -21,18 +19,6 @@ export interface RunningServer {
   url: string;
   predictPath: string;
   child: Child;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const addr = srv.address();
-      const port = typeof addr === "object" && addr ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 async function waitOk(url: string, child: Child): Promise<void> {
