@@ -21,8 +21,8 @@ export const JOBS_HELP = `Usage: modelport jobs <list|show|cancel|retry|purge> [
   purge                delete finished jobs older than --older-than (e.g. 12h, 7d; default: jobs.retentionMs)
 
 Options:
-  -c, --config FILE    take jobs.sqlitePath and jobs.blobs from this config (else the defaults)
-      --db FILE        the SQLite job store (default .modelport/jobs.db)
+  -c, --config FILE    take the job store (jobs.store, sqlitePath or redisUrl) and jobs.blobs from this config
+      --db FILE        a SQLite job store (default .modelport/jobs.db)
       --json           print JSON
 `;
 
@@ -53,15 +53,22 @@ export async function jobs(args: string[]): Promise<number> {
     return values.help ? 0 : 2;
   }
   const jobsConfig = values.config ? loadConfig({ file: values.config }).jobs : jobsSchema.parse({});
-  const dbPath = resolve(values.db ?? jobsConfig.sqlitePath);
-  if (!existsSync(dbPath)) {
-    process.stderr.write(
-      `modelport: no job store at ${dbPath} (it is created when the first job is submitted)\n`,
-    );
-    return 1;
+  let store: JobStore;
+  if (jobsConfig.store === "redis" && !values.db) {
+    const { RedisJobStore } = await import("../jobs/stores/redis-job-store.js");
+    const url = jobsConfig.redisUrl ?? process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
+    store = await RedisJobStore.open(url, { prefix: jobsConfig.redisPrefix });
+  } else {
+    const dbPath = resolve(values.db ?? jobsConfig.sqlitePath);
+    if (!existsSync(dbPath)) {
+      process.stderr.write(
+        `modelport: no job store at ${dbPath} (it is created when the first job is submitted)\n`,
+      );
+      return 1;
+    }
+    const { SqliteJobStore } = await import("../jobs/stores/sqlite-job-store.js");
+    store = await SqliteJobStore.open(dbPath);
   }
-  const { SqliteJobStore } = await import("../jobs/stores/sqlite-job-store.js");
-  const store: JobStore = await SqliteJobStore.open(dbPath);
   const print = (value: unknown, text: string) =>
     process.stdout.write(values.json ? `${JSON.stringify(value, null, 2)}\n` : text);
   const needId = () => {

@@ -119,8 +119,15 @@ const s3BlobsSchema = z
 
 export const jobsSchema = z
   .object({
-    /** sqlite: an embedded file, created on first use. */
-    store: z.enum(["sqlite"]).default("sqlite"),
+    /** sqlite: an embedded file, created on first use; redis: shared by every process and machine. */
+    store: z.enum(["sqlite", "redis"]).default("sqlite"),
+    /** Redis URL for store: redis; default REDIS_URL, else redis://127.0.0.1:6379. */
+    redisUrl: z
+      .string()
+      .regex(/^rediss?:\/\//, "expected a redis:// or rediss:// URL")
+      .optional(),
+    /** Key prefix in Redis, so several deployments can share one server. */
+    redisPrefix: z.string().min(1).default("modelport:"),
     /** SQLite file, relative to the working directory. */
     sqlitePath: z.string().min(1).default(".modelport/jobs.db"),
     /** Jobs run at once per model (each also goes through the model's batcher). */

@@ -1,6 +1,6 @@
-// Creates the job store's file on first use: a server that never receives a job writes nothing,
-// while one restarted over an existing store opens it at once so queued jobs continue.
-import { existsSync } from "node:fs";
+// Opens the job store when it is first needed: a server that never receives a job creates no
+// SQLite file, while one restarted over an existing store (or using Redis) opens it at once so
+// queued jobs continue.
 import type { JobStatus } from "./job.js";
 import type { JobStore } from "./job-store.js";
 
@@ -13,11 +13,16 @@ const EMPTY_COUNTS: Record<JobStatus, number> = {
 };
 
 /**
- * A JobStore that opens the real one (via `open`) on the first write, or at once when `path`
- * already exists. Before that, reads answer as an empty store would.
+ * A JobStore that opens the real one (via `open`) at once when `openNow`, else on the first write;
+ * until then reads answer as an empty store would.
  */
-export function lazyJobStore(path: string, open: () => Promise<JobStore>): JobStore {
-  let store: Promise<JobStore> | undefined = existsSync(path) ? open() : undefined;
+export function lazyJobStore(open: () => Promise<JobStore>, openNow: boolean): JobStore {
+  let store: Promise<JobStore> | undefined;
+  if (openNow) {
+    store = open();
+    // A failed open surfaces on use; it must not also crash the process as an unhandled rejection.
+    store.catch(() => {});
+  }
   const real = () => {
     store ??= open();
     return store;

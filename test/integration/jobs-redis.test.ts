@@ -1,0 +1,69 @@
+// Jobs on the Redis store: two servers sharing one Redis see the same jobs, and a job submitted
+// to one can be run by the other (the runner tier of a scaled-out deployment).
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { testModels } from "../helpers/models.js";
+import { type InProcessServer, postJson, startInProcess } from "../helpers/server.js";
+
+const prefix = `modelport-test-${randomUUID().slice(0, 8)}:`;
+let a: InProcessServer;
+let b: InProcessServer;
+
+before(async () => {
+  const models = await testModels();
+  const dir = mkdtempSync(join(tmpdir(), "modelport-jobs-redis-"));
+  const yaml = (name: string, concurrency: number) => {
+    const file = join(dir, name);
+    writeFileSync(
+      file,
+      [
+        "jobs:",
+        "  store: redis",
+        "  redisUrl: redis://127.0.0.1:6379",
+        `  redisPrefix: "${prefix}"`,
+        `  concurrency: ${concurrency}`,
+        `  blobs: {backend: fs, dir: ${join(dir, "blobs")}}`,
+        "models:",
+        `  - {name: tree, path: ${join(models, "churn-tree.onnx")}}`,
+      ].join("\n"),
+    );
+    return file;
+  };
+  a = await startInProcess({ file: yaml("a.yaml", 1) });
+  b = await startInProcess({ file: yaml("b.yaml", 1) });
+});
+
+after(async () => {
+  await a.close();
+  await b.close();
+  // Remove this run's keys.
+  const { RedisJobStore } = await import("../../src/jobs/stores/redis-job-store.js");
+  const store = await RedisJobStore.open("redis://127.0.0.1:6379", { prefix });
+  await store.purge(Number.MAX_SAFE_INTEGER);
+  await store.close();
+});
+
+describe("jobs on Redis", () => {
+  it("a job submitted to one server is visible from the other, runs once and succeeds", async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 20; i++) {
+      const res = await postJson(`${a.url}/v1/models/tree/jobs`, { rows: [[i, 50, 1, 12, 1, 10]] });
+      assert.equal(res.status, 202, JSON.stringify(res.body));
+      ids.push(res.body.id);
+    }
+    for (const id of ids) {
+      const job = (await (await fetch(`${b.url}/v1/jobs/${id}?wait=10`)).json()) as any;
+      assert.equal(job.status, "succeeded", JSON.stringify(job));
+      assert.equal(job.attempts, 1);
+    }
+    const list = (await (await fetch(`${b.url}/v1/jobs?model=tree&limit=100`)).json()) as any;
+    assert.equal(list.jobs.length, ids.length);
+    const sync = await postJson(`${a.url}/v1/models/tree/predict`, { rows: [[0, 50, 1, 12, 1, 10]] });
+    const result = (await (await fetch(`${b.url}/v1/jobs/${ids[0]}/result`)).json()) as any;
+    assert.deepEqual(result.outputs, sync.body.outputs);
+  });
+});
