@@ -733,6 +733,26 @@ export function jobStoreConformance(name: string, open: () => Promise<JobStore>)
         assert.equal(new Set(results.map((r) => r.job.id)).size, 1);
       });
 
+      it("after close, calls fail with MP_ERR_JOB_STORE_UNAVAILABLE", async () => {
+        await store.close();
+        await assert.rejects(store.get("x"), isCode("MP_ERR_JOB_STORE_UNAVAILABLE"));
+        await assert.rejects(store.create(newJob(), T0), isCode("MP_ERR_JOB_STORE_UNAVAILABLE"));
+      });
+
+      it("a cursor it did not issue is refused as MP_ERR_REQUEST_INVALID", async () => {
+        await assert.rejects(store.list({ cursor: "not-a-cursor" }), isCode("MP_ERR_REQUEST_INVALID"));
+      });
+
+      it("a lapsed lease on a job whose cancel was asked ends it canceled instead of rerunning it", async () => {
+        const job = await add(T0);
+        await store.claim("A", ["m"], 1000, T0);
+        await store.cancel(job.id, T0 + 1);
+        assert.equal(await store.claim("B", ["m"], 1000, T0 + 2000), undefined);
+        const ended = await mustGet(job.id);
+        assert.equal(ended.status, "canceled");
+        assert.equal(ended.finishedAt, T0 + 2000);
+      });
+
       it("close is idempotent", async () => {
         await add(T0);
         await store.close();
