@@ -1,8 +1,10 @@
 // A real `modelport serve` process: SIGTERM lets in-flight requests finish and exits 0, and a
 // model computing 50 ms inferences back to back never stalls /livez (the model owns a worker thread).
 import assert from "node:assert/strict";
-import { join } from "node:path";
+import { spawn } from "node:child_process";
+import { dirname, join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { fileURLToPath } from "node:url";
 import { testModels } from "../helpers/models.js";
 import { postJson, startReadyChild, stopStartedChildren } from "../helpers/server.js";
 
@@ -15,6 +17,7 @@ before(async () => {
 after(stopStartedChildren);
 
 const start = startReadyChild;
+const LOAD_LOOP = join(dirname(fileURLToPath(import.meta.url)), "..", "helpers", "load-loop.js");
 
 function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
@@ -72,20 +75,21 @@ describe("lifecycle of a served process", () => {
 
   it("while 50 ms inferences run back to back, /livez answers with p99 under 10 ms", async () => {
     const child = await start([join(models, "slow.onnx")]);
-    let stop = false;
-    let scored = 0;
-    const load = Array.from({ length: 4 }, async () => {
-      while (!stop) {
-        const r = await postJson(`${child.url}/v1/models/slow/predict`, { rows: [[1, 2, 3, 4, 5, 6, 7, 8]] });
-        assert.equal(r.status, 200);
-        scored++;
-      }
+    // The load comes from another process, so that making it does not slow the probes timed here.
+    const body = JSON.stringify({ rows: [[1, 2, 3, 4, 5, 6, 7, 8]] });
+    const load = spawn(process.execPath, [LOAD_LOOP, `${child.url}/v1/models/slow/predict`, body, "2"], {
+      stdio: ["ignore", "pipe", "inherit"],
     });
-    await new Promise((r) => setTimeout(r, 200));
+    let loadOutput = "";
+    load.stdout.on("data", (c: Buffer) => {
+      loadOutput += c;
+    });
+    const loadExit = new Promise((r) => load.once("exit", r));
+    await new Promise((r) => setTimeout(r, 300));
     // This machine is shared: another process can take a core for a while. A blocked event loop
-    // fails every window; a noisy neighbour rarely spoils three, so the best of three counts.
+    // fails every window (each inference holds it 50 ms); a noisy neighbour rarely spoils five.
     const windows: { p50: number; p99: number; n: number }[] = [];
-    for (let attempt = 0; attempt < 3; attempt++) {
+    for (let attempt = 0; attempt < 5; attempt++) {
       const samples: number[] = [];
       const until = Date.now() + 2500;
       while (Date.now() < until) {
@@ -100,13 +104,15 @@ describe("lifecycle of a served process", () => {
       windows.push({ p50: percentile(samples, 50), p99: percentile(samples, 99), n: samples.length });
       if (windows.at(-1)!.p99 < 10) break;
     }
-    stop = true;
-    await Promise.all(load);
+    load.kill("SIGTERM");
+    await loadExit;
+    const scored = JSON.parse(loadOutput) as { ok: number; failed: number };
     const best = Math.min(...windows.map((w) => w.p99));
     const report = windows
       .map((w) => `p50 ${w.p50.toFixed(2)} ms, p99 ${w.p99.toFixed(2)} ms over ${w.n}`)
       .join("; ");
-    assert.ok(scored >= 20, `the model kept computing (${scored} inferences)`);
+    assert.equal(scored.failed, 0);
+    assert.ok(scored.ok >= 20, `the model kept computing (${scored.ok} inferences)`);
     assert.ok(
       windows.every((w) => w.n >= 80),
       report,
