@@ -9,6 +9,14 @@ export const USAGE = `Usage: node dist/bench/run.js [options]     (or: npm run b
                        (npm run bench:batching = --suite all);
                        jobs: the jobs API on churn-tree with SQLite, submission throughput
                        and submit-to-succeeded latency (npm run bench:jobs)
+                       embeddings: POST /v1/embeddings on tiny-embed (transformers), batching
+                       on vs off at concurrency 32, bar >= 3x (npm run bench:embeddings)
+                       scaleout: --role api + runners through Redis: jobs/s with 1 vs 2
+                       runners (bar >= 1.8x) and the API->runner hop at c=1 (bar <= 1 ms
+                       added to p50) (npm run bench:scaleout)
+                       llm: bench-llama (GGUF, built on demand) streamed through
+                       /v1/completions vs node-llama-cpp in-process: TTFT (bar <= 5 ms
+                       added) and decode tokens/s (bar >= 90%) (npm run bench:llm)
   --tuned R/MS         batching suite: also modelport with --batch-max-rows R
                        --batch-max-delay-ms MS (default 64/1; "off" to skip)
   --duration S         measured seconds per load point (default 8; jobs suite 10)
@@ -27,7 +35,7 @@ export const USAGE = `Usage: node dist/bench/run.js [options]     (or: npm run b
 /** A bad flag: reported with the usage text, without a stack. */
 export class UsageError extends Error {}
 
-export type Suite = "foundation" | "batching" | "all" | "jobs";
+export type Suite = "foundation" | "batching" | "all" | "jobs" | "embeddings" | "scaleout" | "llm";
 
 export interface BenchOptions {
   suite: Suite;
@@ -105,10 +113,20 @@ export function parseOptions(argv: string[]): BenchOptions | null {
   if (values.help) return null;
   const quick = values.quick ?? false;
   const suite = values.suite ?? "foundation";
-  if (suite !== "foundation" && suite !== "batching" && suite !== "all" && suite !== "jobs")
-    throw new UsageError(`--suite must be foundation, batching, all or jobs, got '${suite}'`);
+  if (
+    suite !== "foundation" &&
+    suite !== "batching" &&
+    suite !== "all" &&
+    suite !== "jobs" &&
+    suite !== "embeddings" &&
+    suite !== "scaleout" &&
+    suite !== "llm"
+  )
+    throw new UsageError(
+      `--suite must be foundation, batching, all, jobs, embeddings, scaleout or llm, got '${suite}'`,
+    );
   const jobs = suite === "jobs";
-  const concurrency = (values.concurrency ?? (jobs ? "32" : "1,8,64"))
+  const concurrency = (values.concurrency ?? (jobs || suite === "embeddings" ? "32" : "1,8,64"))
     .split(",")
     .map((c) => wholePositive("concurrency", c.trim()));
   return {

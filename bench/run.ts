@@ -1,19 +1,24 @@
 // The benchmark (`npm run bench`, `npm run bench:batching`, `npm run bench:jobs`): builds the example
 // models, then runs the suites asked for with --suite: foundation (the default; churn-tree,
 // bench/foundation.ts), batching (wide-mlp, bench/batching.ts), all (those two, the batching verdict
-// taking its churn-tree bar from the foundation suite) or jobs (the jobs API, bench/jobs.ts). Each suite prints its tables, verdict and Markdown for
-// docs/PERFORMANCE.md on stdout and writes its JSON to bench/results/; progress goes to stderr.
+// taking its churn-tree bar from the foundation suite), jobs (the jobs API, bench/jobs.ts) or
+// embeddings (POST /v1/embeddings with batching on vs off, bench/embeddings.ts) or llm
+// (streamed completions on llama.cpp vs node-llama-cpp in-process, bench/llm.ts). Each suite prints
+// its tables, verdict and Markdown for docs/PERFORMANCE.md on stdout and writes its JSON to bench/results/; progress goes to stderr.
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { buildModels } from "../examples/build-models.js";
 import { runBatching } from "./batching.js";
+import { runEmbeddings } from "./embeddings.js";
 import { type FoundationOutcome, runFoundation } from "./foundation.js";
 import { runJobs } from "./jobs.js";
+import { runLlm } from "./llm.js";
 import { parseOptions, USAGE, UsageError } from "./options.js";
 import { provenance } from "./provenance.js";
 import { machine } from "./report.js";
+import { runScaleout } from "./scaleout.js";
 import type { SuiteContext } from "./suite.js";
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
@@ -52,6 +57,15 @@ async function main(): Promise<void> {
   }
   if (opts.suite === "jobs") {
     process.stdout.write((await runJobs(ctx, commandLine)).text);
+  }
+  if (opts.suite === "scaleout") {
+    process.stdout.write(await runScaleout(ctx, commandLine));
+  }
+  if (opts.suite === "llm") {
+    process.stdout.write(await runLlm(ctx, commandLine));
+  }
+  if (opts.suite === "embeddings") {
+    process.stdout.write(await runEmbeddings(ctx, commandLine));
   }
 }
 

@@ -13,6 +13,8 @@ import { buildChurnTree } from "./build/models/churn-tree.js";
 import { buildMultiIo } from "./build/models/multi-io.js";
 import { buildSegmentMlp } from "./build/models/segment-mlp.js";
 import { buildSlow } from "./build/models/slow.js";
+import { writeTinyEmbed } from "./build/models/tiny-embed.js";
+import { buildTinyLlama, writeLlamaArtifact } from "./build/models/tiny-llama.js";
 import { buildWideMlp } from "./build/models/wide-mlp.js";
 
 export const MODEL_BUILDERS: readonly (() => ModelArtifact)[] = [
@@ -35,6 +37,20 @@ export async function buildModels(outDir: string, log: (line: string) => void = 
     const ms = (performance.now() - started).toFixed(0);
     log(
       `${manifest.name}: ${manifest.bytes} bytes, sha256 ${manifest.sha256.slice(0, 12)}, built in ${ms} ms`,
+    );
+  }
+  // A model folder (Hugging Face layout) for the transformers backend, not a single ONNX file.
+  const embed = await writeTinyEmbed(outDir);
+  names.push("tiny-embed");
+  log(`tiny-embed/: onnx/model.onnx ${embed.bytes} bytes, sha256 ${embed.onnxSha256.slice(0, 12)}`);
+  // A language model for the llama-cpp backend: NAME.gguf, its golden text and manifest.
+  {
+    const started = performance.now();
+    const manifest = await writeLlamaArtifact(outDir, buildTinyLlama());
+    names.push(manifest.name);
+    const ms = (performance.now() - started).toFixed(0);
+    log(
+      `${manifest.file}: ${manifest.bytes} bytes, sha256 ${manifest.sha256.slice(0, 12)}, built in ${ms} ms`,
     );
   }
   return names;

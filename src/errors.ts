@@ -172,6 +172,36 @@ export const ERRORS = {
     retryable: true,
     summary: "The runner that owns the model stopped while the request was in flight; it restarts by itself.",
   },
+  MP_ERR_RUNNER_UNAVAILABLE: {
+    status: 503,
+    retryable: true,
+    summary:
+      "API tier: no runner serving the model answered (none ready, or the request failed on two runners); retry after Retry-After.",
+  },
+  // Language models (OpenAI-compatible routes)
+  MP_ERR_LLM_CONTEXT_OVERFLOW: {
+    status: 400,
+    retryable: false,
+    summary:
+      "The prompt (with the chat template) does not fit the model's context window (llm.contextSize); shorten it.",
+  },
+  MP_ERR_LLM_CAPABILITY_UNSUPPORTED: {
+    status: 400,
+    retryable: false,
+    summary:
+      "The model does not do what the route asks (for example chat or completions on an embeddings model, or embeddings on a chat model).",
+  },
+  MP_ERR_LLM_UPSTREAM_FAILED: {
+    status: 502,
+    retryable: true,
+    summary: "The upstream server behind an `upstream` model failed or could not be reached.",
+  },
+  MP_ERR_LLM_UPSTREAM_REJECTED: {
+    status: 502,
+    retryable: false,
+    summary:
+      "The upstream server behind an `upstream` model refused the request with a 4xx other than 429 (a bad key, an unknown model, a parameter it does not take); its message is quoted.",
+  },
   // Jobs
   MP_ERR_JOB_NOT_FOUND: {
     status: 404,

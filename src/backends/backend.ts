@@ -2,7 +2,8 @@
 // LoadedModel that owns the weights; runners call it, HTTP code never does.
 import type { ModelSignature, TensorMap } from "../tensor.js";
 
-export type BackendName = "onnx" | "custom";
+/** Backends that run in a runner (worker thread or child process); `transformers` serves embedding models. */
+export type BackendName = "onnx" | "custom" | "transformers";
 
 export interface LoadOptions {
   /** The model's name as served. */

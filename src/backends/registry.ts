@@ -3,8 +3,9 @@ import { ModelportError } from "../errors.js";
 import type { Backend, BackendName } from "./backend.js";
 import { CustomBackend } from "./custom/custom-backend.js";
 import { OnnxBackend } from "./onnx/onnx-backend.js";
+import { TransformersBackend } from "./transformers/transformers-backend.js";
 
-export const BACKEND_NAMES: readonly BackendName[] = ["onnx", "custom"];
+export const BACKEND_NAMES: readonly BackendName[] = ["onnx", "custom", "transformers"];
 
 /** Returns the backend for `name`; throws MP_ERR_MODEL_LOAD_FAILED for an unknown one. */
 export function getBackend(name: string): Backend {
@@ -13,6 +14,8 @@ export function getBackend(name: string): Backend {
       return new OnnxBackend();
     case "custom":
       return new CustomBackend();
+    case "transformers":
+      return new TransformersBackend();
     default:
       throw new ModelportError(
         "MP_ERR_MODEL_LOAD_FAILED",

@@ -21,6 +21,9 @@ export const SERVE_OPTIONS = {
   "drain-timeout-ms": { type: "string" },
   processes: { type: "string" },
   "allow-oversubscription": { type: "boolean" },
+  role: { type: "string" },
+  runner: { type: "string", multiple: true },
+  "instance-id": { type: "string" },
   "max-queue-rows": { type: "string" },
   "timeout-ms": { type: "string" },
   placement: { type: "string" },
@@ -87,6 +90,13 @@ export function serveFlags(v: ServeValues): ServeFlags {
   set("drainTimeoutMs", int("drain-timeout-ms", v["drain-timeout-ms"]));
   set("processes", int("processes", v.processes));
   set("allowOversubscription", v["allow-oversubscription"]);
+  const role = v.role;
+  if (role !== undefined && role !== "all" && role !== "api" && role !== "runner") {
+    throw new UsageError(`--role must be all, api or runner, got '${role}'`);
+  }
+  set("role", role);
+  set("runners", v.runner);
+  set("instanceId", v["instance-id"]);
   set("maxQueueRows", int("max-queue-rows", v["max-queue-rows"]));
   set("timeoutMs", int("timeout-ms", v["timeout-ms"]));
   set("placement", v.placement);

@@ -3,6 +3,7 @@ import { VERSION } from "../version.js";
 import { UsageError } from "./args.js";
 import { BENCH_HELP, bench } from "./bench.js";
 import { CHECK_HELP, check } from "./check.js";
+import { COST_HELP, cost } from "./cost.js";
 import { GOLDEN_HELP, golden } from "./golden.js";
 import { JOBS_HELP, jobs } from "./jobs.js";
 import { SERVE_HELP, serve } from "./serve.js";
@@ -19,6 +20,7 @@ Commands:
   jobs list|show|cancel|retry|purge   inspect and manage asynchronous jobs
   bench URL [--model NAME]  load a running server at one or more concurrencies: req/s, p50/p90/p99, chart
   tune MODEL                try serving layouts (processes × threads × batching) and write the best as config
+  cost [URL]                per model: requests, cost per 1,000 requests, compute ms per request (docs/Cost.md)
   version                   print the version
 
 Run 'modelport <command> --help' for a command's options. Docs: docs/ in the repository.
@@ -41,6 +43,8 @@ export async function main(argv: string[]): Promise<number> {
         return await bench(rest);
       case "tune":
         return await tune(rest);
+      case "cost":
+        return await cost(rest);
       case "version":
       case "--version":
       case "-v":
@@ -64,4 +68,4 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
-export { BENCH_HELP, CHECK_HELP, GOLDEN_HELP, JOBS_HELP, SERVE_HELP, TUNE_HELP };
+export { BENCH_HELP, CHECK_HELP, COST_HELP, GOLDEN_HELP, JOBS_HELP, SERVE_HELP, TUNE_HELP };

@@ -12,6 +12,8 @@ import { createLogger } from "./logger.js";
 export const SERVE_HELP = `Usage: modelport serve [MODEL] [options]
 
 Serve one model file (MODEL: .onnx, or a .ts/.js custom handler) or several (-c FILE).
+MODEL may also be a Hugging Face model folder (config.json, tokenizer.json, onnx/model.onnx):
+it is served as an embeddings model (backend transformers) on POST /v1/embeddings.
 A model served from a file is named after the file's base name unless --name is given.
 Beside MODEL, NAME.manifest.json (sha256) and NAME.golden.json are used when present.
 
@@ -20,7 +22,8 @@ Options:
       --host HOST          address to listen on (default 127.0.0.1)
   -p, --port PORT          port to listen on (default 8080; 0 picks a free one)
       --name NAME          model name (single model)
-      --backend NAME       onnx | custom (default: from the file extension)
+      --backend NAME       onnx | custom | llama-cpp | transformers (default: from the file
+                           extension; a folder with config.json + tokenizer.json: transformers)
       --threads N          intra-op threads for the model (default 1)
       --sha256 HEX         expected sha256 of the model file (single model)
       --golden FILE        golden file (single model)
@@ -32,6 +35,14 @@ Options:
       --drain-timeout-ms N how long SIGTERM waits for in-flight requests (default 10000)
       --processes N        HTTP front processes, each with its own copy of the models (default 1)
       --allow-oversubscription  accept a layout whose multi-threaded models oversubscribe the cores
+      --role ROLE          all (default: HTTP and models in one process) | api (HTTP, validation,
+                           auth, jobs API; loads no weights, forwards to runners) | runner (loads
+                           the models, answers the API tier, executes jobs) (docs/Deploy.md)
+      --runner URL         role api: a runner's base URL, e.g. http://10.0.0.5:8080 (repeatable;
+                           also MODELPORT_RUNNERS); dns+http://NAME:PORT expands to every address
+                           of NAME (a Kubernetes headless Service)
+      --instance-id ID     this process's name in logs, metrics and X-Modelport-Instance
+                           (default HOST:PID; also MODELPORT_INSTANCE_ID)
       --max-queue-rows N   rows that may wait per model before 503 + Retry-After (default 4096)
       --timeout-ms N       default request deadline; X-Request-Timeout-Ms overrides (default 30000)
       --placement WHERE    worker (thread, default) | process (supervised child process)
@@ -64,6 +75,11 @@ export async function serve(args: string[]): Promise<number> {
   const format = (values["log-format"] ?? "auto") as "auto" | "json" | "pretty";
   const logger = createLogger(config.server.logLevel, format);
   for (const w of threadBudget(config, availableParallelism()).warnings) logger.warn(`thread budget: ${w}`);
+  if (config.server.role !== "all" && config.jobs.store === "sqlite") {
+    logger.warn(
+      `role ${config.server.role} with jobs.store sqlite: jobs are shared only with processes on this machine that open the same file; use jobs.store redis across machines`,
+    );
+  }
   if (config.server.processes > 1 && cluster.isPrimary) {
     logger.info({ processes: config.server.processes }, "starting serving processes");
     const code = await runPrimary(config.server.processes, logger);
@@ -98,13 +114,29 @@ export async function serve(args: string[]): Promise<number> {
   process.on("SIGINT", () => stop("SIGINT"));
 
   const address = await server.app.listen({ host: config.server.host, port: config.server.port });
-  logger.info({ address, models: config.models.map((m) => m.name) }, `modelport listening on ${address}`);
+  logger.info(
+    { address, models: [...config.models, ...(config.languageModels ?? [])].map((m) => m.name) },
+    `modelport listening on ${address}`,
+  );
   await server.loadModels();
-  const readiness = server.registry.readiness();
-  if (readiness.ready) {
+  const tensorReadiness = server.registry.readiness();
+  const languageReadiness = server.context.languageModels.readiness();
+  const readiness = {
+    ready: tensorReadiness.ready && languageReadiness.ready,
+    reasons: [...tensorReadiness.reasons, ...languageReadiness.reasons],
+  };
+  if (config.server.role === "api") {
+    const runners = server.registry.pool?.all() ?? [];
+    const up = runners.filter((r) => r.healthy).length;
+    const say = `API tier: ${up} of ${runners.length} runner(s) answering`;
+    if (readiness.ready) logger.info(`${say}; every model has a ready runner; docs at ${address}/docs`);
+    else
+      logger.warn({ reasons: readiness.reasons }, `${say}; not ready until every model has a ready runner`);
+  } else if (readiness.ready) {
     const unchecked = server.registry.all().filter((h) => h.status().golden === "none").length;
     const checked = unchecked ? ` (${unchecked} without a golden file)` : ", every golden example matched";
-    logger.info(`ready: ${config.models.length} model(s) loaded${checked}; docs at ${address}/docs`);
+    const served = config.models.length + (config.languageModels?.length ?? 0);
+    logger.info(`ready: ${served} model(s) loaded${checked}; docs at ${address}/docs`);
   } else logger.error({ reasons: readiness.reasons }, "NOT READY: /readyz answers 503 until this is fixed");
   return new Promise<number>(() => {}); // runs until a signal
 }

@@ -191,7 +191,7 @@ export function explain(pick: NonNullable<ReturnType<typeof pickWinner>>, p99Ms:
 /** The recommended config as YAML text, with a comment saying where it came from. */
 export function tunedYaml(opts: {
   name: string;
-  backend: "onnx" | "custom";
+  backend: "onnx" | "custom" | "transformers";
   modelPath: string;
   layout: Layout;
   comment: string[];

@@ -5,8 +5,11 @@ import { availableParallelism } from "node:os";
 import { basename, dirname, extname, resolve } from "node:path";
 import { parse as parseYaml, YAMLParseError } from "yaml";
 import type { z } from "zod";
+import { isTransformersFolder } from "../backends/transformers/transformers-backend.js";
 import type { ModelManifest } from "../golden.js";
+import { isLanguageBackend } from "../llm/language-model.js";
 import { threadBudget } from "../runner/threads.js";
+import { resolveLanguageModels } from "./language-models.js";
 import {
   type Config,
   type ConfigInput,
@@ -41,6 +44,9 @@ export interface ServeFlags {
   drainTimeoutMs?: number;
   processes?: number;
   allowOversubscription?: boolean;
+  role?: string;
+  runners?: string[];
+  instanceId?: string;
   maxQueueRows?: number;
   timeoutMs?: number;
   /** Single model only. */
@@ -81,10 +87,13 @@ export interface LoadConfigOptions {
   cores?: number;
 }
 
-/** Picks the backend from a path: .onnx → onnx; .ts/.js/.mjs module → custom. */
-export function backendForPath(path: string): "onnx" | "custom" | undefined {
+/** Picks the backend from a path: .onnx → onnx; .gguf → llama-cpp; .ts/.js/.mjs module → custom; a folder with config.json and tokenizer.json → transformers. */
+export function backendForPath(path: string): "onnx" | "custom" | "llama-cpp" | "transformers" | undefined {
+  // A Hugging Face model folder (config.json + tokenizer.json) is an embeddings model.
+  if (isTransformersFolder(path)) return "transformers";
   const ext = extname(path).toLowerCase();
   if (ext === ".onnx") return "onnx";
+  if (ext === ".gguf") return "llama-cpp";
   if ([".ts", ".mts", ".js", ".mjs", ".cjs", ".cts"].includes(ext)) return "custom";
   return undefined;
 }
@@ -153,12 +162,36 @@ function applyFlags(raw: Record<string, unknown>, flags: ServeFlags, env: NodeJS
   const keys = [...((server.apiKeys as string[] | undefined) ?? []), ...(flags.apiKeys ?? [])];
   for (const k of (env.MODELPORT_API_KEYS ?? "").split(",")) if (k.trim()) keys.push(k.trim());
   if (keys.length) server.apiKeys = keys;
+  if (flags.role !== undefined) server.role = flags.role;
+  if (flags.instanceId !== undefined) server.instanceId = flags.instanceId;
+  // --runner replaces the file's list (a command line names the whole set); the env adds to it.
+  const runners = flags.runners ?? (server.runners as string[] | undefined) ?? [];
+  const fromEnv = (env.MODELPORT_RUNNERS ?? "").split(",").map((r) => r.trim());
+  const allRunners = [...runners, ...fromEnv.filter((r) => r !== "")];
+  if (allRunners.length) server.runners = allRunners;
+  if (env.MODELPORT_INSTANCE_ID && server.instanceId === undefined)
+    server.instanceId = env.MODELPORT_INSTANCE_ID;
   raw.limits ??= {};
   const limits = raw.limits as Record<string, unknown>;
   if (flags.maxBatchRows !== undefined) limits.maxBatchRows = flags.maxBatchRows;
   if (flags.maxBodyBytes !== undefined) limits.maxBodyBytes = flags.maxBodyBytes;
   if (flags.maxQueueRows !== undefined) limits.maxQueueRows = flags.maxQueueRows;
   if (flags.timeoutMs !== undefined) limits.timeoutMs = flags.timeoutMs;
+}
+
+/** A file entry without `backend` whose path names a GGUF file is served by llama-cpp (not the onnx default). */
+function inferLanguageBackends(raw: Record<string, unknown>): void {
+  if (!Array.isArray(raw.models)) return;
+  for (const m of raw.models as unknown[]) {
+    if (typeof m !== "object" || m === null) continue;
+    const entry = m as Record<string, unknown>;
+    if (
+      entry.backend === undefined &&
+      typeof entry.path === "string" &&
+      backendForPath(entry.path) === "llama-cpp"
+    )
+      entry.backend = "llama-cpp";
+  }
 }
 
 function readManifest(file: string, problems: string[], where: string): ModelManifest | undefined {
@@ -182,9 +215,12 @@ function resolveModel(
   defaults: z.output<typeof configSchema>["limits"],
   source: string,
   problems: string[],
+  role: Config["server"]["role"],
 ): ModelConfig {
   const where = `${source}: models[${index}]`;
   const path = resolve(baseDir, m.path);
+  // The API tier loads no weights: its machine need not hold the model files.
+  if (role === "api") return remoteModel(m, path, defaults);
   if (!existsSync(path)) problems.push(`${where}.path: ${path} does not exist`);
   else if (!statSync(path).isFile()) problems.push(`${where}.path: ${path} is not a file`);
   const stem = resolve(dirname(path), modelBase(path));
@@ -210,7 +246,7 @@ function resolveModel(
 
   return Object.freeze({
     name: m.name,
-    backend: m.backend,
+    backend: m.backend as ModelConfig["backend"],
     path,
     version: m.version,
     ...(sha256 ? { sha256, sha256Source } : {}),
@@ -221,6 +257,28 @@ function resolveModel(
     batching: Object.freeze({ ...m.batching }),
     placement: m.placement,
     ...(m.maxRssMb ? { maxRssMb: m.maxRssMb } : {}),
+    device: m.device,
+    options: Object.freeze({ ...m.options }),
+    ...(m.description ? { description: m.description } : {}),
+  });
+}
+
+/** A model as the API tier sees it: its name, limits and batching, no files to check or read. */
+function remoteModel(
+  m: z.output<typeof configSchema>["models"][number],
+  path: string,
+  defaults: z.output<typeof configSchema>["limits"],
+): ModelConfig {
+  return Object.freeze({
+    name: m.name,
+    backend: m.backend as ModelConfig["backend"],
+    path,
+    version: m.version,
+    tolerance: m.tolerance,
+    threads: m.threads,
+    limits: Object.freeze({ ...defaults, ...m.limits }),
+    batching: Object.freeze({ ...m.batching }),
+    placement: m.placement,
     device: m.device,
     options: Object.freeze({ ...m.options }),
     ...(m.description ? { description: m.description } : {}),
@@ -269,6 +327,14 @@ export function loadConfig(opts: LoadConfigOptions): Config {
     ]);
   }
   applyFlags(raw, flags, env);
+  inferLanguageBackends(raw);
+  // An upstream model has a URL, not a file: its `path` may be left out (it is the URL then).
+  if (Array.isArray(raw.models)) {
+    for (const m of raw.models as Record<string, unknown>[]) {
+      const url = (m?.upstream as { url?: unknown } | undefined)?.url;
+      if (m?.backend === "upstream" && m.path === undefined && typeof url === "string") m.path = url;
+    }
+  }
 
   const result = configSchema.safeParse(raw as ConfigInput);
   if (!result.success) {
@@ -277,9 +343,31 @@ export function loadConfig(opts: LoadConfigOptions): Config {
     throw new ConfigError(problems);
   }
   const parsed = result.data;
-  const models = parsed.models.map((m, i) => resolveModel(m, i, baseDir, parsed.limits, source, problems));
+  const role = parsed.server.role;
+  // Language models (llama-cpp, transformers, upstream) go to their own list and registry.
+  const models = parsed.models.flatMap((m, i) =>
+    isLanguageBackend(m.backend) ? [] : [resolveModel(m, i, baseDir, parsed.limits, source, problems, role)],
+  );
+  // Machine-hour price for cost per request: the model's own, else the server's default.
+  for (const [i, m] of models.entries()) {
+    const own = parsed.models.find((p) => p.name === m.name)?.pricePerHour;
+    models[i] = Object.freeze({ ...m, pricePerHour: own ?? parsed.server.pricePerHour });
+  }
+  const languageModels = resolveLanguageModels(parsed, baseDir, source, problems);
+  if (role === "api" && parsed.server.runners.length === 0) {
+    problems.push(
+      `${source}: server.runners: role api forwards to runners; list their URLs (server.runners, --runner URL or MODELPORT_RUNNERS)`,
+    );
+  }
+  for (const [i, r] of parsed.server.runners.entries()) {
+    if (!/^(dns\+)?https?:\/\/[^/\s]+\/?$/.test(r)) {
+      problems.push(
+        `${source}: server.runners[${i}]: '${r}' is not a base URL like http://runner:8080 or dns+http://runners:8080`,
+      );
+    }
+  }
   const seen = new Map<string, number>();
-  models.forEach((m, i) => {
+  parsed.models.forEach((m, i) => {
     const first = seen.get(m.name);
     if (first !== undefined) {
       problems.push(
@@ -287,8 +375,14 @@ export function loadConfig(opts: LoadConfigOptions): Config {
       );
     } else seen.set(m.name, i);
   });
-  const budget = threadBudget({ server: parsed.server, models }, opts.cores ?? availableParallelism());
-  for (const p of budget.problems) problems.push(`${source}: thread budget: ${p}`);
+  // The API tier runs no models, so their threads do not count against its cores.
+  if (role !== "api") {
+    const budget = threadBudget(
+      { server: parsed.server, models, languageModels },
+      opts.cores ?? availableParallelism(),
+    );
+    for (const p of budget.problems) problems.push(`${source}: thread budget: ${p}`);
+  }
   if (problems.length) throw new ConfigError(problems);
 
   return Object.freeze({
@@ -296,6 +390,7 @@ export function loadConfig(opts: LoadConfigOptions): Config {
     limits: Object.freeze({ ...parsed.limits }),
     jobs: Object.freeze({ ...parsed.jobs }),
     models: Object.freeze(models),
+    ...(languageModels.length ? { languageModels: Object.freeze(languageModels) } : {}),
     ...(opts.file ? { source } : {}),
   });
 }

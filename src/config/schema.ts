@@ -37,6 +37,50 @@ export const batchingSchema = z
 
 export type BatchingConfig = z.output<typeof batchingSchema>;
 
+/** Language models (backends llama-cpp, transformers, upstream): generation settings. */
+export const llmSchema = z
+  .object({
+    /** Context window of each sequence in tokens (prompt + answer); memory grows with contextSize × sequences. */
+    contextSize: positiveInt.max(1_048_576).default(2048),
+    /** Requests generating at once (llama-cpp: parallel sequences of one context). */
+    sequences: positiveInt.max(256).default(1),
+    /** Requests allowed to wait for a free sequence; beyond it 503 MP_ERR_MODEL_OVERLOADED with Retry-After. */
+    maxWaiting: z.number().int().nonnegative().max(100_000).default(16),
+    /** Jinja chat template; overrides the one in the model file (GGUF tokenizer.chat_template). */
+    chatTemplate: z.string().min(1).optional(),
+    /** Most new tokens per request, whatever max_tokens asks; default: up to the context's end. */
+    maxTokens: positiveInt.optional(),
+    /** Tokens evaluated per batch while reading a prompt (llama-cpp batchSize); default: the library's. */
+    batchSize: positiveInt.max(65_536).optional(),
+  })
+  .strict();
+
+export type LlmConfig = z.output<typeof llmSchema>;
+
+/** backend upstream: where requests go, how the key is found, and how failures are retried. */
+export const upstreamSchema = z
+  .object({
+    /** Base URL of an OpenAI-compatible API, e.g. https://api.openai.com/v1 (routes are appended). */
+    url: z.string().url(),
+    /** Name of the environment variable that holds the API key (never the key itself in a file). */
+    apiKeyEnv: z
+      .string()
+      .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "an environment variable name")
+      .optional(),
+    /** The model name the upstream knows; default: this model's name. */
+    model: z.string().min(1).optional(),
+    /** Limit for one attempt (until the first byte of a stream, then between chunks). */
+    timeoutMs: positiveInt.default(60_000),
+    /** Attempts after the first, on 429, 5xx and connection errors before any byte was streamed. */
+    retries: z.number().int().nonnegative().max(10).default(3),
+    /** First backoff; doubles each attempt (a Retry-After header wins, up to maxBackoffMs). */
+    backoffMs: positiveInt.default(500),
+    maxBackoffMs: positiveInt.default(30_000),
+  })
+  .strict();
+
+export type UpstreamConfig = z.output<typeof upstreamSchema>;
+
 export const modelSchema = z
   .object({
     name: z
@@ -45,7 +89,8 @@ export const modelSchema = z
         /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/,
         "use letters, digits, '.', '_' or '-' (max 128), starting with a letter or digit",
       ),
-    backend: z.enum(["onnx", "custom"]).default("onnx"),
+    /** onnx and custom are tensor models; llama-cpp, transformers and upstream are language models (src/llm/). */
+    backend: z.enum(["onnx", "custom", "llama-cpp", "transformers", "upstream"]).default("onnx"),
     path: z.string().min(1),
     version: z
       .string()
@@ -69,8 +114,18 @@ export const modelSchema = z
     device: z.enum(["cpu", "cuda"]).default("cpu"),
     limits: modelLimitsSchema.optional(),
     batching: batchingSchema.default(batchingSchema.parse({})),
+    /** Language backends only (defaults filled in by config/load.ts). */
+    llm: llmSchema.optional(),
     options: z.record(z.string(), z.unknown()).default({}),
     description: z.string().optional(),
+    /** Dollars per machine-hour for this model's compute (cost per request); default server.pricePerHour. */
+    pricePerHour: z.number().nonnegative().optional(),
+    /** Upstream models: dollars per million prompt tokens. */
+    pricePerMillionInputTokens: z.number().nonnegative().optional(),
+    /** Upstream models: dollars per million completion tokens. */
+    pricePerMillionOutputTokens: z.number().nonnegative().optional(),
+    /** backend upstream: the OpenAI-compatible service requests are forwarded to (src/backends/upstream/). */
+    upstream: upstreamSchema.optional(),
   })
   .strict();
 
@@ -89,6 +144,24 @@ export const serverSchema = z
     processes: positiveInt.max(256).default(1),
     /** Accept a layout whose multi-threaded models oversubscribe the cores (not recommended). */
     allowOversubscription: z.boolean().default(false),
+    /** Default dollars per machine-hour for local models' cost per request (0: time is measured, cost 0). */
+    pricePerHour: z.number().nonnegative().default(0),
+    /**
+     * all: HTTP and the models in one process (default). api: HTTP, validation, auth and the jobs
+     * API; loads no weights and forwards predict requests to `runners`. runner: loads the models
+     * and executes work (its own HTTP API answers the API tier; job workers pull from the store).
+     */
+    role: z.enum(["all", "api", "runner"]).default("all"),
+    /**
+     * role api: the runners' base URLs (http://host:port). `dns+http://name:port` expands to one
+     * runner per address the name resolves to (a Kubernetes headless Service), re-resolved on every
+     * health poll. Also MODELPORT_RUNNERS (comma-separated).
+     */
+    runners: z.array(z.string().min(1)).default([]),
+    /** role api: how often each runner's health and models are polled. */
+    runnerPollMs: positiveInt.max(60_000).default(1000),
+    /** This process's name in logs, metrics and the X-Modelport-Instance header; default host:pid. */
+    instanceId: z.string().min(1).max(128).optional(),
   })
   .strict();
 
@@ -179,7 +252,8 @@ export type ModelConfigInput = z.input<typeof modelSchema>;
 
 export interface ModelConfig {
   readonly name: string;
-  readonly backend: "onnx" | "custom";
+  /** "transformers" only inside an embedding model's own ModelHost (src/backends/transformers/). */
+  readonly backend: "onnx" | "custom" | "transformers";
   /** Absolute path. */
   readonly path: string;
   readonly version: string;
@@ -197,6 +271,35 @@ export interface ModelConfig {
   readonly device: "cpu" | "cuda";
   readonly options: Readonly<Record<string, unknown>>;
   readonly description?: string;
+  /** Dollars per machine-hour (the model's own, else server.pricePerHour); for cost per request. */
+  readonly pricePerHour?: number;
+}
+
+/** A model served through the LanguageModel interface (src/llm/language-model.ts), not a tensor runner. */
+export interface LanguageModelConfig {
+  readonly name: string;
+  readonly backend: "llama-cpp" | "transformers" | "upstream";
+  /** Absolute path of the model file or folder. */
+  readonly path: string;
+  readonly version: string;
+  readonly sha256?: string;
+  readonly sha256Source?: string;
+  /** Absolute path of the golden file (src/llm/llm-golden.ts format), when there is one. */
+  readonly golden?: string;
+  /** Math threads; always passed to the library explicitly. */
+  readonly threads: number;
+  readonly limits: Readonly<z.output<typeof limitsSchema>>;
+  readonly llm: Readonly<LlmConfig>;
+  readonly options: Readonly<Record<string, unknown>>;
+  readonly description?: string;
+  /** backend transformers: batching of concurrent embedding requests (as for tensor models). */
+  readonly batching?: Readonly<BatchingConfig>;
+  /** Cost per request (src/metrics/cost.ts): local models use pricePerHour, upstream ones token prices. */
+  readonly pricePerHour?: number;
+  readonly pricePerMillionInputTokens?: number;
+  readonly pricePerMillionOutputTokens?: number;
+  /** backend upstream only. */
+  readonly upstream?: Readonly<UpstreamConfig>;
 }
 
 export interface ServerConfig {
@@ -208,13 +311,22 @@ export interface ServerConfig {
   readonly requestLogging: boolean;
   readonly processes: number;
   readonly allowOversubscription: boolean;
+  /** Default machine-hour price for cost per request; absent means 0. */
+  readonly pricePerHour?: number;
+  readonly role: "all" | "api" | "runner";
+  readonly runners: readonly string[];
+  readonly runnerPollMs: number;
+  readonly instanceId?: string;
 }
 
 export interface Config {
   readonly server: ServerConfig;
   readonly limits: Readonly<z.output<typeof limitsSchema>>;
   readonly jobs: Readonly<JobsConfig>;
+  /** Tensor models (onnx, custom), served by the ModelRegistry. */
   readonly models: readonly ModelConfig[];
+  /** Language models (llama-cpp, transformers, upstream), served by the LanguageModelRegistry. Absent = none. */
+  readonly languageModels?: readonly LanguageModelConfig[];
   /** The file the config came from, if any. */
   readonly source?: string;
 }

@@ -5,8 +5,8 @@ import { createHash, randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import type { JobsConfig } from "../config/schema.js";
 import { isModelportError, ModelportError } from "../errors.js";
-import type { ModelHost } from "../models/model-host.js";
 import type { ModelRegistry } from "../models/model-registry.js";
+import type { ServedModel } from "../models/served-model.js";
 import { checkCallbackUrl, deliverWebhook } from "../notify/webhook.js";
 import { CancelHandle } from "../runner/cancel.js";
 import { decodeNative } from "../server/decode.js";
@@ -247,7 +247,7 @@ export class JobQueue {
     });
   }
 
-  private async workLoop(host: ModelHost): Promise<void> {
+  private async workLoop(host: ServedModel): Promise<void> {
     const model = host.config.name;
     while (!this.stopping) {
       let job: Job | undefined;
@@ -270,7 +270,7 @@ export class JobQueue {
     }
   }
 
-  private async run(host: ModelHost, job: Job, cancel: CancelHandle): Promise<void> {
+  private async run(host: ServedModel, job: Job, cancel: CancelHandle): Promise<void> {
     this.events.publish(job);
     const renew = setInterval(
       async () => {
@@ -317,7 +317,7 @@ export class JobQueue {
   }
 
   /** Runs the job's input through the model's batcher, behind synchronous requests, within the job timeout. */
-  private async execute(host: ModelHost, job: Job, cancel: CancelHandle): Promise<Record<string, unknown>> {
+  private async execute(host: ServedModel, job: Job, cancel: CancelHandle): Promise<Record<string, unknown>> {
     const signature = host.signature;
     if (!signature) throw host.notReadyError();
     const inputs = decodeNative(JSON.parse(job.input), signature, host.config.limits);

@@ -81,6 +81,117 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly runnerUp = new Gauge({
+    name: "modelport_runner_up",
+    help: "API tier: 1 while the runner answers its health poll, else 0.",
+    labelNames: ["runner"] as const,
+    registers: [this.registry],
+  });
+
+  readonly runnerInFlight = new Gauge({
+    name: "modelport_runner_in_flight",
+    help: "API tier: requests forwarded to the runner and not yet answered.",
+    labelNames: ["runner"] as const,
+    registers: [this.registry],
+  });
+
+  readonly runnerForwards = new Counter({
+    name: "modelport_runner_forwards_total",
+    help: "API tier: predict requests forwarded, by runner and outcome (ok, error, unreachable, retried).",
+    labelNames: ["runner", "outcome"] as const,
+    registers: [this.registry],
+  });
+
+  readonly runnerForwardDuration = new Histogram({
+    name: "modelport_runner_forward_duration_seconds",
+    help: "API tier: time from forwarding a request to a runner to its answer, by model.",
+    labelNames: ["model"] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+
+  /** Cost per model (src/metrics/cost.ts): machine time × pricePerHour, or tokens × per-million prices. */
+  readonly cost = {
+    dollars: new Counter({
+      name: "modelport_cost_dollars_total",
+      help: "Estimated cost in dollars: local models' compute time × pricePerHour, upstream models' tokens × prices.",
+      labelNames: ["model"] as const,
+      registers: [this.registry],
+    }),
+    computeSeconds: new Counter({
+      name: "modelport_cost_compute_seconds_total",
+      help: "Machine time of the model's batches (local), or wall time of upstream calls.",
+      labelNames: ["model"] as const,
+      registers: [this.registry],
+    }),
+    requests: new Counter({
+      name: "modelport_cost_requests_total",
+      help: "Requests the cost figures cover (each piece of a request split across batches counts).",
+      labelNames: ["model"] as const,
+      registers: [this.registry],
+    }),
+    tokens: new Counter({
+      name: "modelport_cost_tokens_total",
+      help: "Tokens counted for cost, by kind (input, output).",
+      labelNames: ["model", "kind"] as const,
+      registers: [this.registry],
+    }),
+  };
+
+  // Language models (src/llm/): per model, recorded by the OpenAI routes; the two gauges are
+  // read from the models at scrape time (languageModelLoad).
+  readonly llmTimeToFirstToken = new Histogram({
+    name: "modelport_llm_time_to_first_token_seconds",
+    help: "Time from a generation request received to its first generated text (streaming or not).",
+    labelNames: ["model"] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+
+  readonly llmGeneratedTokens = new Counter({
+    name: "modelport_llm_generated_tokens_total",
+    help: "Tokens generated; divided by modelport_llm_generation_seconds_total it gives tokens per second per request.",
+    labelNames: ["model"] as const,
+    registers: [this.registry],
+  });
+
+  readonly llmPromptTokens = new Counter({
+    name: "modelport_llm_prompt_tokens_total",
+    help: "Prompt tokens evaluated (chat template included).",
+    labelNames: ["model"] as const,
+    registers: [this.registry],
+  });
+
+  readonly llmGenerationSeconds = new Counter({
+    name: "modelport_llm_generation_seconds_total",
+    help: "Time spent generating, from first token to last, summed over requests.",
+    labelNames: ["model"] as const,
+    registers: [this.registry],
+  });
+
+  /** Set by the app: each language model's active and waiting requests, read at scrape time. */
+  languageModelLoad: () => Iterable<{ model: string; active: number; waiting: number }> = () => [];
+
+  readonly llmActiveSequences = new Gauge({
+    name: "modelport_llm_active_sequences",
+    help: "Requests generating now (sequences in use).",
+    labelNames: ["model"] as const,
+    registers: [this.registry],
+    collect: () => {
+      for (const l of this.languageModelLoad()) this.llmActiveSequences.set({ model: l.model }, l.active);
+    },
+  });
+
+  readonly llmWaitingRequests = new Gauge({
+    name: "modelport_llm_waiting_requests",
+    help: "Requests waiting for a free sequence (bounded by llm.maxWaiting).",
+    labelNames: ["model"] as const,
+    registers: [this.registry],
+    collect: () => {
+      for (const l of this.languageModelLoad()) this.llmWaitingRequests.set({ model: l.model }, l.waiting);
+    },
+  });
+
   private readonly requestChildren = new Map<
     string,
     { count: { inc(): void }; duration: { observe(v: number): void } }

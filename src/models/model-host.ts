@@ -8,6 +8,7 @@
 import type { Logger } from "pino";
 import type { ModelConfig } from "../config/schema.js";
 import { type ErrorCode, isModelportError, ModelportError } from "../errors.js";
+import { CostMeter } from "../metrics/cost.js";
 import type { Metrics } from "../metrics/metrics.js";
 import { Batcher, type BatcherObserver, type SubmitOptions } from "../runner/batcher.js";
 import { ProcessRunner } from "../runner/process-runner.js";
@@ -16,39 +17,9 @@ import { WorkerRunner } from "../runner/worker-runner.js";
 import type { ModelSignature, TensorMap } from "../tensor.js";
 import { fileDigest } from "./file-digest.js";
 import { compareGolden, goldenInputs, readGolden } from "./golden-check.js";
+import type { ModelState, ModelStatus, ServedModel } from "./served-model.js";
 
-export type ModelState = "loading" | "ready" | "failed" | "restarting" | "closed";
-
-export interface ModelStatus {
-  name: string;
-  version: string;
-  backend: string;
-  path: string;
-  state: ModelState;
-  ready: boolean;
-  /** Why the model is not ready, in words; absent when ready. */
-  reason?: string;
-  code?: ErrorCode;
-  sha256?: string;
-  bytes?: number;
-  loadMs?: number;
-  memoryBytes?: number;
-  golden: "passed" | "failed" | "none" | "pending";
-  goldenDiff?: { output: string; problem: string }[];
-  /** Times the runner was restarted after dying. */
-  restarts: number;
-  /** Times the runner was recycled (drained and restarted while ready) for its memory ceiling. */
-  recycles: number;
-  /** Where the model runs; `pid` is the runner's own process (placement "process", while it runs). */
-  runner: { placement: "worker" | "process"; pid?: number };
-  batching: {
-    enabled: boolean;
-    maxBatchRows: number;
-    maxDelayMs: number;
-    queuedRows: number;
-    inFlight: number;
-  };
-}
+export type { ModelState, ModelStatus } from "./served-model.js";
 
 export type RunnerFactory = (config: ModelConfig) => Runner;
 
@@ -88,7 +59,7 @@ export interface ModelHostOptions {
   minRecycleIntervalMs?: number;
 }
 
-export class ModelHost {
+export class ModelHost implements ServedModel {
   readonly config: ModelConfig;
   private readonly runner: Runner;
   private readonly log: Logger;
@@ -110,12 +81,15 @@ export class ModelHost {
   private nextRecycleAt = 0;
   private readonly minRecycleIntervalMs: number;
   private warnedCeiling = false;
+  /** Compute time and its cost per request (src/metrics/cost.ts), fed by the batcher's observer. */
+  readonly cost: CostMeter;
 
   constructor(config: ModelConfig, log: Logger, options: ModelHostOptions = {}) {
     this.config = config;
     this.runner = (options.runnerFactory ?? defaultRunnerFactory)(config);
     this.log = log.child({ model: config.name });
     this.metrics = options.metrics;
+    this.cost = new CostMeter(config.name, { pricePerHour: config.pricePerHour }, options.metrics?.cost);
     this.minRecycleIntervalMs = options.minRecycleIntervalMs ?? MIN_RECYCLE_INTERVAL_MS;
     this.runner.onCrash((why) => this.onCrash(why));
     this.runner.onRecycleNeeded?.((why) => this.onRecycleNeeded(why));
@@ -198,10 +172,12 @@ export class ModelHost {
     const inference = m.inferenceDuration.labels(labels);
     const wait = m.queueWait.labels(labels);
     const depth = m.queueDepth.labels(labels);
+    const cost = this.cost;
     return {
-      batch(rows, _requests, ms) {
+      batch(rows, requests, ms) {
         batchRows.observe(rows);
         inference.observe(ms / 1000);
+        cost.batch(requests, ms);
       },
       queueWait: (ms) => wait.observe(ms / 1000),
       queueDepth: (rows) => depth.set(rows),
@@ -297,6 +273,7 @@ export class ModelHost {
         maxDelayMs: c.batching.maxDelayMs,
         ...depth,
       },
+      cost: this.cost.snapshot(),
     };
   }
 

@@ -1,9 +1,13 @@
 // All served models by name, started one after another at boot (so each load's memory
-// figure is its own), with the readiness summary behind /readyz.
+// figure is its own), with the readiness summary behind /readyz. On the API tier (role api)
+// every model is a RemoteModel forwarding to the runner pool instead.
 import type { Logger } from "pino";
 import type { Config } from "../config/schema.js";
 import { ModelportError } from "../errors.js";
-import { ModelHost, type ModelHostOptions, type ModelStatus } from "./model-host.js";
+import { RemoteModel } from "../runner/remote/remote-model.js";
+import { RunnerPool } from "../runner/remote/runner-pool.js";
+import { ModelHost, type ModelHostOptions } from "./model-host.js";
+import type { ModelStatus, ServedModel } from "./served-model.js";
 
 export interface Readiness {
   ready: boolean;
@@ -13,23 +17,35 @@ export interface Readiness {
 }
 
 export class ModelRegistry {
-  private readonly hosts = new Map<string, ModelHost>();
+  private readonly hosts = new Map<string, ServedModel>();
+  /** The runners the API tier forwards to; undefined in the other roles. */
+  readonly pool: RunnerPool | undefined;
 
   constructor(config: Config, log: Logger, options: ModelHostOptions = {}) {
+    if (config.server.role === "api") {
+      const pool = new RunnerPool(config.server, log, options.metrics);
+      this.pool = pool;
+      for (const m of config.models) this.hosts.set(m.name, new RemoteModel(m, pool));
+      return;
+    }
     for (const m of config.models) this.hosts.set(m.name, new ModelHost(m, log, options));
   }
 
-  /** Loads and checks every model in order; resolves when all have settled, ready or not. */
+  /**
+   * Loads and checks every model in order (API tier: polls the runners once); resolves when all
+   * have settled, ready or not.
+   */
   async startAll(): Promise<void> {
+    if (this.pool) return this.pool.start();
     for (const host of this.hosts.values()) await host.start();
   }
 
-  all(): ModelHost[] {
+  all(): ServedModel[] {
     return [...this.hosts.values()];
   }
 
   /** @throws ModelportError MP_ERR_MODEL_NOT_FOUND (404) naming the served models. */
-  get(name: string): ModelHost {
+  get(name: string): ServedModel {
     const host = this.hosts.get(name);
     if (!host) {
       throw new ModelportError(
@@ -42,7 +58,7 @@ export class ModelRegistry {
   }
 
   /** @throws MP_ERR_MODEL_VERSION_NOT_FOUND when `version` is given and differs from the served one. */
-  getVersion(name: string, version: string | undefined): ModelHost {
+  getVersion(name: string, version: string | undefined): ServedModel {
     const host = this.get(name);
     if (version !== undefined && version !== host.config.version) {
       throw new ModelportError(
@@ -71,6 +87,7 @@ export class ModelRegistry {
   }
 
   async closeAll(): Promise<void> {
+    this.pool?.close();
     await Promise.all([...this.hosts.values()].map((h) => h.close()));
   }
 }

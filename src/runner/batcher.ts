@@ -14,6 +14,8 @@ export interface SubmitOptions {
   cancel?: CancelHandle;
   /** Background work (jobs) waits behind every synchronous request in the queue. */
   background?: boolean;
+  /** The request's id, passed on when the work is forwarded to a runner process (API tier). */
+  requestId?: string;
 }
 
 export interface BatcherObserver {

@@ -17,14 +17,22 @@ export interface ThreadBudget {
 }
 
 /** Checks `config` against `cores` (os.availableParallelism() by default). */
-export function threadBudget(config: Pick<Config, "server" | "models">, cores: number): ThreadBudget {
+export function threadBudget(
+  config: Pick<Config, "server" | "models" | "languageModels">,
+  cores: number,
+): ThreadBudget {
   const processes = config.server.processes;
-  const perProcess = config.models.reduce((n, m) => n + m.threads, 0);
+  // Language models (llama.cpp's pool spins too) count like tensor models.
+  const models: readonly { name: string; threads: number }[] = [
+    ...config.models,
+    ...(config.languageModels ?? []),
+  ];
+  const perProcess = models.reduce((n, m) => n + m.threads, 0);
   const required = processes * perProcess;
   const problems: string[] = [];
   const warnings: string[] = [];
-  const pooled = config.models.filter((m) => m.threads > 1);
-  const layout = `${processes} process(es) × (${config.models.map((m) => `${m.name}: ${m.threads}`).join(" + ")} threads) = ${required} math threads on ${cores} cores`;
+  const pooled = models.filter((m) => m.threads > 1);
+  const layout = `${processes} process(es) × (${models.map((m) => `${m.name}: ${m.threads}`).join(" + ")} threads) = ${required} math threads on ${cores} cores`;
   for (const m of pooled) {
     if (processes * m.threads > cores) {
       problems.push(

@@ -1,5 +1,6 @@
 // buildApp: the Fastify instance with every route and plugin, the model registry and the
 // drain logic. It never listens by itself: tests inject requests, cli/serve listens.
+import { hostname } from "node:os";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import { type Logger, pino } from "pino";
 import type { Config } from "../config/schema.js";
@@ -7,6 +8,7 @@ import { ModelportError } from "../errors.js";
 import { JobQueue } from "../jobs/job-queue.js";
 import type { JobStore } from "../jobs/job-store.js";
 import { openJobStore, purgeExpired } from "../jobs/open-job-store.js";
+import { LanguageModelRegistry } from "../llm/language-model-registry.js";
 import { Metrics } from "../metrics/metrics.js";
 import type { RunnerFactory } from "../models/model-host.js";
 import { ModelRegistry } from "../models/model-registry.js";
@@ -25,6 +27,8 @@ import { jobsWebSocketRoute } from "./routes/jobs-ws.js";
 import { metricsRoutes } from "./routes/metrics.js";
 import { nativeRoutes } from "./routes/native.js";
 import { oipRoutes } from "./routes/oip.js";
+import { openaiRoutes } from "./routes/openai.js";
+import { openAiEmbeddingsRoutes } from "./routes/openai-embeddings.js";
 
 export interface BuildOptions {
   /** Where relative job-store and blob paths start; default process.cwd(). */
@@ -53,7 +57,11 @@ export interface ModelportApp {
 }
 
 export function buildApp(config: Config, options: BuildOptions = {}): ModelportApp {
-  const logger = options.logger ?? pino({ level: config.server.logLevel });
+  // Which tier and which process answered: on every response, metric and (split tiers) log line.
+  const role = config.server.role;
+  const instance = config.server.instanceId ?? `${hostname()}:${process.pid}`;
+  const baseLogger = options.logger ?? pino({ level: config.server.logLevel });
+  const logger = role === "all" ? baseLogger : baseLogger.child({ role, instance });
   const maxBodyBytes = config.limits.maxBodyBytes;
   const app: FastifyInstance = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
@@ -69,6 +77,9 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   app.removeContentTypeParser("text/plain");
   app.addContentTypeParser(OCTET_STREAM, { parseAs: "buffer" }, (_req, body, done) => done(null, body));
   const metrics = new Metrics();
+  // Split tiers: every metric says which tier and process it is from. `instance_id`, since
+  // Prometheus sets `instance` itself (the scrape target).
+  if (role !== "all") metrics.registry.setDefaultLabels({ role, instance_id: instance });
   const registry = new ModelRegistry(config, logger, {
     metrics,
     ...(options.runnerFactory ? { runnerFactory: options.runnerFactory } : {}),
@@ -91,11 +102,18 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     600_000,
   );
   purgeTimer.unref();
-  const context: AppContext = { config, registry, metrics, jobs, draining: false };
+  const languageModels = new LanguageModelRegistry(config.languageModels ?? [], { log: logger, metrics });
+  metrics.languageModelLoad = () =>
+    languageModels.all().map((m) => {
+      const c = m.status().concurrency;
+      return { model: m.name, active: c.active, waiting: c.waiting };
+    });
+  const context: AppContext = { config, registry, languageModels, metrics, jobs, draining: false };
   let inFlight = 0;
 
   app.addHook("onRequest", (request, reply, done) => {
     reply.header("x-request-id", request.id);
+    reply.header("x-modelport-instance", instance);
     if (context.draining && !PROBE_PATHS.has(request.url.split("?")[0]!)) {
       reply.header("connection", "close");
       sendError(
@@ -134,6 +152,12 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   metricsRoutes(app, context);
   jobRoutes(app, jobs);
   jobsWebSocketRoute(app, jobs);
+  openaiRoutes(app, context);
+  openAiEmbeddingsRoutes(app, {
+    lookup: (name) => languageModels.get(name),
+    isTensorModel: (name) => registry.all().some((h) => h.config.name === name),
+    maxInputs: config.limits.maxBatchRows,
+  });
 
   let closing: Promise<void> | undefined;
   const drain = async () => {
@@ -147,6 +171,7 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
       logger.warn({ inFlight }, "drain timeout reached; closing with requests still in flight");
     await app.close();
     await registry.closeAll();
+    await languageModels.closeAll();
     await jobStore.close();
     await blobStore.close();
   };
@@ -159,7 +184,9 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     jobs,
     async loadModels() {
       await registry.startAll();
-      jobs.start();
+      await languageModels.startAll();
+      // The API tier accepts jobs; the runners, which hold the models, execute them.
+      if (role !== "api") jobs.start();
       for (const h of registry.all()) {
         const s = h.status();
         if (s.loadMs !== undefined) metrics.modelLoadSeconds.set({ model: s.name }, s.loadMs / 1000);

@@ -4,15 +4,18 @@ import type { FastifyRequest } from "fastify";
 import type { Config } from "../config/schema.js";
 import { ModelportError } from "../errors.js";
 import type { JobQueue } from "../jobs/job-queue.js";
+import type { LanguageModelRegistry } from "../llm/language-model-registry.js";
 import type { Metrics } from "../metrics/metrics.js";
-import type { ModelHost } from "../models/model-host.js";
 import type { ModelRegistry } from "../models/model-registry.js";
+import type { ServedModel } from "../models/served-model.js";
 import { CancelHandle } from "../runner/cancel.js";
 import type { TensorMap } from "../tensor.js";
 
 export interface AppContext {
   readonly config: Config;
   readonly registry: ModelRegistry;
+  /** Language models (llama-cpp, transformers, upstream) behind the OpenAI-compatible routes. */
+  readonly languageModels: LanguageModelRegistry;
   readonly metrics: Metrics;
   readonly jobs: JobQueue;
   /** True from SIGTERM on: readiness is false and new requests are refused. */
@@ -32,7 +35,7 @@ export const TIMEOUT_HEADER = "x-request-timeout-ms";
  * Scores `inputs` with the request's deadline (X-Request-Timeout-Ms or the model's
  * limits.timeoutMs) and removes the work from the queue if the client disconnects.
  */
-export function infer(host: ModelHost, inputs: TensorMap, req: FastifyRequest): Promise<TensorMap> {
+export function infer(host: ServedModel, inputs: TensorMap, req: FastifyRequest): Promise<TensorMap> {
   const header = req.headers[TIMEOUT_HEADER];
   let timeoutMs = host.config.limits.timeoutMs;
   if (header !== undefined) {
@@ -47,5 +50,5 @@ export function infer(host: ModelHost, inputs: TensorMap, req: FastifyRequest): 
   }
   const cancel = new CancelHandle();
   req.cancelHandle = cancel;
-  return host.predict(inputs, { deadline: performance.now() + timeoutMs, cancel });
+  return host.predict(inputs, { deadline: performance.now() + timeoutMs, cancel, requestId: req.id });
 }

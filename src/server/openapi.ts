@@ -1,6 +1,6 @@
 // Builds the OpenAPI 3.1 document from the models actually served, so each model's predict
 // and infer operations show its real input names, datatypes and shapes.
-import type { ModelHost } from "../models/model-host.js";
+import type { ServedModel } from "../models/served-model.js";
 import type { Datatype, TensorSpec } from "../tensor.js";
 
 type Schema = Record<string, unknown>;
@@ -35,7 +35,7 @@ function describeSpec(s: TensorSpec): string {
   return `${s.datatype} [${(s.shape ?? []).join(", ")}]${s.description ? ` — ${s.description}` : ""}`;
 }
 
-function predictRequest(host: ModelHost): Schema {
+function predictRequest(host: ServedModel): Schema {
   const sig = host.signature;
   if (!sig) return { type: "object", description: "model not loaded; its schema is unknown" };
   const inputs: Schema = {
@@ -76,7 +76,7 @@ function predictRequest(host: ModelHost): Schema {
 const errorRef = { $ref: "#/components/schemas/Error" };
 
 /** The OpenAPI document for this server's models. */
-export function buildOpenApi(hosts: ModelHost[], version: string): Schema {
+export function buildOpenApi(hosts: ServedModel[], version: string): Schema {
   const paths: Record<string, Schema> = {};
   for (const host of hosts) {
     const name = host.config.name;

@@ -3,6 +3,8 @@
 // that generating load does not add to the latencies they measure.
 import { argv } from "node:process";
 
+// `node --test dist/test/` also runs this file, without arguments: then there is nothing to do.
+if (argv.length < 4) process.exit(0);
 const [url, body, concurrency] = [argv[2]!, argv[3]!, Number(argv[4] ?? 1)];
 let ok = 0;
 let failed = 0;

@@ -2,6 +2,7 @@
 // or as a real `modelport serve` child process when signals and exit codes matter.
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
+import { type AddressInfo, createServer } from "node:net";
 import { dirname, join } from "node:path";
 import { Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
@@ -46,12 +47,20 @@ export interface ChildServer {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/** Spawns `modelport serve ARGS --port 0` and resolves once it listens (models may still be loading). */
-export async function startChild(args: string[], env: NodeJS.ProcessEnv = {}): Promise<ChildServer> {
-  const proc = spawn(process.execPath, [CLI, "serve", ...args, "--port", "0", "--log-format", "json"], {
-    env: { ...process.env, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+/** Spawns `modelport serve ARGS --port PORT` (default 0: any free port) and resolves once it listens (models may still be loading). */
+export async function startChild(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+  port = 0,
+): Promise<ChildServer> {
+  const proc = spawn(
+    process.execPath,
+    [CLI, "serve", ...args, "--port", String(port), "--log-format", "json"],
+    {
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   let out = "";
   const url = await new Promise<string>((resolve, reject) => {
     const onData = (chunk: Buffer) => {
@@ -115,6 +124,15 @@ export async function postJson(
     parsed = JSON.parse(text);
   } catch {}
   return { status: res.status, headers: res.headers, body: parsed };
+}
+
+/** A TCP port that was free a moment ago (for a process that must come back on the same port). */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((r) => server.close(r));
+  return port;
 }
 
 const started: ChildServer[] = [];

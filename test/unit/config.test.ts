@@ -123,6 +123,39 @@ describe("config", () => {
     assert.match(text, /files\.yaml: models\[1\]\.name: 'a' is already used by models\[0\]/);
   });
 
+  it("role api: needs runners, checks their URLs, and needs no model files on its machine", () => {
+    const file = yaml(
+      "api.yaml",
+      "server: {role: api}\nmodels:\n  - {name: m, path: /nowhere/m.onnx, threads: 64}\n",
+    );
+    assert.match(
+      problems(() => loadConfig({ file, env: {} })).join("\n"),
+      /server\.runners: role api forwards to runners/,
+    );
+    assert.match(
+      problems(() => loadConfig({ file, flags: { runners: ["10.0.0.5:8080"] }, env: {} })).join("\n"),
+      /server\.runners\[0\]: '10\.0\.0\.5:8080' is not a base URL/,
+    );
+    const c = loadConfig({
+      file,
+      flags: { runners: ["http://10.0.0.5:8080"] },
+      env: { MODELPORT_RUNNERS: "dns+http://runners.ns.svc:8080, http://10.0.0.6:8080" },
+    });
+    assert.equal(c.server.role, "api");
+    // The path need not exist and 64 threads do not count against this machine's cores.
+    assert.equal(c.models[0]!.path, "/nowhere/m.onnx");
+    assert.deepEqual(c.server.runners, [
+      "http://10.0.0.5:8080",
+      "dns+http://runners.ns.svc:8080",
+      "http://10.0.0.6:8080",
+    ]);
+    // The same file as a runner: now the model file must be there.
+    assert.match(
+      problems(() => loadConfig({ file, flags: { role: "runner" }, env: {} })).join("\n"),
+      /models\[0\]\.path: \/nowhere\/m\.onnx does not exist/,
+    );
+  });
+
   it("thread budget: an oversubscribed layout is refused with the reason and a docs link", () => {
     const path = join(models, "churn-tree.onnx");
     const alone = problems(() => loadConfig({ modelPath: path, flags: { threads: 4 }, env: {}, cores: 2 }));

@@ -14,6 +14,7 @@ import { HorizontalPodAutoscaler } from "kubernetes-models/autoscaling/v2";
 import { PodDisruptionBudget } from "kubernetes-models/policy/v1";
 import { ConfigMap, Namespace, PersistentVolumeClaim, Secret, Service } from "kubernetes-models/v1";
 import { parseAllDocuments, parse as parseYaml } from "yaml";
+import { loadConfig } from "../../src/config/load.js";
 import { configSchema } from "../../src/config/schema.js";
 
 const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
@@ -284,6 +285,38 @@ describe("deploy/kubernetes", () => {
       assert.ok(pod.volumes.find((v: any) => v.name === tmp.name)?.emptyDir, `${d.metadata.name}: /tmp`);
       const redis = c.env.find((e: any) => e.name === "REDIS_URL");
       assert.match(redis?.value ?? "", /^redis:\/\/modelport-redis\./);
+    }
+  });
+
+  it("the API tier finds the runners through their headless Services, as `serve --role api` reads them", () => {
+    const api = modelportContainer(byName("Deployment", "modelport-api"));
+    const runners = api.env.find((e: any) => e.name === "MODELPORT_RUNNERS")?.value as string;
+    assert.ok(runners, "modelport-api: MODELPORT_RUNNERS");
+    const flags = { role: "api" };
+    const config = loadConfig({
+      modelPath: join(REPO_ROOT, "package.json"),
+      flags,
+      env: { MODELPORT_RUNNERS: runners },
+    });
+    assert.deepEqual(config.server.runners, runners.split(","));
+    for (const url of config.server.runners) {
+      const u = new URL(url.replace(/^dns\+/, ""));
+      assert.match(url, /^dns\+http:\/\//, `${url}: one runner per pod, not kube-proxy's random pick`);
+      const [name, namespace] = u.hostname.split(".");
+      const service = byName("Service", name!);
+      assert.equal(service.metadata.namespace, namespace);
+      assert.equal(service.spec.clusterIP, "None", `${name} must be headless: one address per ready pod`);
+      assert.equal(String(service.spec.ports[0].port), u.port);
+      const deployment = modelportDeployments().find((d) =>
+        matches(service.spec.selector, d.spec.template.metadata.labels),
+      );
+      assert.ok(deployment, `${name} selects a runner Deployment`);
+      const c = modelportContainer(deployment);
+      assert.equal(c.args[c.args.indexOf("--role") + 1], "runner");
+    }
+    for (const d of modelportDeployments()) {
+      const id = modelportContainer(d).env.find((e: any) => e.name === "MODELPORT_INSTANCE_ID");
+      assert.equal(id?.valueFrom?.fieldRef?.fieldPath, "metadata.name", `${d.metadata.name}: instance id`);
     }
   });
 

@@ -1,12 +1,16 @@
 // Maps every failure to one wire shape with an MP_ERR_* code: native routes answer
-// {error: {code, message, retryable}}, Open Inference Protocol routes {error: "...", code}.
+// {error: {code, message, retryable}}, Open Inference Protocol routes {error: "...", code},
+// OpenAI-compatible routes {error: {message, type, param, code}}.
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ModelportError } from "../../errors.js";
 
 declare module "fastify" {
   interface FastifyContextConfig {
-    /** "oip" routes answer errors as {"error": "message"} per the Open Inference Protocol. */
-    errorStyle?: "native" | "oip";
+    /**
+     * "oip" routes answer errors as {"error": "message"} per the Open Inference Protocol; "openai"
+     * routes as {"error": {"message", "type", "param", "code"}} as OpenAI clients expect.
+     */
+    errorStyle?: "native" | "oip" | "openai";
   }
 }
 
@@ -47,14 +51,39 @@ export function toModelportError(err: unknown, maxBodyBytes: number): ModelportE
   return fromFastify(err as FastifyError, maxBodyBytes);
 }
 
+/**
+ * OpenAI's error `type` for a status, as OpenAI itself answers (an unknown model is an
+ * invalid_request_error there too); clients pick their exception class from the status.
+ */
+function openaiErrorType(status: number): string {
+  if (status === 401) return "authentication_error";
+  if (status === 429 || status === 503) return "rate_limit_error";
+  return status < 500 ? "invalid_request_error" : "server_error";
+}
+
+/** The OpenAI wire form: `code` is the MP_ERR_* code, `param` the request field at fault when known. */
+export function openaiError(err: ModelportError): {
+  error: { message: string; type: string; param: string | null; code: string };
+} {
+  const param = err.details?.param;
+  return {
+    error: {
+      message: err.message,
+      type: openaiErrorType(err.status),
+      param: typeof param === "string" ? param : null,
+      code: err.code,
+    },
+  };
+}
+
 /** Sends `err` in the route's error style. */
 export function sendError(request: FastifyRequest, reply: FastifyReply, err: ModelportError): FastifyReply {
   if (err.status === 503 && err.retryable)
     reply.header("retry-after", String(err.details?.retryAfterSeconds ?? 1));
   reply.code(err.status);
-  if (request.routeOptions.config?.errorStyle === "oip") {
-    return reply.send({ error: err.message, code: err.code });
-  }
+  const style = request.routeOptions.config?.errorStyle;
+  if (style === "oip") return reply.send({ error: err.message, code: err.code });
+  if (style === "openai") return reply.send(openaiError(err));
   return reply.send(err.toJSON());
 }
 

@@ -3,6 +3,7 @@
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import { type FastifyReply, type FastifyRequest, LogController } from "fastify";
+import { PROBE_PATHS } from "./auth.js";
 
 const SAFE_ID = /^[A-Za-z0-9._:@/+=-]{1,128}$/;
 
@@ -11,6 +12,9 @@ export function requestId(req: IncomingMessage): string {
   const given = req.headers["x-request-id"];
   return typeof given === "string" && SAFE_ID.test(given) ? given : randomUUID();
 }
+
+/** Sent by the API tier's health polls of its runners. */
+export const POLL_HEADER = "x-modelport-poll";
 
 /** One "request completed" line per request instead of Fastify's two. */
 export class RequestLogController extends LogController {
@@ -33,6 +37,9 @@ export class RequestLogController extends LogController {
       ms: Math.round(reply.elapsedTime * 100) / 100,
     };
     if (error) reply.log.error({ ...fields, err: error }, "request failed");
-    else reply.log.info(fields, "request completed");
+    // Probes and the API tier's runner polls come every second or so: log them only at debug.
+    else if (reply.statusCode < 400 && (request.headers[POLL_HEADER] || PROBE_PATHS.has(request.url))) {
+      reply.log.debug(fields, "request completed");
+    } else reply.log.info(fields, "request completed");
   }
 }

@@ -1,7 +1,7 @@
 // GET /openapi.json and GET /docs: the API as served right now, with each model's inputs,
 // outputs and a ready-to-paste curl example.
 import type { FastifyInstance } from "fastify";
-import type { ModelHost } from "../../models/model-host.js";
+import type { ServedModel } from "../../models/served-model.js";
 import type { TensorSpec } from "../../tensor.js";
 import type { AppContext } from "../context.js";
 import { buildOpenApi } from "../openapi.js";
@@ -16,7 +16,7 @@ function exampleValue(spec: TensorSpec): unknown {
   return value;
 }
 
-function exampleBody(host: ModelHost): string {
+function exampleBody(host: ServedModel): string {
   const sig = host.signature;
   if (!sig) return "{}";
   if (sig.inputs.length === 1 && sig.batchable)
@@ -34,7 +34,7 @@ function table(specs: readonly TensorSpec[]): string {
   return `<table><tr><th>name</th><th>datatype</th><th>shape (-1 = any)</th><th></th></tr>${rows}</table>`;
 }
 
-function page(hosts: ModelHost[], origin: string): string {
+function page(hosts: ServedModel[], origin: string): string {
   const sections = hosts
     .map((h) => {
       const s = h.status();

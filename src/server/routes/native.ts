@@ -1,19 +1,20 @@
 // The native API: list and describe models, and POST /v1/models/{model}/predict with rows or
 // named tensors in and named outputs out.
 import type { FastifyInstance } from "fastify";
-import type { ModelHost } from "../../models/model-host.js";
+import type { ServedModel } from "../../models/served-model.js";
 import { decodeRawTensor, encodeRawTensor, rawOutputName, wantsOctetStream } from "../binary.js";
 import { type AppContext, infer } from "../context.js";
 import { decodeNative, requestedOutputs } from "../decode.js";
 import { encodeNative } from "../encode.js";
 import { submitJob } from "./jobs.js";
+import { describeLanguageModel, openaiModelList } from "./openai.js";
 
 interface ModelParams {
   model: string;
 }
 
 /** What GET /v1/models/{model} returns: status plus the signature once loaded. */
-export function describeModel(host: ModelHost): Record<string, unknown> {
+export function describeModel(host: ServedModel): Record<string, unknown> {
   const s = host.status();
   const sig = host.signature;
   return {
@@ -41,6 +42,8 @@ export function describeModel(host: ModelHost): Record<string, unknown> {
     file: { path: s.path, bytes: s.bytes, sha256: s.sha256 },
     load_ms: s.loadMs,
     memory_bytes: s.memoryBytes,
+    // Requests, compute ms and estimated dollars so far (docs/Cost.md).
+    cost: s.cost,
   };
 }
 
@@ -51,10 +54,19 @@ function outputsQuery(value: string | string[] | undefined): string[] | undefine
 }
 
 export function nativeRoutes(app: FastifyInstance, ctx: AppContext): void {
-  app.get("/v1/models", async () => ({ models: ctx.registry.all().map(describeModel) }));
+  // `models`: the native description of each tensor model (as before); `object` and `data`: every
+  // served model, tensor and language, in OpenAI's list shape, so OpenAI clients can list them too.
+  const created = Math.floor(Date.now() / 1000);
+  app.get("/v1/models", async () => ({
+    object: "list",
+    data: openaiModelList(ctx, created),
+    models: ctx.registry.all().map(describeModel),
+  }));
 
   app.get<{ Params: ModelParams }>("/v1/models/:model", async (req) =>
-    describeModel(ctx.registry.get(req.params.model)),
+    ctx.languageModels.has(req.params.model)
+      ? describeLanguageModel(ctx.languageModels.get(req.params.model))
+      : describeModel(ctx.registry.get(req.params.model)),
   );
 
   app.post<{ Params: ModelParams; Querystring: { version?: string; outputs?: string | string[] } }>(

@@ -1,7 +1,7 @@
 // The Open Inference Protocol (KServe V2; also spoken by Triton and MLServer): server and
 // model metadata, model readiness and infer, with and without /versions/{v}.
 import type { FastifyInstance, onRequestHookHandler } from "fastify";
-import type { ModelHost } from "../../models/model-host.js";
+import type { ServedModel } from "../../models/served-model.js";
 import { binaryOutputs, encodeOipBinary, INFERENCE_HEADER, OCTET_STREAM, splitOipBody } from "../binary.js";
 import { type AppContext, infer } from "../context.js";
 import { decodeOip, requestedOutputs } from "../decode.js";
@@ -14,7 +14,7 @@ interface Params {
 
 const PLATFORM: Record<string, string> = { onnx: "onnxruntime_onnx", custom: "modelport_custom" };
 
-function metadata(host: ModelHost) {
+function metadata(host: ServedModel) {
   const sig = host.signature;
   const spec = (s: { name: string; datatype: string; shape?: number[] }) => ({
     name: s.name,

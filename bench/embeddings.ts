@@ -1,0 +1,270 @@
+// The embeddings suite (`npm run bench:embeddings` = --suite embeddings): POST /v1/embeddings on
+// the tiny-embed folder (backend transformers), one text per request, at concurrency 32 by
+// default, against `modelport serve <models>/tiny-embed` with batching on (default settings) and
+// with --batching off, in the same run, alternating which goes first per round. The bar: batching
+// gives at least 3× the requests/s. Batch sizes come from the server's own /metrics.
+import path from "node:path";
+import { TransformersBackend } from "../src/backends/transformers/transformers-backend.js";
+import { runLoad } from "../src/loadgen/load.js";
+import { freePort } from "../src/loadgen/serve-child.js";
+import { type Child, spawnChild } from "./children.js";
+import { type CpuSnapshot, cpuReport, cpuSnapshot } from "./cpu.js";
+import { NOISY_OTHER_PCT } from "./report.js";
+import type { SuiteContext } from "./suite.js";
+import { writeResults } from "./suite.js";
+
+const BAR = 3;
+const START_TIMEOUT_MS = 60_000;
+const TEXT = "The cat likes warm milk and my dog likes the sun.";
+
+interface Variant {
+  name: string;
+  flags: string[];
+}
+
+interface Point {
+  server: string;
+  round: number;
+  concurrency: number;
+  rps: number;
+  p50: number | null;
+  p99: number | null;
+  non2xx: number;
+  errors: number;
+  meanBatchRows: number | null;
+  /** % of one core used by other processes during the point (null off Linux). */
+  otherPct: number | null;
+}
+
+async function waitReady(url: string, child: Child): Promise<void> {
+  const deadline = Date.now() + START_TIMEOUT_MS;
+  let last = "";
+  while (Date.now() < deadline) {
+    if (child.process.exitCode !== null)
+      throw new Error(`server exited while loading\n${child.stderrTail()}`);
+    try {
+      const res = await fetch(`${url}/readyz`);
+      if (res.status === 200) return;
+      last = `${res.status} ${await res.text()}`;
+    } catch (err) {
+      last = String(err);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${url}/readyz not 200 within ${START_TIMEOUT_MS} ms; last answer: ${last}`);
+}
+
+/** Sum and count of modelport_batch_rows for the model, from /metrics. */
+async function batchRows(url: string): Promise<{ sum: number; count: number }> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const num = (name: string) => {
+    const m = new RegExp(`^${name}\\{[^}]*model="tiny-embed"[^}]*\\} (\\S+)$`, "m").exec(text);
+    return m ? Number(m[1]) : 0;
+  };
+  return { sum: num("modelport_batch_rows_sum"), count: num("modelport_batch_rows_count") };
+}
+
+/** Batch sizes of the in-process ceiling: one text per call (batching off) and a typical batch. */
+const IN_PROCESS_BATCHES = [1, 13];
+
+/**
+ * The backend alone, in this process, no HTTP and no worker hop: texts per second when it is
+ * called with `rows` texts at a time, for `seconds`. This is the most batching can win.
+ */
+async function inProcess(
+  folder: string,
+  rows: number,
+  seconds: number,
+): Promise<{ rows: number; textsPerS: number; usPerCall: number }> {
+  const model = await new TransformersBackend().load({
+    name: "tiny-embed",
+    path: folder,
+    threads: 1,
+    options: {},
+  });
+  try {
+    const inputs = {
+      text: { datatype: "BYTES" as const, shape: [rows], data: Array<string>(rows).fill(TEXT) },
+    };
+    for (let i = 0; i < 50; i++) await model.predict(inputs);
+    let calls = 0;
+    const started = performance.now();
+    while (performance.now() - started < seconds * 1000) {
+      await model.predict(inputs);
+      calls++;
+    }
+    const ms = performance.now() - started;
+    return {
+      rows,
+      textsPerS: Math.round((calls * rows * 1000) / ms),
+      usPerCall: Math.round((ms * 1000) / calls),
+    };
+  } finally {
+    await model.close();
+  }
+}
+
+/** A point measured while other processes used more than NOISY_OTHER_PCT of a core. */
+function noisy(p: Point): boolean {
+  return p.otherPct !== null && p.otherPct > NOISY_OTHER_PCT;
+}
+
+export async function runEmbeddings(ctx: SuiteContext, commandLine: string): Promise<string> {
+  const { opts, log } = ctx;
+  const folder = path.join(ctx.modelDir, "tiny-embed");
+  const concurrency = opts.concurrency;
+  const variants: Variant[] = [
+    { name: "batching-on", flags: [] },
+    { name: "batching-off", flags: ["--batching", "off"] },
+  ];
+  const ceiling = [];
+  for (const rows of IN_PROCESS_BATCHES) {
+    const r = await inProcess(folder, rows, opts.inProcessS);
+    log(`in-process: ${rows} text(s) per call: ${r.textsPerS} texts/s, ${r.usPerCall} µs per call`);
+    ceiling.push(r);
+  }
+  const points: Point[] = [];
+  const commands = new Map<string, string>();
+  const bin = path.join(ctx.repoRoot, "bin/modelport.js");
+  for (let round = 1; round <= opts.rounds; round++) {
+    const order = round % 2 === 1 ? variants : [...variants].reverse();
+    for (const c of concurrency) {
+      for (const v of order) {
+        const port = await freePort();
+        const args = [
+          "serve",
+          folder,
+          "--port",
+          String(port),
+          "--log-level",
+          "warn",
+          "--threads",
+          "1",
+          ...v.flags,
+        ];
+        commands.set(
+          v.name,
+          `node bin/modelport.js ${args.join(" ").replace(folder, "<models>/tiny-embed")}`,
+        );
+        const child = spawnChild(process.execPath, [bin, ...args], v.name);
+        const url = `http://127.0.0.1:${port}`;
+        try {
+          await waitReady(url, child);
+          const before = await batchRows(url);
+          // One text per request (autocannon sends one body); the texts only differ in length anyway.
+          const body = JSON.stringify({ model: "tiny-embed", input: TEXT });
+          let cpuStart: CpuSnapshot | undefined;
+          const r = await runLoad(
+            {
+              url: `${url}/v1/embeddings`,
+              method: "POST",
+              headers: { "content-type": "application/json" },
+              body,
+            },
+            {
+              concurrency: c,
+              durationS: opts.durationS,
+              warmupS: opts.warmupS,
+              onMeasureStart: () => {
+                cpuStart = cpuSnapshot(child.pid);
+              },
+            },
+          );
+          const cpu = cpuStart ? cpuReport(cpuStart, cpuSnapshot(child.pid), ctx.machine.cpus) : null;
+          const after = await batchRows(url);
+          const batches = after.count - before.count;
+          const p: Point = {
+            server: v.name,
+            round,
+            concurrency: c,
+            rps: r.rps,
+            p50: r.latencyMs.p50,
+            p99: r.latencyMs.p99,
+            non2xx: r.non2xx,
+            errors: r.errors + r.timeouts,
+            meanBatchRows: batches > 0 ? Math.round(((after.sum - before.sum) / batches) * 10) / 10 : null,
+            otherPct: cpu?.otherPct ?? null,
+          };
+          points.push(p);
+          log(
+            `  round ${round} ${v.name.padEnd(13)} c=${c}: ${p.rps} req/s, p50 ${p.p50} ms, p99 ${p.p99} ms, ` +
+              `mean batch ${p.meanBatchRows ?? "-"} rows, non-2xx ${p.non2xx}, errors ${p.errors}, ` +
+              `other processes ${p.otherPct ?? "-"}% of a core${noisy(p) ? " (NOISY)" : ""}`,
+          );
+        } finally {
+          await child.stop();
+        }
+      }
+    }
+  }
+
+  const median = (xs: number[]) => {
+    const s = [...xs].sort((a, b) => a - b);
+    return s.length ? s[Math.floor((s.length - 1) / 2)]! : 0;
+  };
+  const lines: string[] = [];
+  lines.push("", `## Embeddings: batching on vs off (${ctx.date.slice(0, 10)})`, "");
+  lines.push(
+    `Machine: ${ctx.machine.cpus} cores (${ctx.machine.cpuModel}), Node ${ctx.machine.node}. Command: \`${commandLine}\`.`,
+    "",
+  );
+  lines.push(
+    `Medians of ${opts.rounds} round(s), each starting both servers afresh; non-2xx and errors are totals.`,
+    "",
+  );
+  lines.push(
+    "| concurrency | server | req/s | p50 ms | p99 ms | mean batch rows | non-2xx | errors | other load, % of a core |",
+  );
+  lines.push("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+  const verdicts: string[] = [];
+  let pass = true;
+  for (const c of concurrency) {
+    for (const v of variants) {
+      const ps = points.filter((p) => p.server === v.name && p.concurrency === c);
+      const med = (f: (p: Point) => number | null) => {
+        const xs = ps.map(f).filter((x): x is number => x !== null);
+        return xs.length ? median(xs) : "-";
+      };
+      const total = (f: (p: Point) => number) => ps.reduce((n, p) => n + f(p), 0);
+      lines.push(
+        `| ${c} | ${v.name} | ${med((p) => p.rps)} | ${med((p) => p.p50)} | ${med((p) => p.p99)} | ` +
+          `${med((p) => p.meanBatchRows)} | ${total((p) => p.non2xx)} | ${total((p) => p.errors)} | ${med((p) => p.otherPct)} |`,
+      );
+    }
+    // Paired per round (the two servers ran back to back), then the median: a round disturbed by
+    // other work on the machine moves one ratio, not the verdict.
+    const paired: number[] = [];
+    const noisyPairs: number[] = [];
+    for (let round = 1; round <= opts.rounds; round++) {
+      const at = (server: string) =>
+        points.find((p) => p.server === server && p.concurrency === c && p.round === round);
+      const on = at("batching-on");
+      const off = at("batching-off");
+      if (on && off && off.rps > 0) (noisy(on) || noisy(off) ? noisyPairs : paired).push(on.rps / off.rps);
+    }
+    // Rounds disturbed by other work on this shared machine are left out while quiet ones exist.
+    const usedNoisy = paired.length === 0;
+    if (usedNoisy) paired.push(...noisyPairs);
+    const ratio = median(paired);
+    const ok = ratio >= BAR;
+    if (!ok) pass = false;
+    verdicts.push(
+      `c=${c}: batching on / off = ${ratio.toFixed(2)}× (median of ${paired.length} paired round(s): ` +
+        `${paired.map((r) => r.toFixed(2)).join(", ")}${usedNoisy ? ", all noisy" : noisyPairs.length ? `; ${noisyPairs.length} noisy round(s) left out` : ""}; ` +
+        `bar ≥ ${BAR}×): ${ok ? "PASS" : "FAIL"}`,
+    );
+  }
+  lines.push("", ...verdicts.map((v) => `- ${v}`), "");
+  lines.push(
+    `In-process ceiling (the backend called directly, no HTTP, no worker hop, 1 thread): ` +
+      ceiling
+        .map((c) => `${c.rows} text(s) per call: ${c.textsPerS} texts/s (${c.usPerCall} µs per call)`)
+        .join("; ") +
+      `; ${(ceiling[1]!.textsPerS / ceiling[0]!.textsPerS).toFixed(2)}× from batching alone.`,
+    "",
+  );
+  lines.push(`Servers: ${[...commands.entries()].map(([n, cmd]) => `${n}: \`${cmd}\``).join("; ")}.`, "");
+  const file = writeResults(ctx, "embeddings", { points, ceiling, verdicts, pass, commandLine });
+  lines.push(`Results: ${file}`, "");
+  return lines.join("\n");
+}

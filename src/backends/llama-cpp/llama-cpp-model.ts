@@ -1,0 +1,369 @@
+// The llama-cpp backend: a GGUF model served through node-llama-cpp (the only module that
+// imports it, lazily, so a server without GGUF models never loads llama.cpp). One context with
+// `llm.sequences` parallel sequences; each request holds one sequence while it generates, and
+// waits in a bounded line (SlotQueue) when all are busy. Threads are always set from the
+// model's config: llama.cpp's default (all cores, at least 4) collapses throughput on small
+// machines (docs/Performance-tuning.md#the-thread-budget).
+import type {
+  ChatHistoryItem,
+  JinjaTemplateChatWrapper,
+  Llama,
+  LlamaCompletion,
+  LlamaContext,
+  LlamaContextSequence,
+  LlamaModel,
+  LlamaText,
+  Token,
+} from "node-llama-cpp";
+import type { Logger } from "pino";
+import type { LanguageModelConfig } from "../../config/schema.js";
+import { type ErrorCode, isModelportError, ModelportError } from "../../errors.js";
+import type {
+  ChatMessage,
+  FinishReason,
+  GenerateOptions,
+  GenerateRequest,
+  GenerateResult,
+  LanguageModel,
+  LanguageModelCapabilities,
+  LanguageModelState,
+  LanguageModelStatus,
+} from "../../llm/language-model.js";
+import { goldenRequest, readLlmGolden } from "../../llm/llm-golden.js";
+import { SlotQueue } from "../../llm/slot-queue.js";
+import { fileDigest } from "../../models/file-digest.js";
+import { llamaMetadataProblems, readGgufHeader } from "./gguf-file.js";
+
+type NodeLlamaCpp = typeof import("node-llama-cpp");
+
+let driver: Promise<{ mod: NodeLlamaCpp; llama: Llama }> | undefined;
+
+/**
+ * node-llama-cpp and one Llama instance per process, loaded on first use. CPU only, never
+ * building from source; maxThreads 0 makes each context's `threads` the exact count it uses.
+ */
+function loadDriver(log: Logger): Promise<{ mod: NodeLlamaCpp; llama: Llama }> {
+  driver ??= (async () => {
+    const mod = await import("node-llama-cpp");
+    const llama = await mod.getLlama({
+      gpu: false,
+      build: "never",
+      maxThreads: 0,
+      logLevel: mod.LlamaLogLevel.warn,
+      logger: (level, message) => {
+        const text = message.trim();
+        if (text) log.warn({ llamaCpp: level }, text);
+      },
+    });
+    return { mod, llama };
+  })();
+  driver.catch(() => {
+    driver = undefined;
+  });
+  return driver;
+}
+
+/** One parallel sequence and the completion object bound to it. */
+interface Slot {
+  sequence: LlamaContextSequence;
+  completion: LlamaCompletion;
+}
+
+export interface LlamaCppDeps {
+  log: Logger;
+}
+
+export class LlamaCppModel implements LanguageModel {
+  readonly name: string;
+  readonly backend = "llama-cpp" as const;
+  readonly created = Math.floor(Date.now() / 1000);
+  private state: LanguageModelState = "loading";
+  private reason: string | undefined = "loading";
+  private code: ErrorCode | undefined;
+  private golden: LanguageModelStatus["golden"];
+  private loadMs: number | undefined;
+  private digest: { sha256: string; bytes: number } | undefined;
+  private model: LlamaModel | undefined;
+  private context: LlamaContext | undefined;
+  private chatWrapper: JinjaTemplateChatWrapper | undefined;
+  private slots: SlotQueue<Slot> | undefined;
+  /** Generations in flight and the controller that stops each. */
+  private readonly running = new Map<Promise<unknown>, AbortController>();
+  private closed: Promise<void> | undefined;
+  private readonly log: Logger;
+  private caps: LanguageModelCapabilities = { chat: false, completion: true, embeddings: false };
+
+  constructor(
+    readonly config: LanguageModelConfig,
+    deps: LlamaCppDeps,
+  ) {
+    this.name = config.name;
+    this.golden = config.golden ? "pending" : "none";
+    this.log = deps.log.child({ model: config.name });
+  }
+
+  get capabilities(): LanguageModelCapabilities {
+    return this.caps;
+  }
+
+  status(): LanguageModelStatus {
+    return {
+      name: this.name,
+      backend: this.backend,
+      state: this.state,
+      ready: this.state === "ready",
+      ...(this.state !== "ready" && this.reason ? { reason: this.reason } : {}),
+      ...(this.code ? { code: this.code } : {}),
+      golden: this.golden,
+      ...(this.loadMs !== undefined ? { loadMs: this.loadMs } : {}),
+      path: this.config.path,
+      ...(this.digest ? { bytes: this.digest.bytes, sha256: this.digest.sha256 } : {}),
+      concurrency: {
+        active: this.slots?.active ?? 0,
+        waiting: this.slots?.waiting ?? 0,
+        limit: this.config.llm.sequences,
+      },
+      ...(this.context ? { contextSize: this.context.contextSize } : {}),
+    };
+  }
+
+  async start(): Promise<void> {
+    const started = performance.now();
+    try {
+      await this.load();
+      this.loadMs = performance.now() - started;
+      if (this.config.golden) await this.checkGolden(this.config.golden);
+      if (this.state === "closed") return;
+      this.state = "ready";
+      this.reason = undefined;
+      this.log.info(
+        {
+          loadMs: Math.round(this.loadMs),
+          threads: this.config.threads,
+          sequences: this.config.llm.sequences,
+        },
+        "language model ready",
+      );
+    } catch (err) {
+      if (this.state === "closed") return;
+      const mp = isModelportError(err)
+        ? err
+        : new ModelportError(
+            "MP_ERR_MODEL_LOAD_FAILED",
+            `cannot load ${this.config.path}: ${(err as Error).message}`,
+          );
+      this.state = "failed";
+      this.reason = mp.message;
+      this.code = mp.code;
+      this.log.error({ code: mp.code }, mp.message);
+    }
+  }
+
+  private async load(): Promise<void> {
+    const c = this.config;
+    this.digest = await fileDigest(c.path);
+    if (c.sha256 && c.sha256 !== this.digest.sha256) {
+      throw new ModelportError(
+        "MP_ERR_MODEL_CHECKSUM_MISMATCH",
+        `${c.path} has sha256 ${this.digest.sha256}, but ${c.sha256Source ?? "the config"} expects ${c.sha256}`,
+      );
+    }
+    // Checked here, not by llama.cpp: some missing keys abort the process instead of throwing.
+    const header = await readGgufHeader(c.path).catch((err: Error) => {
+      throw new ModelportError("MP_ERR_MODEL_LOAD_FAILED", `${c.path}: ${err.message}`);
+    });
+    const problems = llamaMetadataProblems(header);
+    if (problems.length > 0) {
+      throw new ModelportError(
+        "MP_ERR_MODEL_LOAD_FAILED",
+        `${c.path} cannot be served by llama.cpp: ${problems.join("; ")}`,
+      );
+    }
+    const { mod, llama } = await loadDriver(this.log);
+    this.model = await llama.loadModel({ modelPath: c.path, gpuLayers: 0 });
+    this.context = await this.model.createContext({
+      contextSize: Math.min(c.llm.contextSize, this.model.trainContextSize),
+      sequences: c.llm.sequences,
+      threads: c.threads,
+      ...(c.llm.batchSize ? { batchSize: c.llm.batchSize } : {}),
+    });
+    const slots: Slot[] = [];
+    for (let i = 0; i < c.llm.sequences; i++) {
+      const sequence = this.context.getSequence();
+      slots.push({ sequence, completion: new mod.LlamaCompletion({ contextSequence: sequence }) });
+    }
+    this.slots = new SlotQueue(slots, {
+      name: c.name,
+      maxWaiting: c.llm.maxWaiting,
+      maxWaitMs: c.limits.timeoutMs,
+    });
+    const template = c.llm.chatTemplate ?? ggufChatTemplate(this.model);
+    if (template) {
+      this.chatWrapper = new mod.JinjaTemplateChatWrapper({ template, tokenizer: this.model.tokenizer });
+    }
+    this.caps = { chat: this.chatWrapper !== undefined, completion: true, embeddings: false };
+  }
+
+  private async checkGolden(path: string): Promise<void> {
+    const golden = await readLlmGolden(path);
+    const got = await this.run(goldenRequest(golden), {});
+    if (got.text !== golden.text) {
+      this.golden = "failed";
+      throw new ModelportError(
+        "MP_ERR_MODEL_GOLDEN_MISMATCH",
+        `golden check failed (${path}): greedy text ${JSON.stringify(got.text)}, expected ${JSON.stringify(golden.text)}`,
+      );
+    }
+    this.golden = "passed";
+  }
+
+  generate(request: GenerateRequest, options: GenerateOptions = {}): Promise<GenerateResult> {
+    if (this.state !== "ready") {
+      if (this.state === "closed")
+        return Promise.reject(
+          new ModelportError("MP_ERR_SERVER_SHUTTING_DOWN", `model '${this.name}' is closed`),
+        );
+      return Promise.reject(
+        new ModelportError(
+          "MP_ERR_MODEL_NOT_READY",
+          `model '${this.name}' is not ready: ${this.reason ?? this.state}`,
+          {
+            retryAfterSeconds: 1,
+          },
+        ),
+      );
+    }
+    return this.run(request, options);
+  }
+
+  /** Waits for a sequence, generates, frees the sequence; used by requests and the golden check. */
+  private async run(request: GenerateRequest, options: GenerateOptions): Promise<GenerateResult> {
+    const input = request.messages ? this.renderChat(request.messages) : undefined;
+    const slot = await this.slots!.acquire(options.signal);
+    // One controller per generation, aborted by the client's signal or by close(): a plain
+    // listener instead of AbortSignal.any, which would tie every request to a long-lived signal.
+    const ac = new AbortController();
+    const client = options.signal;
+    const onAbort = () => ac.abort();
+    if (client?.aborted) ac.abort();
+    else client?.addEventListener("abort", onAbort, { once: true });
+    const work = this.generateOn(slot, request, input, ac.signal, options.onDelta);
+    this.running.set(work, ac);
+    try {
+      return await work;
+    } finally {
+      client?.removeEventListener("abort", onAbort);
+      this.running.delete(work);
+      this.slots!.release(slot);
+    }
+  }
+
+  private async generateOn(
+    slot: Slot,
+    request: GenerateRequest,
+    chat: { text: LlamaText; stops: LlamaText[] } | undefined,
+    signal: AbortSignal,
+    onDelta: ((text: string) => void) | undefined,
+  ): Promise<GenerateResult> {
+    const model = this.model!;
+    const { sequence, completion } = slot;
+    // A fresh sequence per request: the same request always evaluates the same way, so greedy
+    // answers repeat exactly (reusing a cached prefix would change the batch shapes).
+    await sequence.clearHistory();
+    let tokens: Token[] = chat
+      ? chat.text.tokenize(model.tokenizer, "trimLeadingSpace")
+      : model.tokenize(request.prompt ?? "", false, "trimLeadingSpace");
+    // LlamaCompletion puts BOS in front itself; a template that renders it would double it.
+    if (tokens[0] !== undefined && tokens[0] === model.tokens.bos) tokens = tokens.slice(1);
+    const promptTokens = tokens.length + (model.tokens.bos !== null ? 1 : 0);
+    const room = sequence.contextSize - promptTokens;
+    if (room < 1) {
+      throw new ModelportError(
+        "MP_ERR_LLM_CONTEXT_OVERFLOW",
+        `the prompt takes ${promptTokens} tokens; model '${this.name}' has a context of ${sequence.contextSize} per request (llm.contextSize), leaving no room for an answer`,
+        { promptTokens, contextSize: sequence.contextSize },
+      );
+    }
+    const maxTokens = Math.min(room, request.maxTokens ?? room, this.config.llm.maxTokens ?? room);
+    const stops: (LlamaText | string)[] = [...(chat?.stops ?? []), ...(request.stop ?? [])];
+    const outputBefore = sequence.tokenMeter.usedOutputTokens;
+    const greedy = !request.temperature;
+    try {
+      const res = await completion.generateCompletionWithMeta(tokens, {
+        maxTokens,
+        ...(greedy ? {} : { temperature: request.temperature }),
+        ...(!greedy && request.topP !== undefined ? { topP: request.topP } : {}),
+        ...(!greedy && request.seed !== undefined ? { seed: request.seed } : {}),
+        // OpenAI's frequency and presence penalties default to 0; node-llama-cpp's penalty is on by default.
+        repeatPenalty: false,
+        disableContextShift: true,
+        signal,
+        ...(stops.length ? { customStopTriggers: stops } : {}),
+        ...(onDelta ? { onTextChunk: (text: string) => text && onDelta(text) } : {}),
+      });
+      const finishReason: FinishReason = res.metadata.stopReason === "maxTokens" ? "length" : "stop";
+      return {
+        text: res.response,
+        finishReason,
+        usage: { promptTokens, completionTokens: sequence.tokenMeter.usedOutputTokens - outputBefore },
+      };
+    } catch (err) {
+      if (this.state === "closed")
+        throw new ModelportError("MP_ERR_SERVER_SHUTTING_DOWN", `model '${this.name}' is closing`);
+      if (signal.aborted) {
+        const generated = sequence.tokenMeter.usedOutputTokens - outputBefore;
+        this.log.info({ generated, maxTokens }, "generation canceled: the client left; sequence freed");
+        throw new ModelportError("MP_ERR_REQUEST_CANCELED", "the client closed the connection");
+      }
+      throw new ModelportError("MP_ERR_INFERENCE_FAILED", `llama.cpp failed: ${(err as Error).message}`);
+    }
+  }
+
+  /** The chat rendered by the template, and the texts that end the assistant's turn. */
+  private renderChat(messages: readonly ChatMessage[]): { text: LlamaText; stops: LlamaText[] } {
+    if (!this.chatWrapper) {
+      throw new ModelportError(
+        "MP_ERR_LLM_CAPABILITY_UNSUPPORTED",
+        `model '${this.name}' has no chat template (none in the GGUF file, no llm.chatTemplate); use /v1/completions or set llm.chatTemplate`,
+      );
+    }
+    const chatHistory: ChatHistoryItem[] = messages.map((m) =>
+      m.role === "assistant"
+        ? { type: "model", response: [m.content] }
+        : m.role === "system" || m.role === "developer"
+          ? { type: "system", text: m.content }
+          : { type: "user", text: m.content },
+    );
+    chatHistory.push({ type: "model", response: [] });
+    try {
+      const state = this.chatWrapper.generateContextState({ chatHistory });
+      return { text: state.contextText, stops: state.stopGenerationTriggers };
+    } catch (err) {
+      throw new ModelportError(
+        "MP_ERR_REQUEST_INVALID",
+        `the chat template of model '${this.name}' cannot render these messages: ${(err as Error).message}`,
+      );
+    }
+  }
+
+  close(): Promise<void> {
+    this.closed ??= (async () => {
+      this.state = "closed";
+      this.reason = "closed";
+      this.slots?.close();
+      for (const ac of this.running.values()) ac.abort();
+      await Promise.allSettled([...this.running.keys()]);
+      await this.context?.dispose();
+      await this.model?.dispose();
+      this.context = undefined;
+      this.model = undefined;
+    })();
+    return this.closed;
+  }
+}
+
+/** The Jinja chat template stored in the GGUF file, if any. */
+function ggufChatTemplate(model: LlamaModel): string | undefined {
+  const t = (model.fileInfo.metadata as { tokenizer?: { chat_template?: unknown } }).tokenizer?.chat_template;
+  return typeof t === "string" && t.trim() !== "" ? t : undefined;
+}

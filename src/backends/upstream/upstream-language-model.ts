@@ -1,0 +1,478 @@
+// The upstream backend: a LanguageModel that forwards chat, completions and embeddings to any
+// OpenAI-compatible base URL (a hosted API, vLLM, Ollama, another modelport). It holds no
+// weights: it is ready once GET {url}/models answered, retries 429, 5xx and connection failures
+// with exponential backoff (a Retry-After header wins) as long as nothing was streamed yet, and
+// passes streamed answers through chunk by chunk as deltas. Its cost is tokens × the configured
+// per-million prices.
+import type { Logger } from "pino";
+import type { LanguageModelConfig, UpstreamConfig } from "../../config/schema.js";
+import { type ErrorCode, ModelportError } from "../../errors.js";
+import type {
+  EmbedResult,
+  FinishReason,
+  GenerateOptions,
+  GenerateRequest,
+  GenerateResult,
+  LanguageModel,
+  LanguageModelCapabilities,
+  LanguageModelState,
+  LanguageModelStatus,
+} from "../../llm/language-model.js";
+import { CostMeter, type CostSnapshot } from "../../metrics/cost.js";
+import type { Metrics } from "../../metrics/metrics.js";
+import {
+  type Attempt,
+  AttemptFailure,
+  ClientAborted,
+  fetchAttempt,
+  readSse,
+  withRetries,
+} from "./upstream-client.js";
+
+export interface UpstreamModelOptions {
+  metrics?: Metrics;
+  env?: NodeJS.ProcessEnv;
+}
+
+/** Upstream settings with the schema's defaults, for configs built in code. */
+function settings(c: LanguageModelConfig): UpstreamConfig {
+  const u = c.upstream;
+  if (!u) {
+    throw new ModelportError(
+      "MP_ERR_MODEL_LOAD_FAILED",
+      `model '${c.name}': backend upstream needs upstream.url (an OpenAI-compatible base URL)`,
+    );
+  }
+  return u;
+}
+
+/** Re-probe a not-ready upstream this often (doubling to the cap), so it recovers by itself. */
+const PROBE_RETRY_MS = 2000;
+const PROBE_RETRY_MAX_MS = 60_000;
+
+interface ChatChoice {
+  message?: { content?: string | null };
+  delta?: { content?: string | null };
+  text?: string;
+  finish_reason?: string | null;
+}
+
+interface OpenAiAnswer {
+  choices?: ChatChoice[];
+  usage?: { prompt_tokens?: number; completion_tokens?: number } | null;
+  error?: { message?: string };
+}
+
+/** Rough token count for an upstream that reports no usage: about 4 characters per token (an estimate). */
+function estimateTokens(text: string): number {
+  return Math.ceil(text.length / 4);
+}
+
+/**
+ * Reads an answer's JSON body. A body cut off by the attempt's timeout or a broken connection is
+ * a retryable failure like a connection error; one that is not JSON is not.
+ */
+async function readJson<T>(attempt: Attempt, timeoutMs: number): Promise<T> {
+  let text: string;
+  try {
+    text = await attempt.response.text();
+  } catch (err) {
+    if (attempt.aborted() === "client") throw new ClientAborted();
+    throw new AttemptFailure(
+      attempt.aborted() === "timeout"
+        ? `the answer did not arrive in full within ${timeoutMs} ms`
+        : `the answer was cut off: ${(err as Error).message}`,
+      true,
+    );
+  }
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    throw new AttemptFailure(`the answer is not JSON: ${text.slice(0, 200)}`, false);
+  }
+}
+
+function finishReason(r: string | null | undefined): FinishReason {
+  return r === "length" ? "length" : "stop";
+}
+
+export class UpstreamLanguageModel implements LanguageModel {
+  readonly name: string;
+  readonly backend = "upstream" as const;
+  readonly capabilities: LanguageModelCapabilities = { chat: true, completion: true, embeddings: true };
+  readonly created = Math.floor(Date.now() / 1000);
+  private readonly u: UpstreamConfig | undefined;
+  private readonly base: string;
+  private readonly log: Logger;
+  private readonly env: NodeJS.ProcessEnv;
+  private readonly meter: CostMeter;
+  private apiKey: string | undefined;
+  private state: LanguageModelState = "loading";
+  private reason: string | undefined = "probing the upstream";
+  private code: ErrorCode | undefined = "MP_ERR_MODEL_NOT_READY";
+  private loadMs: number | undefined;
+  private active = 0;
+  private readonly aborts = new Set<AbortController>();
+  private probeTimer: NodeJS.Timeout | undefined;
+  private probeDelay = PROBE_RETRY_MS;
+
+  constructor(
+    readonly config: LanguageModelConfig,
+    log: Logger,
+    options: UpstreamModelOptions = {},
+  ) {
+    this.name = config.name;
+    this.u = config.upstream;
+    this.base = (config.upstream?.url ?? "").replace(/\/+$/, "");
+    this.log = log.child({ model: config.name });
+    this.env = options.env ?? process.env;
+    this.meter = new CostMeter(
+      config.name,
+      {
+        pricePerMillionInputTokens: config.pricePerMillionInputTokens,
+        pricePerMillionOutputTokens: config.pricePerMillionOutputTokens,
+      },
+      options.metrics?.cost,
+    );
+  }
+
+  /** The name the upstream knows the model by. */
+  get upstreamModel(): string {
+    return this.u?.model ?? this.name;
+  }
+
+  async start(): Promise<void> {
+    const started = performance.now();
+    try {
+      const u = settings(this.config);
+      if (u.apiKeyEnv) {
+        this.apiKey = this.env[u.apiKeyEnv];
+        if (!this.apiKey) {
+          throw new ModelportError(
+            "MP_ERR_MODEL_LOAD_FAILED",
+            `environment variable ${u.apiKeyEnv} (upstream.apiKeyEnv) is unset or empty: set it to the upstream's API key`,
+          );
+        }
+      }
+      await this.probe();
+      this.loadMs = performance.now() - started;
+    } catch (err) {
+      const e =
+        err instanceof ModelportError ? err : new ModelportError("MP_ERR_MODEL_LOAD_FAILED", String(err));
+      this.setNotReady("failed", e.message, e.code);
+      // A missing key needs a restart with the variable set; an unreachable upstream may come back.
+      if (e.code !== "MP_ERR_MODEL_LOAD_FAILED") this.scheduleProbe();
+    }
+  }
+
+  /**
+   * GET {url}/models, once. Ready on a 2xx; otherwise the reason says what answered.
+   * @throws ModelportError MP_ERR_LLM_UPSTREAM_FAILED.
+   */
+  private async probe(): Promise<void> {
+    const u = settings(this.config);
+    const url = `${this.base}/models`;
+    try {
+      const attempt = await fetchAttempt({ method: "GET", url, apiKey: this.apiKey, timeoutMs: u.timeoutMs });
+      let listed: string[] | undefined;
+      try {
+        const body = (await attempt.response.json()) as { data?: { id?: string }[] };
+        listed = body.data?.map((m) => String(m.id));
+      } finally {
+        attempt.done();
+      }
+      if (listed && !listed.includes(this.upstreamModel)) {
+        this.log.warn(
+          `upstream ${this.base} does not list model '${this.upstreamModel}' (it lists ${listed.slice(0, 10).join(", ")}); requests may fail`,
+        );
+      }
+      this.state = "ready";
+      this.reason = undefined;
+      this.code = undefined;
+      this.probeDelay = PROBE_RETRY_MS;
+      this.log.info(`${this.name}: upstream ${this.base} answered GET /models; ready`);
+    } catch (err) {
+      if (err instanceof AttemptFailure) {
+        const hint =
+          err.status === 404
+            ? ": the upstream has no GET /models route, which modelport uses as its readiness probe; point upstream.url at the API's base (for example https://host/v1)"
+            : err.status === 401 || err.status === 403
+              ? `: the upstream refused the key${this.u?.apiKeyEnv ? ` in ${this.u.apiKeyEnv}` : " (set upstream.apiKeyEnv)"}`
+              : "";
+        throw new ModelportError(
+          "MP_ERR_LLM_UPSTREAM_FAILED",
+          `readiness probe failed: ${err.message}${hint}`,
+        );
+      }
+      throw err;
+    }
+  }
+
+  private scheduleProbe(): void {
+    if (this.state === "closed" || this.probeTimer) return;
+    const delay = this.probeDelay;
+    this.probeDelay = Math.min(PROBE_RETRY_MAX_MS, this.probeDelay * 2);
+    this.probeTimer = setTimeout(() => {
+      this.probeTimer = undefined;
+      if (this.state === "closed") return;
+      this.probe().catch((err: ModelportError) => {
+        if (this.state === "closed") return;
+        this.setNotReady("failed", `${err.message} (probing again in ${this.probeDelay} ms)`, err.code);
+        this.scheduleProbe();
+      });
+    }, delay);
+    this.probeTimer.unref();
+  }
+
+  private closed(): boolean {
+    return this.state === "closed";
+  }
+
+  private setNotReady(state: LanguageModelState, reason: string, code: ErrorCode): void {
+    if (this.state === "closed") return;
+    this.state = state;
+    this.reason = reason;
+    this.code = code;
+    this.log.error({ code }, `${this.name} is not ready: ${reason}`);
+  }
+
+  async close(): Promise<void> {
+    if (this.state === "closed") return;
+    this.state = "closed";
+    this.reason = "closed";
+    this.code = "MP_ERR_SERVER_SHUTTING_DOWN";
+    if (this.probeTimer) clearTimeout(this.probeTimer);
+    for (const a of this.aborts) a.abort();
+  }
+
+  cost(): CostSnapshot {
+    return this.meter.snapshot();
+  }
+
+  status(): LanguageModelStatus & { cost: CostSnapshot; url: string; upstreamModel: string } {
+    return {
+      name: this.name,
+      backend: this.backend,
+      state: this.state,
+      ready: this.state === "ready",
+      ...(this.reason ? { reason: this.reason } : {}),
+      ...(this.code && this.state !== "ready" ? { code: this.code } : {}),
+      golden: "none",
+      ...(this.loadMs !== undefined ? { loadMs: this.loadMs } : {}),
+      concurrency: { active: this.active, waiting: 0, limit: this.config.llm.sequences },
+      url: this.base,
+      upstreamModel: this.upstreamModel,
+      cost: this.meter.snapshot(),
+    };
+  }
+
+  private notReady(): ModelportError {
+    if (this.state === "closed") {
+      return new ModelportError(
+        "MP_ERR_SERVER_SHUTTING_DOWN",
+        "the server is shutting down; retry on another instance",
+      );
+    }
+    return new ModelportError("MP_ERR_MODEL_NOT_READY", `model '${this.name}' is not ready: ${this.reason}`, {
+      model: this.name,
+      state: this.state,
+      ...(this.code ? { cause: this.code } : {}),
+    });
+  }
+
+  /**
+   * Runs one upstream call with retries: admission, the client's abort, the last failure as a
+   * ModelportError, and the call's wall time for cost.
+   */
+  private async call<T>(
+    what: string,
+    signal: AbortSignal | undefined,
+    attempt: (signal: AbortSignal, progressed: () => void) => Promise<T>,
+  ): Promise<{ value: T; ms: number }> {
+    if (this.state !== "ready") throw this.notReady();
+    const limit = this.config.llm.sequences + this.config.llm.maxWaiting;
+    if (this.active >= limit) {
+      throw new ModelportError(
+        "MP_ERR_MODEL_OVERLOADED",
+        `model '${this.name}' has ${this.active} upstream calls in flight (limit llm.sequences + llm.maxWaiting = ${limit}); retry shortly`,
+        { retryAfterSeconds: 1 },
+      );
+    }
+    const u = settings(this.config);
+    const abort = new AbortController();
+    const onClient = () => abort.abort();
+    signal?.addEventListener("abort", onClient, { once: true });
+    if (signal?.aborted) abort.abort();
+    this.aborts.add(abort);
+    this.active++;
+    const started = performance.now();
+    try {
+      const { value } = await withRetries(
+        { retries: u.retries, backoffMs: u.backoffMs, maxBackoffMs: u.maxBackoffMs },
+        (progressed) => attempt(abort.signal, progressed),
+        abort.signal,
+        (failure, waitMs, n) =>
+          this.log.warn(
+            { status: failure.status, waitMs, attempt: n },
+            `${this.name}: upstream ${what} failed (${failure.message}); retrying in ${Math.round(waitMs)} ms`,
+          ),
+      );
+      return { value, ms: performance.now() - started };
+    } catch (err) {
+      if (err instanceof ClientAborted) {
+        // close() aborts calls in flight too: say so rather than blame the client.
+        if (this.closed()) throw this.notReady();
+        throw new ModelportError(
+          "MP_ERR_REQUEST_CANCELED",
+          "the client closed the connection; the upstream call was stopped",
+        );
+      }
+      if (err instanceof AttemptFailure) {
+        const attempts = (err as AttemptFailure & { attempts?: number }).attempts ?? 1;
+        const details = {
+          model: this.name,
+          attempts,
+          ...(err.status !== undefined ? { upstreamStatus: err.status } : {}),
+        };
+        // A 4xx is the request's or the key's fault: say so; anything else is the upstream failing.
+        if (!err.retryable && err.status !== undefined && err.status < 500) {
+          const key =
+            err.status === 401 || err.status === 403
+              ? ` Check the key${u.apiKeyEnv ? ` in ${u.apiKeyEnv}` : " (upstream.apiKeyEnv)"}.`
+              : "";
+          throw new ModelportError(
+            "MP_ERR_LLM_UPSTREAM_REJECTED",
+            `the upstream refused the ${what} request: ${err.message}.${key}`,
+            details,
+          );
+        }
+        throw new ModelportError(
+          "MP_ERR_LLM_UPSTREAM_FAILED",
+          `the upstream ${what} call failed after ${attempts} attempt(s): ${err.message}`,
+          details,
+        );
+      }
+      throw new ModelportError(
+        "MP_ERR_LLM_UPSTREAM_FAILED",
+        `the upstream ${what} call failed: ${String(err)}`,
+      );
+    } finally {
+      this.active--;
+      this.aborts.delete(abort);
+      signal?.removeEventListener("abort", onClient);
+    }
+  }
+
+  async generate(request: GenerateRequest, options: GenerateOptions = {}): Promise<GenerateResult> {
+    const chat = request.messages !== undefined;
+    const u = settings(this.config);
+    const stream = options.onDelta !== undefined;
+    const body: Record<string, unknown> = {
+      model: this.upstreamModel,
+      ...(chat
+        ? { messages: request.messages!.map((m) => ({ role: m.role, content: m.content })) }
+        : { prompt: request.prompt ?? "" }),
+      ...(request.maxTokens !== undefined ? { max_tokens: request.maxTokens } : {}),
+      // Greedy unless asked otherwise, as the contract says (an upstream's default is often 1).
+      temperature: request.temperature ?? 0,
+      ...(request.topP !== undefined ? { top_p: request.topP } : {}),
+      ...(request.seed !== undefined ? { seed: request.seed } : {}),
+      ...(request.stop?.length ? { stop: [...request.stop] } : {}),
+      ...(stream ? { stream: true, stream_options: { include_usage: true } } : {}),
+    };
+    const url = `${this.base}/${chat ? "chat/completions" : "completions"}`;
+    const what = chat ? "chat" : "completion";
+    const promptText = chat ? request.messages!.map((m) => m.content).join("\n") : (request.prompt ?? "");
+    const { value, ms } = await this.call(what, options.signal, async (signal, progressed) => {
+      const attempt = await fetchAttempt({
+        method: "POST",
+        url,
+        apiKey: this.apiKey,
+        body,
+        timeoutMs: u.timeoutMs,
+        signal,
+        stream,
+      });
+      try {
+        if (!stream) {
+          const answer = await readJson<OpenAiAnswer>(attempt, u.timeoutMs);
+          const choice = answer.choices?.[0];
+          const text = (chat ? choice?.message?.content : choice?.text) ?? "";
+          return { text, finishReason: finishReason(choice?.finish_reason), usage: answer.usage };
+        }
+        let text = "";
+        let reason: string | null | undefined;
+        let usage: OpenAiAnswer["usage"];
+        try {
+          for await (const data of readSse(attempt.response, attempt.touch)) {
+            if (data === "[DONE]") break;
+            const chunk = JSON.parse(data) as OpenAiAnswer;
+            if (chunk.error) throw new AttemptFailure(`the stream reported: ${chunk.error.message}`, !text);
+            if (chunk.usage) usage = chunk.usage;
+            const choice = chunk.choices?.[0];
+            if (!choice) continue;
+            const delta = (chat ? choice.delta?.content : choice.text) ?? "";
+            if (choice.finish_reason) reason = choice.finish_reason;
+            if (delta) {
+              progressed();
+              text += delta;
+              options.onDelta!(delta);
+            }
+          }
+        } catch (err) {
+          if (err instanceof AttemptFailure) throw err;
+          const why = attempt.aborted();
+          if (why === "client") throw new ClientAborted();
+          throw new AttemptFailure(
+            why === "timeout"
+              ? `the stream stalled for ${u.timeoutMs} ms`
+              : `the stream broke: ${(err as Error).message}`,
+            true,
+          );
+        }
+        return { text, finishReason: finishReason(reason), usage };
+      } finally {
+        attempt.done();
+      }
+    });
+    const promptTokens = value.usage?.prompt_tokens ?? estimateTokens(promptText);
+    const completionTokens = value.usage?.completion_tokens ?? estimateTokens(value.text);
+    this.meter.tokens(promptTokens, completionTokens, ms);
+    return { text: value.text, finishReason: value.finishReason, usage: { promptTokens, completionTokens } };
+  }
+
+  async embed(
+    inputs: readonly string[],
+    options: { readonly signal?: AbortSignal } = {},
+  ): Promise<EmbedResult> {
+    const u = settings(this.config);
+    const { value, ms } = await this.call("embeddings", options.signal, async (signal) => {
+      const attempt = await fetchAttempt({
+        method: "POST",
+        url: `${this.base}/embeddings`,
+        apiKey: this.apiKey,
+        body: { model: this.upstreamModel, input: [...inputs], encoding_format: "float" },
+        timeoutMs: u.timeoutMs,
+        signal,
+      });
+      try {
+        return await readJson<{
+          data?: { index: number; embedding: number[] }[];
+          usage?: { prompt_tokens?: number };
+        }>(attempt, u.timeoutMs);
+      } finally {
+        attempt.done();
+      }
+    });
+    const data = [...(value.data ?? [])].sort((a, b) => a.index - b.index);
+    if (data.length !== inputs.length) {
+      throw new ModelportError(
+        "MP_ERR_LLM_UPSTREAM_FAILED",
+        `the upstream returned ${data.length} embeddings for ${inputs.length} inputs`,
+      );
+    }
+    const promptTokens = value.usage?.prompt_tokens ?? inputs.reduce((n, t) => n + estimateTokens(t), 0);
+    this.meter.tokens(promptTokens, 0, ms);
+    return { vectors: data.map((d) => d.embedding), promptTokens };
+  }
+}

@@ -1,0 +1,151 @@
+// `modelport cost [URL]`: reads a running server's /metrics and prints, for each served model
+// side by side, its requests, cost per 1,000 requests and compute time per request, so a user
+// can weigh self-hosting (machine time × pricePerHour) against a hosted API (tokens × prices).
+import { type CostSnapshot, summarize } from "../metrics/cost.js";
+import { parse, UsageError } from "./args.js";
+
+export const COST_HELP = `Usage: modelport cost [URL] [options]
+
+Reads URL/metrics of a running modelport (default http://127.0.0.1:8080) and prints, per model:
+requests counted, cost per 1,000 requests, compute ms per request, tokens per request and the
+total so far. Local models cost machine time × pricePerHour (a batch's time is shared among its
+requests); upstream models cost tokens × pricePerMillionInputTokens / pricePerMillionOutputTokens.
+Set the prices in the config (docs/Cost.md); without them time and tokens are still shown.
+
+Options:
+      --url URL          the server's base URL (same as the positional URL)
+      --api-key KEY      bearer key, when the server has API keys on (or MODELPORT_API_KEY)
+      --json             print the figures as JSON instead of a table
+  -h, --help             show this help
+
+Exit status: 0 on success; 1 when the server cannot be read; 2 on a usage error.
+`;
+
+const COST_OPTIONS = {
+  url: { type: "string" },
+  "api-key": { type: "string" },
+  json: { type: "boolean" },
+  help: { type: "boolean", short: "h" },
+} as const;
+
+export interface PromSample {
+  name: string;
+  labels: Record<string, string>;
+  value: number;
+}
+
+/** Parses Prometheus text exposition: one sample per non-comment line. */
+export function parsePrometheus(text: string): PromSample[] {
+  const out: PromSample[] = [];
+  for (const line of text.split("\n")) {
+    if (line === "" || line.startsWith("#")) continue;
+    const m = /^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)/.exec(line);
+    if (!m) continue;
+    const labels: Record<string, string> = {};
+    for (const l of (m[2] ?? "").matchAll(/([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) {
+      labels[l[1]!] = l[2]!.replace(/\\n/g, "\n").replace(/\\(.)/g, "$1");
+    }
+    out.push({ name: m[1]!, labels, value: Number(m[3]) });
+  }
+  return out;
+}
+
+/** Each model's cost figures from a /metrics text, in name order (summed over instances). */
+export function costFromMetrics(text: string): (CostSnapshot & { model: string })[] {
+  const totals = new Map<
+    string,
+    { requests: number; computeMs: number; dollars: number; inputTokens: number; outputTokens: number }
+  >();
+  const get = (model: string) => {
+    let t = totals.get(model);
+    if (!t) {
+      t = { requests: 0, computeMs: 0, dollars: 0, inputTokens: 0, outputTokens: 0 };
+      totals.set(model, t);
+    }
+    return t;
+  };
+  for (const s of parsePrometheus(text)) {
+    const model = s.labels.model;
+    if (model === undefined || !Number.isFinite(s.value)) continue;
+    switch (s.name) {
+      case "modelport_cost_requests_total":
+        get(model).requests += s.value;
+        break;
+      case "modelport_cost_compute_seconds_total":
+        get(model).computeMs += s.value * 1000;
+        break;
+      case "modelport_cost_dollars_total":
+        get(model).dollars += s.value;
+        break;
+      case "modelport_cost_tokens_total":
+        if (s.labels.kind === "input") get(model).inputTokens += s.value;
+        else if (s.labels.kind === "output") get(model).outputTokens += s.value;
+        break;
+    }
+  }
+  return [...totals.entries()]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([model, t]) => ({ model, ...summarize(t) }));
+}
+
+function money(x: number): string {
+  if (x === 0) return "$0";
+  if (x >= 1) return `$${x.toFixed(2)}`;
+  return `$${x.toPrecision(3)}`;
+}
+
+/** The side-by-side table `modelport cost` prints. */
+export function costTable(rows: readonly (CostSnapshot & { model: string })[]): string {
+  const header = ["model", "requests", "cost / 1,000 req", "compute ms / req", "tokens / req", "total"];
+  const body = rows.map((r) => [
+    r.model,
+    String(Math.round(r.requests)),
+    money(r.costPer1000Requests),
+    r.computeMsPerRequest.toFixed(3),
+    r.requests > 0 ? ((r.inputTokens + r.outputTokens) / r.requests).toFixed(1) : "0",
+    money(r.dollars),
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
+  const line = (cells: string[]) =>
+    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
+  return [line(header), ...body.map(line)].join("\n");
+}
+
+export async function cost(args: string[]): Promise<number> {
+  const { values, positionals } = parse(args, COST_OPTIONS);
+  if (values.help) {
+    process.stdout.write(COST_HELP);
+    return 0;
+  }
+  if (positionals.length > 1) throw new UsageError(`cost takes one URL, got ${positionals.join(" ")}`);
+  const base = (values.url ?? positionals[0] ?? "http://127.0.0.1:8080").replace(/\/+$/, "");
+  if (!/^https?:\/\//.test(base)) throw new UsageError(`'${base}' is not an http(s) URL`);
+  const key = values["api-key"] ?? process.env.MODELPORT_API_KEY;
+  let text: string;
+  try {
+    const res = await fetch(`${base}/metrics`, key ? { headers: { authorization: `Bearer ${key}` } } : {});
+    if (!res.ok) {
+      process.stderr.write(`modelport cost: ${base}/metrics answered HTTP ${res.status}\n`);
+      return 1;
+    }
+    text = await res.text();
+  } catch (err) {
+    const cause = (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).message;
+    process.stderr.write(`modelport cost: cannot read ${base}/metrics: ${cause}\n`);
+    return 1;
+  }
+  const rows = costFromMetrics(text);
+  if (values.json) {
+    process.stdout.write(`${JSON.stringify({ url: base, models: rows }, null, 2)}\n`);
+    return 0;
+  }
+  if (rows.length === 0) {
+    process.stdout.write(`${base} reports no cost figures (modelport_cost_*): is it a modelport server?\n`);
+    return 0;
+  }
+  process.stdout.write(`${costTable(rows)}\n`);
+  process.stdout.write(
+    "Local models: machine time × pricePerHour; upstream: tokens × per-million prices (docs/Cost.md).\n",
+  );
+  return 0;
+}

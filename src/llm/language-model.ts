@@ -1,0 +1,141 @@
+// The contract every generative or embedding model implements (backends llama-cpp,
+// transformers, upstream), separate from the tensor models of src/models/. Routes
+// (src/server/routes/openai.ts) speak only this interface; each backend lives in
+// src/backends/<name>/ and is the only importer of its driver.
+//
+// The contract, in short:
+// - Lifecycle. The constructor does no I/O. `start()` loads (weights, connection, golden
+//   check) and NEVER rejects: a failure shows in `status()` (state "failed", a reason and an
+//   MP_ERR_* code), which /readyz reports. `close()` is idempotent; after it, calls reject with
+//   MP_ERR_SERVER_SHUTTING_DOWN. `status()` is cheap and synchronous (read per /readyz, /metrics).
+// - generate(). Resolves once the whole answer is known, with the full text, why it ended and
+//   token usage (the backend's own counts; an estimate is acceptable for `upstream` if it says
+//   so in a comment). While generating, `onDelta(text)` is called with each new piece of text,
+//   in order, never with "" and never after generate() settles; the concatenation of the deltas
+//   equals the resolved `text`. A stop sequence is never part of the text or a delta (backends
+//   hold back a tail that could still become a stop sequence). Deltas are what SSE streams.
+// - Abort. `signal` aborts when the client disconnects. The backend must stop computing and
+//   free its slot (sequence, connection) at once, so the next waiting request gets it, then
+//   reject with ModelportError MP_ERR_REQUEST_CANCELED. A request aborted while it waits for a
+//   slot leaves the queue at once.
+// - Errors. Everything thrown is a ModelportError with a code from src/errors.ts:
+//   MP_ERR_MODEL_NOT_READY (not loaded / failed golden), MP_ERR_MODEL_OVERLOADED (its queue is
+//   full; details.retryAfterSeconds feeds Retry-After), MP_ERR_LLM_CONTEXT_OVERFLOW (the prompt
+//   plus max tokens cannot fit), MP_ERR_LLM_CAPABILITY_UNSUPPORTED (chat on an embeddings
+//   model…), MP_ERR_LLM_UPSTREAM_FAILED (upstream only), MP_ERR_REQUEST_CANCELED, and
+//   MP_ERR_INFERENCE_FAILED for anything the driver throws (message = the driver's own).
+//   Parameters are validated by the route before generate() is called; a backend may still
+//   refuse what it cannot do with MP_ERR_REQUEST_INVALID.
+// - Sampling. temperature 0 (or undefined with no topP) means greedy and must be
+//   deterministic: the same request gives the same text. `seed` makes sampling repeatable
+//   where the backend can.
+// - Concurrency and queueing are the backend's: it admits what it can run, queues up to its
+//   configured limit and refuses the rest with MP_ERR_MODEL_OVERLOADED; `status().concurrency`
+//   reports the numbers the metrics read at scrape time.
+import type { ErrorCode } from "../errors.js";
+import type { CostSnapshot } from "../metrics/cost.js";
+
+/** The config `backend` values that are served through this interface. */
+export const LANGUAGE_BACKENDS = ["llama-cpp", "transformers", "upstream"] as const;
+export type LanguageBackend = (typeof LANGUAGE_BACKENDS)[number];
+
+export function isLanguageBackend(backend: string): backend is LanguageBackend {
+  return (LANGUAGE_BACKENDS as readonly string[]).includes(backend);
+}
+
+export interface LanguageModelCapabilities {
+  /** Answers a list of messages (POST /v1/chat/completions). */
+  readonly chat: boolean;
+  /** Continues a raw prompt (POST /v1/completions). */
+  readonly completion: boolean;
+  /** Turns texts into vectors (POST /v1/embeddings); then `embed` exists. */
+  readonly embeddings: boolean;
+}
+
+export interface ChatMessage {
+  readonly role: "system" | "user" | "assistant" | "developer" | "tool";
+  readonly content: string;
+}
+
+export interface GenerateRequest {
+  /** Exactly one of `messages` (chat) and `prompt` (completion) is set. */
+  readonly messages?: readonly ChatMessage[];
+  readonly prompt?: string;
+  /** Most new tokens; undefined: until a stop, the end-of-generation token or the context's end. */
+  readonly maxTokens?: number;
+  /** 0 or undefined: greedy (deterministic). */
+  readonly temperature?: number;
+  readonly topP?: number;
+  readonly seed?: number;
+  /** Texts that end the generation; never part of the answer. */
+  readonly stop?: readonly string[];
+}
+
+/** As OpenAI: "stop" for an end-of-generation token or a stop sequence, "length" for maxTokens or the context's end. */
+export type FinishReason = "stop" | "length";
+
+export interface TokenUsage {
+  readonly promptTokens: number;
+  readonly completionTokens: number;
+}
+
+export interface GenerateResult {
+  readonly text: string;
+  readonly finishReason: FinishReason;
+  readonly usage: TokenUsage;
+}
+
+export interface GenerateOptions {
+  /** Aborts when the client goes away: stop, free the slot, reject with MP_ERR_REQUEST_CANCELED. */
+  readonly signal?: AbortSignal;
+  /** Each new piece of text, in order; never "", never after the promise settles. */
+  readonly onDelta?: (text: string) => void;
+}
+
+export interface EmbedResult {
+  /** One vector per input, in input order. */
+  readonly vectors: readonly (Float32Array | readonly number[])[];
+  readonly promptTokens: number;
+}
+
+export type LanguageModelState = "loading" | "ready" | "failed" | "closed";
+
+export interface LanguageModelStatus {
+  readonly name: string;
+  readonly backend: LanguageBackend;
+  readonly state: LanguageModelState;
+  readonly ready: boolean;
+  /** Why not ready, in words; absent when ready. */
+  readonly reason?: string;
+  readonly code?: ErrorCode;
+  /** "none" when the config gives no golden file. */
+  readonly golden: "passed" | "failed" | "none" | "pending";
+  readonly loadMs?: number;
+  /** The model file, when there is one. */
+  readonly path?: string;
+  readonly bytes?: number;
+  readonly sha256?: string;
+  /** Requests generating now, waiting for a slot, and the most that may run at once. */
+  readonly concurrency: { readonly active: number; readonly waiting: number; readonly limit: number };
+  /** Context window in tokens, when known. */
+  readonly contextSize?: number;
+  /** Requests, compute time, tokens and estimated dollars so far (src/metrics/cost.ts), when the backend counts them. */
+  readonly cost?: CostSnapshot;
+}
+
+export interface LanguageModel {
+  readonly name: string;
+  readonly backend: LanguageBackend;
+  readonly capabilities: LanguageModelCapabilities;
+  /** Unix seconds when the model was created (OpenAI's `created`); the config's load time is fine. */
+  readonly created: number;
+  /** Loads and checks; never rejects (see the contract above). */
+  start(): Promise<void>;
+  /** Idempotent; aborts running generations and waits for them to free their slots. */
+  close(): Promise<void>;
+  status(): LanguageModelStatus;
+  /** @throws ModelportError (see the contract above). */
+  generate(request: GenerateRequest, options?: GenerateOptions): Promise<GenerateResult>;
+  /** Present when capabilities.embeddings. @throws ModelportError. */
+  embed?(inputs: readonly string[], options?: { readonly signal?: AbortSignal }): Promise<EmbedResult>;
+}

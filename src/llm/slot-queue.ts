@@ -1,0 +1,150 @@
+// Admission for language models: a fixed set of slots (llama.cpp sequences, upstream
+// connections) handed out first come, first served, with a bounded wait line. Beyond the line
+// a request is refused at once with a retryable 503, so a burst never piles up unbounded work;
+// a waiter whose client leaves, or whose deadline passes, leaves the line at once.
+import { ModelportError } from "../errors.js";
+
+interface Waiter<T> {
+  resolve(slot: T): void;
+  reject(err: ModelportError): void;
+  cleanup(): void;
+}
+
+export interface SlotQueueOptions {
+  /** Model name, for messages. */
+  name: string;
+  /** Requests allowed to wait for a slot; more are refused with MP_ERR_MODEL_OVERLOADED. */
+  maxWaiting: number;
+  /** Longest wait for a slot (ms), after which MP_ERR_DEADLINE_EXCEEDED; default: none. */
+  maxWaitMs?: number;
+}
+
+export class SlotQueue<T> {
+  private readonly free: T[];
+  private readonly waiters: Waiter<T>[] = [];
+  private readonly limit: number;
+  private closed = false;
+  /** Smoothed seconds a slot stays taken, for Retry-After. */
+  private holdSeconds = 1;
+  private readonly takenAt = new Map<T, number>();
+
+  constructor(
+    slots: readonly T[],
+    private readonly options: SlotQueueOptions,
+  ) {
+    this.free = [...slots];
+    this.limit = slots.length;
+  }
+
+  get active(): number {
+    return this.limit - this.free.length;
+  }
+
+  get waiting(): number {
+    return this.waiters.length;
+  }
+
+  get capacity(): number {
+    return this.limit;
+  }
+
+  /**
+   * A free slot, now or when one is released.
+   * @throws ModelportError MP_ERR_MODEL_OVERLOADED (line full), MP_ERR_REQUEST_CANCELED (signal
+   * aborted), MP_ERR_DEADLINE_EXCEEDED (waited maxWaitMs), MP_ERR_SERVER_SHUTTING_DOWN (closed).
+   */
+  acquire(signal?: AbortSignal): Promise<T> {
+    if (this.closed) return Promise.reject(this.closedError());
+    if (signal?.aborted) return Promise.reject(canceled());
+    const slot = this.free.pop();
+    if (slot !== undefined) {
+      this.takenAt.set(slot, performance.now());
+      return Promise.resolve(slot);
+    }
+    if (this.waiters.length >= this.options.maxWaiting) {
+      const retryAfterSeconds = this.retryAfterSeconds();
+      return Promise.reject(
+        new ModelportError(
+          "MP_ERR_MODEL_OVERLOADED",
+          `model '${this.options.name}' is busy: ${this.limit} generating and ${this.waiters.length} waiting (llm.maxWaiting ${this.options.maxWaiting}); retry in about ${retryAfterSeconds} s`,
+          { retryAfterSeconds, active: this.limit, waiting: this.waiters.length },
+        ),
+      );
+    }
+    return new Promise<T>((resolve, reject) => {
+      let timer: NodeJS.Timeout | undefined;
+      const onAbort = () => {
+        this.remove(waiter);
+        reject(canceled());
+      };
+      const waiter: Waiter<T> = {
+        resolve,
+        reject,
+        cleanup: () => {
+          if (timer) clearTimeout(timer);
+          signal?.removeEventListener("abort", onAbort);
+        },
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+      if (this.options.maxWaitMs !== undefined) {
+        timer = setTimeout(() => {
+          this.remove(waiter);
+          reject(
+            new ModelportError(
+              "MP_ERR_DEADLINE_EXCEEDED",
+              `waited ${this.options.maxWaitMs} ms for a free sequence of model '${this.options.name}' (limits.timeoutMs)`,
+            ),
+          );
+        }, this.options.maxWaitMs);
+      }
+      this.waiters.push(waiter);
+    });
+  }
+
+  /** Gives `slot` back: to the longest waiter if any, else to the free list. */
+  release(slot: T): void {
+    const started = this.takenAt.get(slot);
+    if (started !== undefined) {
+      const seconds = (performance.now() - started) / 1000;
+      this.holdSeconds = 0.8 * this.holdSeconds + 0.2 * seconds;
+    }
+    const next = this.waiters.shift();
+    if (next && !this.closed) {
+      next.cleanup();
+      this.takenAt.set(slot, performance.now());
+      next.resolve(slot);
+      return;
+    }
+    this.takenAt.delete(slot);
+    this.free.push(slot);
+  }
+
+  /** Refuses every waiter and every later acquire with MP_ERR_SERVER_SHUTTING_DOWN. */
+  close(): void {
+    this.closed = true;
+    for (const w of this.waiters.splice(0)) {
+      w.cleanup();
+      w.reject(this.closedError());
+    }
+  }
+
+  private remove(waiter: Waiter<T>): void {
+    const i = this.waiters.indexOf(waiter);
+    if (i >= 0) this.waiters.splice(i, 1);
+    waiter.cleanup();
+  }
+
+  /** When the line will have moved by one place, from how long slots have been held lately. */
+  private retryAfterSeconds(): number {
+    const seconds = (this.holdSeconds * (this.waiters.length + 1)) / this.limit;
+    return Math.min(60, Math.max(1, Math.ceil(seconds)));
+  }
+
+  private closedError(): ModelportError {
+    return new ModelportError("MP_ERR_SERVER_SHUTTING_DOWN", `model '${this.options.name}' is closing`);
+  }
+}
+
+function canceled(): ModelportError {
+  return new ModelportError("MP_ERR_REQUEST_CANCELED", "the client closed the connection");
+}

@@ -1,0 +1,261 @@
+// The API tier's set of runners: polled for health every runnerPollMs, chosen least-loaded
+// per request, and tried twice at most. A runner that does not answer leaves the rotation at
+// once (and returns when a poll succeeds); an inference is idempotent, so a request that
+// failed on one runner for a reason another runner would not share is retried once there.
+import { lookup } from "node:dns/promises";
+import { isIP } from "node:net";
+import type { Logger } from "pino";
+import type { ServerConfig } from "../../config/schema.js";
+import { ModelportError } from "../../errors.js";
+import type { Metrics } from "../../metrics/metrics.js";
+import type { TensorMap } from "../../tensor.js";
+import type { CancelHandle } from "../cancel.js";
+import { decodeInferResponse, encodeInferRequest, errorFromRunner } from "./infer-codec.js";
+import { RunnerEndpoint, RunnerUnreachableError } from "./runner-endpoint.js";
+
+export interface ForwardOptions {
+  /** Absolute deadline on performance.now(). */
+  deadline?: number;
+  cancel?: CancelHandle;
+  requestId?: string;
+}
+
+/** Runner answers that another runner might not give: try the next one. */
+const TRY_ELSEWHERE = new Set([
+  "MP_ERR_SERVER_SHUTTING_DOWN",
+  "MP_ERR_MODEL_NOT_READY",
+  "MP_ERR_RUNNER_CRASHED",
+  "MP_ERR_MODEL_OVERLOADED",
+]);
+
+export class RunnerPool {
+  private readonly endpoints = new Map<string, RunnerEndpoint>();
+  private readonly apiKey: string | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private polling: Promise<void> | undefined;
+  private rotation = 0;
+  private closed = false;
+
+  constructor(
+    private readonly server: ServerConfig,
+    private readonly log: Logger,
+    private readonly metrics?: Metrics,
+  ) {
+    // Runners share the config file, so they expect one of the same API keys.
+    this.apiKey = server.apiKeys[0];
+  }
+
+  /** Polls at once, then every runnerPollMs; resolves after the first poll. */
+  async start(): Promise<void> {
+    await this.pollAll();
+    this.timer = setInterval(() => void this.pollAll(), this.server.runnerPollMs);
+    this.timer.unref();
+  }
+
+  all(): RunnerEndpoint[] {
+    return [...this.endpoints.values()];
+  }
+
+  /** Polls every runner once (a poll already running is shared). */
+  pollAll(): Promise<void> {
+    this.polling ??= this.refresh().finally(() => {
+      this.polling = undefined;
+    });
+    return this.polling;
+  }
+
+  private async refresh(): Promise<void> {
+    const urls = await this.resolveRunners();
+    if (this.closed) return;
+    for (const url of urls) {
+      if (!this.endpoints.has(url)) this.endpoints.set(url, new RunnerEndpoint(url, this.apiKey));
+    }
+    for (const [url, ep] of this.endpoints) {
+      if (urls.includes(url)) continue;
+      this.endpoints.delete(url);
+      ep.close();
+      this.log.info({ runner: url }, `runner ${url} is gone from DNS; removed`);
+    }
+    const timeout = Math.min(2000, this.server.runnerPollMs);
+    await Promise.all(
+      this.all().map(async (ep) => {
+        const was = ep.healthy;
+        await ep.poll(timeout);
+        this.metrics?.runnerUp.set({ runner: ep.url }, ep.healthy ? 1 : 0);
+        if (was && !ep.healthy)
+          this.log.warn(
+            { runner: ep.url, reason: ep.reason },
+            `runner ${ep.url} left the rotation: ${ep.reason}`,
+          );
+        if (!was && ep.healthy)
+          this.log.info({ runner: ep.url, instance: ep.instance }, `runner ${ep.url} is in the rotation`);
+      }),
+    );
+  }
+
+  /** The configured URLs, with each dns+http:// URL expanded to one URL per address its name resolves to. */
+  private async resolveRunners(): Promise<string[]> {
+    const out: string[] = [];
+    for (const raw of this.server.runners) {
+      if (!raw.startsWith("dns+")) {
+        out.push(raw.replace(/\/+$/, ""));
+        continue;
+      }
+      const u = new URL(raw.slice(4));
+      if (isIP(u.hostname)) {
+        out.push(`${u.protocol}//${u.host}`);
+        continue;
+      }
+      try {
+        const addresses = await lookup(u.hostname, { all: true });
+        for (const a of addresses) {
+          const host = a.family === 6 ? `[${a.address}]` : a.address;
+          out.push(`${u.protocol}//${host}${u.port ? `:${u.port}` : ""}`);
+        }
+      } catch (err) {
+        // Keep what we had: a DNS hiccup must not empty the rotation.
+        for (const url of this.endpoints.keys()) out.push(url);
+        this.log.warn({ runners: raw, err: (err as Error).message }, `cannot resolve ${u.hostname}`);
+      }
+    }
+    return [...new Set(out)];
+  }
+
+  /** Least in-flight among the runners serving `model`, ties taken in turn; undefined when none. */
+  pick(model: string, exclude?: RunnerEndpoint): RunnerEndpoint | undefined {
+    const candidates = this.all().filter((ep) => ep !== exclude && ep.serves(model));
+    if (candidates.length === 0) return undefined;
+    const start = this.rotation++ % candidates.length;
+    let best = candidates[start]!;
+    for (let i = 1; i < candidates.length; i++) {
+      const ep = candidates[(start + i) % candidates.length]!;
+      if (ep.inFlight < best.inFlight) best = ep;
+    }
+    return best;
+  }
+
+  /**
+   * Scores `inputs` on a runner that serves `model`; once more on another when the first does
+   * not answer or answers with a code another runner may not share (draining, not ready, crashed,
+   * overloaded).
+   * @throws ModelportError MP_ERR_RUNNER_UNAVAILABLE (503, retryable) when no runner could answer;
+   *   the runner's own code for anything else it refused (bad input, deadline, inference failure).
+   */
+  async predict(model: string, inputs: TensorMap, options: ForwardOptions = {}): Promise<TensorMap> {
+    const request = encodeInferRequest(inputs);
+    const first = this.pick(model);
+    if (!first) throw this.unavailable(model, "no runner serving it is ready");
+    try {
+      return await this.forward(first, model, request, options);
+    } catch (err) {
+      if (!this.shouldRetry(err, options)) throw this.settle(model, err);
+      const second = this.pick(model, first);
+      this.metrics?.runnerForwards.inc({ runner: first.url, outcome: "retried" });
+      if (!second) throw this.unavailable(model, `${(err as Error).message}; no other runner serves it`);
+      this.log.warn(
+        { runner: first.url, retryOn: second.url, reqId: options.requestId, err: (err as Error).message },
+        "retrying on another runner",
+      );
+      try {
+        return await this.forward(second, model, request, options);
+      } catch (err2) {
+        if (!this.shouldRetry(err2, options)) throw this.settle(model, err2);
+        throw this.unavailable(model, `${(err as Error).message}; then ${(err2 as Error).message}`);
+      }
+    }
+  }
+
+  private shouldRetry(err: unknown, options: ForwardOptions): boolean {
+    if (options.cancel?.canceled) return false;
+    if (options.deadline !== undefined && performance.now() >= options.deadline) return false;
+    if (err instanceof RunnerUnreachableError) return !err.timedOut;
+    return err instanceof ModelportError && TRY_ELSEWHERE.has(err.code);
+  }
+
+  private async forward(
+    ep: RunnerEndpoint,
+    model: string,
+    request: { body: Buffer; headers: Record<string, string> },
+    options: ForwardOptions,
+  ): Promise<TensorMap> {
+    const left = options.deadline === undefined ? 30_000 : Math.ceil(options.deadline - performance.now());
+    if (left <= 0) {
+      throw new ModelportError(
+        "MP_ERR_DEADLINE_EXCEEDED",
+        `the request's deadline passed before it reached a runner`,
+      );
+    }
+    const headers: Record<string, string> = { ...request.headers, "x-request-timeout-ms": String(left) };
+    if (options.requestId) headers["x-request-id"] = options.requestId;
+    const started = performance.now();
+    ep.inFlight++;
+    this.metrics?.runnerInFlight.set({ runner: ep.url }, ep.inFlight);
+    let unregister: (() => void) | undefined;
+    try {
+      // A little over the runner's own deadline: its 504 is a better answer than our timeout.
+      const res = await ep.request("POST", `/v2/models/${encodeURIComponent(model)}/infer`, {
+        headers,
+        body: request.body,
+        timeoutMs: left + 250,
+        onAbort: (abort) => {
+          unregister = options.cancel?.onCancel(abort);
+        },
+      });
+      this.metrics?.runnerForwardDuration.observe({ model }, (performance.now() - started) / 1000);
+      if (res.status === 200) {
+        this.metrics?.runnerForwards.inc({ runner: ep.url, outcome: "ok" });
+        return decodeInferResponse(res.body, res.headers["inference-header-content-length"]);
+      }
+      const err = errorFromRunner(res.status, res.body);
+      this.metrics?.runnerForwards.inc({ runner: ep.url, outcome: "error" });
+      // Draining or not ready there: leave it out for this model until its next poll says otherwise.
+      if (err.code === "MP_ERR_SERVER_SHUTTING_DOWN" || err.code === "MP_ERR_MODEL_NOT_READY")
+        ep.refused.add(model);
+      throw err;
+    } catch (err) {
+      if (err instanceof RunnerUnreachableError) {
+        this.metrics?.runnerForwards.inc({ runner: ep.url, outcome: "unreachable" });
+        if (options.cancel?.canceled) {
+          throw new ModelportError("MP_ERR_REQUEST_CANCELED", "the client closed the connection");
+        }
+        if (err.timedOut) {
+          throw new ModelportError(
+            "MP_ERR_DEADLINE_EXCEEDED",
+            `runner ${ep.url} did not answer before the deadline`,
+          );
+        }
+        // Out of the rotation now, not at the next poll: the next request must not try it again.
+        ep.markDown(err.message);
+        this.metrics?.runnerUp.set({ runner: ep.url }, 0);
+        this.log.warn(
+          { runner: ep.url, reason: err.message },
+          `runner ${ep.url} left the rotation: ${err.message}`,
+        );
+      }
+      throw err;
+    } finally {
+      unregister?.();
+      ep.inFlight--;
+      this.metrics?.runnerInFlight.set({ runner: ep.url }, ep.inFlight);
+    }
+  }
+
+  /** A ModelportError as is; a failure to reach a runner as MP_ERR_RUNNER_UNAVAILABLE. */
+  private settle(model: string, err: unknown): unknown {
+    return err instanceof RunnerUnreachableError ? this.unavailable(model, err.message) : err;
+  }
+
+  private unavailable(model: string, why: string): ModelportError {
+    return new ModelportError("MP_ERR_RUNNER_UNAVAILABLE", `model '${model}': ${why}; retry shortly`, {
+      model,
+      retryAfterSeconds: Math.max(1, Math.ceil(this.server.runnerPollMs / 1000)),
+    });
+  }
+
+  close(): void {
+    this.closed = true;
+    if (this.timer) clearInterval(this.timer);
+    for (const ep of this.endpoints.values()) ep.close();
+    this.endpoints.clear();
+  }
+}

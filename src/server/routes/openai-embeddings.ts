@@ -1,0 +1,150 @@
+// POST /v1/embeddings, as OpenAI serves it: `input` (a string or an array of strings) and
+// `model` in; `{object: "list", data: [{object: "embedding", index, embedding}], model, usage}`
+// out, with vectors as float arrays or base64 (little-endian float32, what the openai SDK
+// decodes). Any LanguageModel with the embeddings capability answers: a local transformers
+// model (batched across concurrent requests) or an upstream one. Errors are OpenAI-shaped:
+// {"error": {"message", "type", "param", "code"}} with an MP_ERR_* code (plugins/errors.ts),
+// `param` naming the field at fault.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { ModelportError } from "../../errors.js";
+import type { LanguageModel } from "../../llm/language-model.js";
+
+/** Finds a served language model by name, or throws MP_ERR_MODEL_NOT_FOUND. */
+export type LanguageModelLookup = (name: string) => LanguageModel;
+
+export interface EmbeddingsRouteOptions {
+  lookup: LanguageModelLookup;
+  /** True for a tensor model's name, to point its caller at predict instead of "not found". */
+  isTensorModel?: (name: string) => boolean;
+  /** Most inputs in one request (limits.maxBatchRows). */
+  maxInputs: number;
+}
+
+function invalid(param: string, message: string): ModelportError {
+  return new ModelportError("MP_ERR_REQUEST_INVALID", message, { param });
+}
+
+interface ParsedRequest {
+  model: string;
+  inputs: string[];
+  base64: boolean;
+}
+
+/** Validates the body. @throws ModelportError MP_ERR_REQUEST_INVALID / MP_ERR_INPUT_* with `param`. */
+export function parseEmbeddingsRequest(body: unknown, maxInputs: number): ParsedRequest {
+  if (body === null || typeof body !== "object" || Array.isArray(body)) {
+    throw invalid("body", 'send a JSON object: {"model": "...", "input": "text" or ["text", ...]}');
+  }
+  const b = body as Record<string, unknown>;
+  if (typeof b.model !== "string" || b.model === "") {
+    throw invalid("model", "'model' is required: the name of a served embeddings model (GET /v1/models)");
+  }
+  let inputs: string[];
+  if (typeof b.input === "string") inputs = [b.input];
+  else if (Array.isArray(b.input) && b.input.every((x) => typeof x === "string"))
+    inputs = b.input as string[];
+  else if (Array.isArray(b.input) && b.input.every((x) => typeof x === "number" || Array.isArray(x))) {
+    throw invalid(
+      "input",
+      "'input' as token ids is not supported; send the text as a string or an array of strings",
+    );
+  } else {
+    throw invalid("input", "'input' is required: a string or an array of strings");
+  }
+  if (inputs.length === 0) {
+    throw new ModelportError(
+      "MP_ERR_INPUT_EMPTY_BATCH",
+      "'input' is an empty array; send at least one string",
+      {
+        param: "input",
+      },
+    );
+  }
+  if (inputs.length > maxInputs) {
+    throw new ModelportError(
+      "MP_ERR_INPUT_TOO_MANY_ROWS",
+      `'input' holds ${inputs.length} strings; at most ${maxInputs} per request (limits.maxBatchRows)`,
+      { param: "input" },
+    );
+  }
+  const empty = inputs.indexOf("");
+  if (empty >= 0)
+    throw invalid("input", `input[${empty}] is an empty string; every input must hold some text`);
+  const format = b.encoding_format ?? "float";
+  if (format !== "float" && format !== "base64") {
+    throw invalid(
+      "encoding_format",
+      `'encoding_format' must be "float" or "base64", got ${JSON.stringify(format)}`,
+    );
+  }
+  if (b.dimensions !== undefined) {
+    throw invalid("dimensions", "'dimensions' is not supported: the model's vectors have a fixed size");
+  }
+  return { model: b.model, inputs, base64: format === "base64" };
+}
+
+function toBase64(v: Float32Array | readonly number[]): string {
+  const f = v instanceof Float32Array ? v : Float32Array.from(v);
+  // Float32Array is little-endian on every platform Node runs on, as the OpenAI format wants.
+  return Buffer.from(f.buffer, f.byteOffset, f.byteLength).toString("base64");
+}
+
+export function openAiEmbeddingsRoutes(app: FastifyInstance, options: EmbeddingsRouteOptions): void {
+  // errorStyle "openai": every error, body-parsing ones included, answers in OpenAI's shape (plugins/errors.ts).
+  app.post(
+    "/v1/embeddings",
+    { config: { errorStyle: "openai" } },
+    async (req: FastifyRequest, reply: FastifyReply) => {
+      const parsed = parseEmbeddingsRequest(req.body, options.maxInputs);
+      const model = findModel(parsed.model, options);
+      // The client going away aborts queued work (and an upstream call in flight).
+      const abort = new AbortController();
+      const onClose = () => {
+        if (!reply.raw.writableFinished) abort.abort();
+      };
+      reply.raw.once("close", onClose);
+      try {
+        const result = await model.embed!(parsed.inputs, { signal: abort.signal });
+        return {
+          object: "list",
+          data: result.vectors.map((v, index) => ({
+            object: "embedding",
+            index,
+            embedding: parsed.base64 ? toBase64(v) : Array.from(v),
+          })),
+          model: parsed.model,
+          usage: { prompt_tokens: result.promptTokens, total_tokens: result.promptTokens },
+        };
+      } finally {
+        reply.raw.off("close", onClose);
+      }
+    },
+  );
+}
+
+/** The embeddings model named `name`. @throws MP_ERR_MODEL_NOT_FOUND, MP_ERR_LLM_CAPABILITY_UNSUPPORTED (param "model"). */
+function findModel(name: string, options: EmbeddingsRouteOptions): LanguageModel {
+  let model: LanguageModel;
+  try {
+    model = options.lookup(name);
+  } catch (err) {
+    if (err instanceof ModelportError && options.isTensorModel?.(name)) {
+      throw new ModelportError(
+        "MP_ERR_LLM_CAPABILITY_UNSUPPORTED",
+        `model '${name}' is a tensor model; use POST /v1/models/${name}/predict`,
+        { param: "model" },
+      );
+    }
+    if (err instanceof ModelportError)
+      throw new ModelportError(err.code, err.message, { ...err.details, param: "model" });
+    throw err;
+  }
+  if (!model.capabilities.embeddings || !model.embed) {
+    throw new ModelportError(
+      "MP_ERR_LLM_CAPABILITY_UNSUPPORTED",
+      `model '${name}' does not make embeddings; use POST /v1/chat/completions or /v1/completions`,
+      { param: "model" },
+    );
+  }
+  return model;
+}

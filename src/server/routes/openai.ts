@@ -1,0 +1,285 @@
+// OpenAI-compatible routes for language models: POST /v1/chat/completions and /v1/completions
+// (both with `stream: true` as Server-Sent Events), in the shapes the official clients parse.
+// GET /v1/models (routes/native.ts) lists these models too; /v1/embeddings is in
+// routes/openai-embeddings.ts.
+// Errors use OpenAI's shape {"error": {message, type, param, code}} with code = MP_ERR_*.
+//
+// Streaming: nothing is sent until the first text exists, so a request refused early (unknown
+// model, overloaded, bad prompt) still gets a proper status code; after that, each delta is one
+// `data: {chunk}` line written at once (no buffering: TTFT is the point), then a chunk with
+// finish_reason, an optional usage chunk and `data: [DONE]`. A client that disconnects aborts
+// its generation, which frees the model's sequence for the next request.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { ModelportError } from "../../errors.js";
+import type { GenerateResult, LanguageModel, TokenUsage } from "../../llm/language-model.js";
+import type { Metrics } from "../../metrics/metrics.js";
+import type { AppContext } from "../context.js";
+import { type OpenAiRequest, parseChatRequest, parseCompletionRequest } from "../openai-request.js";
+import { openaiError } from "../plugins/errors.js";
+
+type Kind = "chat" | "completion";
+
+const SSE_HEADERS = {
+  "content-type": "text/event-stream; charset=utf-8",
+  "cache-control": "no-cache",
+  connection: "keep-alive",
+  // nginx and similar proxies would otherwise hold chunks back.
+  "x-accel-buffering": "no",
+};
+
+function usageJson(u: TokenUsage): {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+} {
+  return {
+    prompt_tokens: u.promptTokens,
+    completion_tokens: u.completionTokens,
+    total_tokens: u.promptTokens + u.completionTokens,
+  };
+}
+
+/** The served language model for a request, checked for readiness and for the capability asked. */
+function pickModel(ctx: AppContext, name: string, kind: Kind): LanguageModel {
+  if (!ctx.languageModels.has(name) && ctx.registry.all().some((h) => h.config.name === name)) {
+    throw new ModelportError(
+      "MP_ERR_LLM_CAPABILITY_UNSUPPORTED",
+      `model '${name}' is a tensor model; use POST /v1/models/${name}/predict`,
+      { param: "model" },
+    );
+  }
+  let model: LanguageModel;
+  try {
+    model = ctx.languageModels.get(name);
+  } catch (err) {
+    if (err instanceof ModelportError)
+      throw new ModelportError(err.code, err.message, { ...err.details, param: "model" });
+    throw err;
+  }
+  const can = kind === "chat" ? model.capabilities.chat : model.capabilities.completion;
+  const status = model.status();
+  if (!status.ready) {
+    throw new ModelportError(
+      "MP_ERR_MODEL_NOT_READY",
+      `model '${name}' is not ready: ${status.reason ?? status.state}`,
+      {
+        retryAfterSeconds: 1,
+      },
+    );
+  }
+  if (!can) {
+    const what = kind === "chat" ? "chat (it has no chat template; set llm.chatTemplate)" : kind;
+    throw new ModelportError("MP_ERR_LLM_CAPABILITY_UNSUPPORTED", `model '${name}' does not do ${what}`, {
+      param: "model",
+    });
+  }
+  return model;
+}
+
+/** Aborts when the client goes away before its answer is complete. */
+function disconnectSignal(reply: FastifyReply): AbortSignal {
+  const ac = new AbortController();
+  const res = reply.raw;
+  res.once("close", () => {
+    if (!res.writableFinished) ac.abort();
+  });
+  return ac.signal;
+}
+
+/** Per-request figures for the LLM metrics. */
+class GenerationTimer {
+  private firstAt: number | undefined;
+  constructor(
+    private readonly metrics: Metrics,
+    private readonly model: string,
+    private readonly reply: FastifyReply,
+  ) {}
+  first(): void {
+    if (this.firstAt !== undefined) return;
+    this.firstAt = performance.now();
+    this.metrics.llmTimeToFirstToken.observe({ model: this.model }, this.reply.elapsedTime / 1000);
+  }
+  done(result: GenerateResult): void {
+    const labels = { model: this.model };
+    this.metrics.llmGeneratedTokens.inc(labels, result.usage.completionTokens);
+    this.metrics.llmPromptTokens.inc(labels, result.usage.promptTokens);
+    if (this.firstAt !== undefined)
+      this.metrics.llmGenerationSeconds.inc(labels, (performance.now() - this.firstAt) / 1000);
+  }
+}
+
+function completionId(kind: Kind, req: FastifyRequest): string {
+  return `${kind === "chat" ? "chatcmpl" : "cmpl"}-${req.id}`;
+}
+
+async function answer(
+  ctx: AppContext,
+  kind: Kind,
+  parsed: OpenAiRequest,
+  req: FastifyRequest,
+  reply: FastifyReply,
+) {
+  const model = pickModel(ctx, parsed.model, kind);
+  const signal = disconnectSignal(reply);
+  const timer = new GenerationTimer(ctx.metrics, model.name, reply);
+  const created = Math.floor(Date.now() / 1000);
+  const id = completionId(kind, req);
+  if (parsed.stream) return stream(model, kind, parsed, reply, signal, timer, id, created);
+  const result = await model.generate(parsed.generate, { signal, onDelta: () => timer.first() });
+  timer.done(result);
+  const usage = usageJson(result.usage);
+  if (kind === "chat") {
+    return {
+      id,
+      object: "chat.completion",
+      created,
+      model: model.name,
+      choices: [
+        {
+          index: 0,
+          message: { role: "assistant", content: result.text, refusal: null },
+          logprobs: null,
+          finish_reason: result.finishReason,
+        },
+      ],
+      usage,
+    };
+  }
+  return {
+    id,
+    object: "text_completion",
+    created,
+    model: model.name,
+    choices: [{ index: 0, text: result.text, logprobs: null, finish_reason: result.finishReason }],
+    usage,
+  };
+}
+
+async function stream(
+  model: LanguageModel,
+  kind: Kind,
+  parsed: OpenAiRequest,
+  reply: FastifyReply,
+  signal: AbortSignal,
+  timer: GenerationTimer,
+  id: string,
+  created: number,
+): Promise<void> {
+  const res = reply.raw;
+  const usageField = parsed.includeUsage ? ',"usage":null' : "";
+  // Each chunk is a fixed prefix, the JSON-escaped text and a fixed suffix: one stringify per delta.
+  const head = `data: {"id":${JSON.stringify(id)},"object":"${kind === "chat" ? "chat.completion.chunk" : "text_completion"}","created":${created},"model":${JSON.stringify(model.name)},"system_fingerprint":null,"choices":[{"index":0,`;
+  const deltaPrefix = kind === "chat" ? `${head}"delta":{"content":` : `${head}"text":`;
+  const deltaSuffix = `${kind === "chat" ? "}" : ""},"logprobs":null,"finish_reason":null}]${usageField}}\n\n`;
+  const roleChunk =
+    kind === "chat"
+      ? `${head}"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]${usageField}}\n\n`
+      : "";
+  let started = false;
+  /** Headers, then (chat) the role chunk and `first`, in one write: one packet for the first token. */
+  const start = (first = "") => {
+    started = true;
+    reply.hijack();
+    res.writeHead(200, { ...(reply.getHeaders() as Record<string, string>), ...SSE_HEADERS });
+    res.write(roleChunk + first);
+  };
+  const onDelta = (text: string) => {
+    const chunk = deltaPrefix + JSON.stringify(text) + deltaSuffix;
+    if (started) {
+      res.write(chunk);
+      return;
+    }
+    timer.first();
+    start(chunk);
+  };
+  let result: GenerateResult;
+  try {
+    result = await model.generate(parsed.generate, { signal, onDelta });
+  } catch (err) {
+    // Before the first byte the error handler answers with a status; after it, the stream
+    // carries the error as its last event, as OpenAI's servers do.
+    if (!started) throw err;
+    const mp =
+      err instanceof ModelportError
+        ? err
+        : new ModelportError(
+            "MP_ERR_SERVER_INTERNAL",
+            "internal error; the server log has details under this request id",
+          );
+    if (mp.code !== "MP_ERR_REQUEST_CANCELED") reply.log.warn({ code: mp.code }, mp.message);
+    if (!res.destroyed) res.end(`data: ${JSON.stringify(openaiError(mp))}\n\n`);
+    return;
+  }
+  timer.done(result);
+  if (!started) start();
+  const end = kind === "chat" ? `"delta":{}` : `"text":""`;
+  let tail = `${head}${end},"logprobs":null,"finish_reason":"${result.finishReason}"}]${usageField}}\n\n`;
+  if (parsed.includeUsage)
+    tail += `data: {"id":${JSON.stringify(id)},"object":"${kind === "chat" ? "chat.completion.chunk" : "text_completion"}","created":${created},"model":${JSON.stringify(model.name)},"system_fingerprint":null,"choices":[],"usage":${JSON.stringify(usageJson(result.usage))}}\n\n`;
+  // Fastify still logs the request and counts it in the metrics once the raw response ends.
+  res.end(`${tail}data: [DONE]\n\n`);
+}
+
+/** GET /v1/models `data`: every served model, tensor and language, in OpenAI's model shape. */
+export function openaiModelList(ctx: AppContext, created: number): Record<string, unknown>[] {
+  const tensor = ctx.registry.all().map((h) => {
+    const s = h.status();
+    return {
+      id: s.name,
+      object: "model",
+      created,
+      owned_by: "modelport",
+      backend: s.backend,
+      ready: s.ready,
+      kind: "tensor",
+    };
+  });
+  const language = ctx.languageModels.all().map((m) => {
+    const s = m.status();
+    return {
+      id: m.name,
+      object: "model",
+      created: m.created,
+      owned_by: "modelport",
+      backend: m.backend,
+      ready: s.ready,
+      kind: "language",
+      capabilities: m.capabilities,
+      ...(s.contextSize ? { context_length: s.contextSize } : {}),
+    };
+  });
+  return [...tensor, ...language];
+}
+
+/** What GET /v1/models/{model} returns for a language model. */
+export function describeLanguageModel(m: LanguageModel): Record<string, unknown> {
+  const s = m.status();
+  return {
+    name: m.name,
+    id: m.name,
+    object: "model",
+    created: m.created,
+    owned_by: "modelport",
+    backend: m.backend,
+    kind: "language",
+    capabilities: m.capabilities,
+    status: { state: s.state, ready: s.ready, reason: s.reason, code: s.code, golden: s.golden },
+    concurrency: s.concurrency,
+    context_length: s.contextSize,
+    file: { path: s.path, bytes: s.bytes, sha256: s.sha256 },
+    load_ms: s.loadMs,
+    // Requests, compute ms, tokens and estimated dollars so far (docs/Cost.md).
+    cost: s.cost,
+  };
+}
+
+export function openaiRoutes(app: FastifyInstance, ctx: AppContext): void {
+  const config = { errorStyle: "openai" as const };
+  app.post("/v1/chat/completions", { config }, (req, reply) =>
+    answer(ctx, "chat", parseChatRequest(req.body), req, reply),
+  );
+  app.post("/v1/completions", { config }, (req, reply) =>
+    answer(ctx, "completion", parseCompletionRequest(req.body), req, reply),
+  );
+  // POST /v1/embeddings lives in routes/openai-embeddings.ts (registered in app.ts).
+}

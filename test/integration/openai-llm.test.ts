@@ -1,0 +1,357 @@
+// The OpenAI-compatible routes end to end: a real listening server serving the real tiny-llama
+// GGUF through node-llama-cpp (no mocks), spoken to with the official `openai` client.
+// Assertions are about order and content, never about how fast this machine is.
+import assert from "node:assert/strict";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import OpenAI from "openai";
+import type { LlmGoldenFile } from "../../src/llm/llm-golden.js";
+import { testModels } from "../helpers/models.js";
+import { type InProcessServer, startInProcess } from "../helpers/server.js";
+
+describe("OpenAI-compatible routes on llama.cpp", () => {
+  let server: InProcessServer;
+  let client: OpenAI;
+  let golden: LlmGoldenFile;
+
+  before(async () => {
+    const dir = await testModels();
+    golden = JSON.parse(readFileSync(join(dir, "tiny-llama.golden.json"), "utf8")) as LlmGoldenFile;
+    const file = join(dir, "openai-llm.yaml");
+    writeFileSync(
+      file,
+      [
+        "models:",
+        "  - name: churn-tree",
+        "    path: churn-tree.onnx",
+        "  - name: tiny-llama",
+        "    path: tiny-llama.gguf",
+        "    llm: { sequences: 2, maxWaiting: 4, contextSize: 2048 }",
+        // One sequence and one place in line: for the disconnect and overflow cases.
+        "  - name: tiny-llama-1",
+        "    path: tiny-llama.gguf",
+        "    llm: { sequences: 1, maxWaiting: 1, contextSize: 8192 }",
+        "",
+      ].join("\n"),
+    );
+    server = await startInProcess({ file });
+    client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "unused", maxRetries: 0 });
+  });
+
+  after(() => server.close());
+
+  it("is ready once the golden prompt gives the stored greedy text", async () => {
+    const res = await fetch(`${server.url}/readyz`);
+    const body = (await res.json()) as { ready: boolean; models: Record<string, { ready: boolean }> };
+    assert.equal(res.status, 200, JSON.stringify(body));
+    assert.equal(body.models["tiny-llama"]?.ready, true);
+    assert.equal(body.models["tiny-llama-1"]?.ready, true);
+  });
+
+  it("lists every served model, tensor and language, in the OpenAI shape and keeps `models`", async () => {
+    const list = await client.models.list();
+    const ids = list.data.map((m) => m.id).sort();
+    assert.deepEqual(ids, ["churn-tree", "tiny-llama", "tiny-llama-1"]);
+    for (const m of list.data) {
+      assert.equal(m.object, "model");
+      assert.equal(typeof m.created, "number");
+      assert.equal(m.owned_by, "modelport");
+    }
+    const raw = (await (await fetch(`${server.url}/v1/models`)).json()) as {
+      object: string;
+      models: { name: string }[];
+    };
+    assert.equal(raw.object, "list");
+    assert.deepEqual(
+      raw.models.map((m) => m.name),
+      ["churn-tree"],
+    );
+    const one = (await (await fetch(`${server.url}/v1/models/tiny-llama`)).json()) as Record<string, unknown>;
+    assert.equal(one.backend, "llama-cpp");
+    assert.deepEqual(one.capabilities, { chat: true, completion: true, embeddings: false });
+  });
+
+  it("completes a prompt greedily: the golden text, the same on every run", async () => {
+    const ask = () =>
+      client.completions.create({
+        model: "tiny-llama",
+        prompt: golden.prompt!,
+        max_tokens: golden.max_tokens,
+      });
+    const first = await ask();
+    const second = await ask();
+    assert.equal(first.object, "text_completion");
+    assert.equal(first.choices[0]!.text, golden.text);
+    assert.equal(second.choices[0]!.text, golden.text);
+    assert.equal(first.choices[0]!.finish_reason, "length");
+    assert.equal(first.usage?.completion_tokens, golden.max_tokens);
+    assert.equal(first.usage?.prompt_tokens, 5); // BOS and four word pieces
+  });
+
+  it("streams a completion whose chunks add up to the non-streamed text", async () => {
+    const stream = await client.completions.create({
+      model: "tiny-llama",
+      prompt: golden.prompt!,
+      max_tokens: golden.max_tokens,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    let text = "";
+    let finish: string | null = null;
+    let usage: OpenAI.CompletionUsage | undefined | null;
+    let chunks = 0;
+    for await (const chunk of stream) {
+      chunks++;
+      if (chunk.choices[0]) {
+        text += chunk.choices[0].text;
+        finish = chunk.choices[0].finish_reason ?? finish;
+      }
+      if (chunk.usage) usage = chunk.usage;
+    }
+    assert.equal(text, golden.text);
+    assert.ok(chunks > 3, `expected one chunk per piece of text, got ${chunks}`);
+    assert.equal(finish, "length");
+    assert.equal(usage?.completion_tokens, golden.max_tokens);
+  });
+
+  it("answers a chat with and without streaming, the same text both ways", async () => {
+    const messages: OpenAI.ChatCompletionMessageParam[] = [
+      { role: "system", content: "answer in words" },
+      { role: "user", content: "hello world" },
+    ];
+    const full = await client.chat.completions.create({ model: "tiny-llama", messages, max_tokens: 10 });
+    assert.equal(full.object, "chat.completion");
+    const text = full.choices[0]!.message.content ?? "";
+    assert.ok(text.length > 0);
+    assert.equal(full.choices[0]!.message.role, "assistant");
+    assert.equal(full.choices[0]!.finish_reason, "length");
+    assert.equal(full.usage?.completion_tokens, 10);
+
+    const { data: stream, response } = await client.chat.completions
+      .create(
+        { model: "tiny-llama", messages, max_tokens: 10, stream: true },
+        { headers: { "x-request-id": "chat-42" } },
+      )
+      .withResponse();
+    assert.equal(response.headers.get("x-request-id"), "chat-42");
+    assert.equal(response.headers.get("x-accel-buffering"), "no");
+    assert.match(response.headers.get("content-type") ?? "", /^text\/event-stream/);
+    let streamed = "";
+    let role: string | undefined;
+    let finish: string | null = null;
+    for await (const chunk of stream) {
+      assert.equal(chunk.object, "chat.completion.chunk");
+      assert.equal(chunk.id, "chatcmpl-chat-42");
+      role ??= chunk.choices[0]?.delta.role;
+      streamed += chunk.choices[0]?.delta.content ?? "";
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    assert.equal(role, "assistant");
+    assert.equal(streamed, text);
+    assert.equal(finish, "length");
+  });
+
+  it("stops at a stop sequence, which is not part of the answer", async () => {
+    const words = golden.text.split(" ");
+    const stop = words[2]!;
+    const res = await client.completions.create({
+      model: "tiny-llama",
+      prompt: golden.prompt!,
+      max_tokens: golden.max_tokens,
+      stop: [stop, "zzz-never"],
+    });
+    assert.equal(res.choices[0]!.finish_reason, "stop");
+    assert.ok(!res.choices[0]!.text.includes(stop));
+    assert.ok(golden.text.startsWith(res.choices[0]!.text.trimEnd()));
+  });
+
+  it("samples with temperature and seed: the same seed gives the same text", async () => {
+    const ask = (seed: number) =>
+      client.completions.create({
+        model: "tiny-llama",
+        prompt: " the",
+        max_tokens: 20,
+        temperature: 1.5,
+        top_p: 0.95,
+        seed,
+      });
+    assert.equal((await ask(7)).choices[0]!.text, (await ask(7)).choices[0]!.text);
+  });
+
+  it("answers an unknown model with an OpenAI-shaped 404", async () => {
+    await assert.rejects(
+      client.chat.completions.create({ model: "nope", messages: [{ role: "user", content: "hi" }] }),
+      (err: unknown) => {
+        assert.ok(err instanceof OpenAI.NotFoundError, String(err));
+        assert.equal(err.status, 404);
+        assert.equal(err.code, "MP_ERR_MODEL_NOT_FOUND");
+        assert.equal(err.type, "invalid_request_error");
+        assert.equal(err.param, "model");
+        assert.match(err.message, /no language model named 'nope'/);
+        return true;
+      },
+    );
+  });
+
+  it("refuses bad parameters with a 400 naming the field", async () => {
+    await assert.rejects(
+      client.completions.create({ model: "tiny-llama", prompt: "x", temperature: 9 }),
+      (err: unknown) => {
+        assert.ok(err instanceof OpenAI.BadRequestError);
+        assert.equal(err.code, "MP_ERR_REQUEST_INVALID");
+        assert.equal(err.param, "temperature");
+        return true;
+      },
+    );
+    const raw = await fetch(`${server.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "{not json",
+    });
+    assert.equal(raw.status, 400);
+    const body = (await raw.json()) as {
+      error: { code: string; type: string; message: string; param: null };
+    };
+    assert.equal(body.error.code, "MP_ERR_REQUEST_MALFORMED_JSON");
+    assert.equal(body.error.type, "invalid_request_error");
+    assert.equal(body.error.param, null);
+  });
+
+  it("runs two streams at once on two sequences: their chunks interleave", async () => {
+    const arrivals: string[] = [];
+    const run = async (name: string, prompt: string) => {
+      const stream = await client.completions.create({
+        model: "tiny-llama",
+        prompt,
+        max_tokens: 400,
+        stream: true,
+      });
+      let text = "";
+      for await (const chunk of stream) {
+        if (chunk.choices[0]?.text) {
+          arrivals.push(name);
+          text += chunk.choices[0].text;
+        }
+      }
+      return text;
+    };
+    const [a, b] = await Promise.all([run("a", " the model"), run("b", " a cat")]);
+    assert.ok(a.length > 0 && b.length > 0);
+    // Both were in flight together: each one's first chunk came before the other's last.
+    assert.ok(arrivals.indexOf("a") < arrivals.lastIndexOf("b"), "a started before b ended");
+    assert.ok(arrivals.indexOf("b") < arrivals.lastIndexOf("a"), "b started before a ended");
+    // And the greedy text does not depend on sharing the context with another sequence.
+    const alone = await client.completions.create({
+      model: "tiny-llama",
+      prompt: " the model",
+      max_tokens: 400,
+    });
+    assert.equal(alone.choices[0]!.text, a);
+  });
+
+  it("queues beyond the free sequences, refuses beyond the line with 503, and frees a sequence when its client leaves", async () => {
+    // A long answer holds the only sequence of tiny-llama-1.
+    const ac = new AbortController();
+    const long = await client.completions.create(
+      { model: "tiny-llama-1", prompt: " the", max_tokens: 8000, stream: true },
+      { signal: ac.signal },
+    );
+    const iterator = long[Symbol.asyncIterator]();
+    await iterator.next(); // generating now
+    // The next request waits in line (maxWaiting 1)...
+    const waiting = client.completions.create({
+      model: "tiny-llama-1",
+      prompt: golden.prompt!,
+      max_tokens: golden.max_tokens,
+    });
+    await waitFor(async () => (await languageStatus("tiny-llama-1")).waiting === 1);
+    // ...and one more is refused at once, retryably, in the OpenAI shape.
+    const refused = await fetch(`${server.url}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "tiny-llama-1", prompt: "x", max_tokens: 1 }),
+    });
+    assert.equal(refused.status, 503);
+    assert.ok(Number(refused.headers.get("retry-after")) >= 1);
+    const body = (await refused.json()) as { error: { code: string; type: string } };
+    assert.equal(body.error.code, "MP_ERR_MODEL_OVERLOADED");
+    assert.equal(body.error.type, "rate_limit_error");
+    // The long answer's client leaves: its generation stops and the waiting request gets the sequence.
+    ac.abort();
+    const res = await waiting;
+    assert.equal(res.choices[0]!.text, golden.text);
+    const canceled = server.logs.find(
+      (l) => l.msg === "generation canceled: the client left; sequence freed",
+    );
+    assert.ok(canceled, "the server logged the cancellation");
+    assert.ok((canceled.generated as number) < 8000, `stopped early (${String(canceled.generated)} tokens)`);
+    await waitFor(async () => (await languageStatus("tiny-llama-1")).active === 0);
+  });
+
+  it("exports time to first token, token counts and sequence gauges per model", async () => {
+    const text = await (await fetch(`${server.url}/metrics`)).text();
+    assert.match(
+      text,
+      /modelport_llm_time_to_first_token_seconds_count\{[^}]*model="tiny-llama"[^}]*\} [1-9]/,
+    );
+    assert.match(text, /modelport_llm_generated_tokens_total\{[^}]*model="tiny-llama"[^}]*\} [1-9]/);
+    assert.match(text, /modelport_llm_generation_seconds_total\{[^}]*model="tiny-llama"/);
+    assert.match(text, /modelport_llm_active_sequences\{[^}]*model="tiny-llama-1"[^}]*\} 0/);
+    assert.match(text, /modelport_llm_waiting_requests\{[^}]*model="tiny-llama-1"[^}]*\} 0/);
+  });
+
+  async function languageStatus(name: string): Promise<{ active: number; waiting: number }> {
+    const m = (await (await fetch(`${server.url}/v1/models/${name}`)).json()) as {
+      concurrency: { active: number; waiting: number };
+    };
+    return m.concurrency;
+  }
+});
+
+describe("llama-cpp readiness", () => {
+  it("stays not ready, saying why, when the golden prompt no longer gives the stored text", async () => {
+    const dir = await testModels();
+    const golden = JSON.parse(readFileSync(join(dir, "tiny-llama.golden.json"), "utf8")) as LlmGoldenFile;
+    const wrong = join(dir, "tiny-llama.wrong.golden.json");
+    writeFileSync(wrong, JSON.stringify({ ...golden, text: `${golden.text} and more` }));
+    const server = await startInProcess({
+      modelPath: join(dir, "tiny-llama.gguf"),
+      flags: { golden: wrong },
+    });
+    try {
+      const res = await fetch(`${server.url}/readyz`);
+      const body = (await res.json()) as {
+        ready: boolean;
+        reasons: string[];
+        models: Record<string, { code?: string }>;
+      };
+      assert.equal(res.status, 503);
+      assert.equal(body.models["tiny-llama"]?.code, "MP_ERR_MODEL_GOLDEN_MISMATCH");
+      assert.match(body.reasons.join("\n"), /tiny-llama: golden check failed .*expected ".* and more"/);
+      const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "unused", maxRetries: 0 });
+      await assert.rejects(
+        client.completions.create({ model: "tiny-llama", prompt: "x" }),
+        (err: unknown) => {
+          assert.ok(err instanceof OpenAI.APIError);
+          assert.equal(err.status, 503);
+          assert.equal(err.code, "MP_ERR_MODEL_NOT_READY");
+          return true;
+        },
+      );
+      const metrics = await (await fetch(`${server.url}/metrics`)).text();
+      assert.match(metrics, /modelport_model_ready\{[^}]*model="tiny-llama"[^}]*\} 0/);
+    } finally {
+      await server.close();
+    }
+  });
+});
+
+/** Polls `check` every 10 ms until it holds (fails after 20 s: a hang, not slowness). */
+async function waitFor(check: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error("condition not reached in 20 s");
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}

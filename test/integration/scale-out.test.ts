@@ -1,0 +1,235 @@
+// The split deployment for real: one `--role api` process and two `--role runner` processes on
+// their own ports, meeting through Redis. 500 jobs go in through the API while synchronous
+// predicts keep flowing; one runner is SIGKILLed part-way. Every job must still succeed (on the
+// survivor once the victim is gone), sync requests keep succeeding (at most a retryable 503
+// while the death is detected), and the victim, restarted on its port, rejoins the rotation.
+import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { type ChildServer, freePort, postJson, REPO_ROOT, startChild, waitReady } from "../helpers/server.js";
+
+const HANDLER = join(REPO_ROOT, "dist", "examples", "handlers", "latency-handler.js");
+const JOBS = 500;
+
+const children: ChildServer[] = [];
+let dir: string;
+let config: string;
+let executions: string;
+
+async function start(args: string[], port = 0): Promise<ChildServer> {
+  const child = await startChild(["-c", config, ...args], {}, port);
+  children.push(child);
+  const ready = await waitReady(child.url);
+  assert.equal(ready.status, 200, `${JSON.stringify(ready.body)}\n${child.output().slice(-2000)}`);
+  return child;
+}
+
+before(() => {
+  dir = mkdtempSync(join(tmpdir(), "modelport-scale-"));
+  executions = join(dir, "executions.log");
+  writeFileSync(executions, "");
+  config = join(dir, "modelport.yaml");
+  writeFileSync(
+    config,
+    `server:
+  drainTimeoutMs: 2000
+  runnerPollMs: 300
+jobs:
+  store: redis
+  redisPrefix: "modelport-test-scale-${process.pid}-${Date.now()}:"
+  concurrency: 4
+  leaseMs: 1500
+  backoffBaseMs: 100
+models:
+  - name: latency
+    backend: custom
+    path: ${HANDLER}
+    options:
+      waitMs: 50
+      executionsLog: ${executions}
+`,
+  );
+});
+
+after(async () => {
+  for (const c of children) await c.stop("SIGKILL");
+});
+
+async function jobStatus(api: string, id: string): Promise<{ status: string; attempts: number }> {
+  const res = await fetch(`${api}/v1/jobs/${id}`);
+  return (await res.json()) as { status: string; attempts: number };
+}
+
+describe("API tier and two runners through Redis", () => {
+  it("500 jobs and steady sync traffic survive a runner's SIGKILL; the runner rejoins when restarted", async () => {
+    const port1 = await freePort();
+    const r1 = await start(["--role", "runner", "--instance-id", "runner-1"], port1);
+    const r2 = await start(["--role", "runner", "--instance-id", "runner-2"]);
+    const api = await start([
+      "--role",
+      "api",
+      "--runner",
+      r1.url,
+      "--runner",
+      r2.url,
+      "--instance-id",
+      "api",
+    ]);
+    const pid1 = r1.proc.pid!;
+    const pid2 = r2.proc.pid!;
+
+    // Steady synchronous traffic through the API for the whole test.
+    const syncStatuses: { status: number; code?: string; retryable?: boolean; pid?: number }[] = [];
+    let syncRunning = true;
+    const sync = (async () => {
+      for (let i = 0; syncRunning; i++) {
+        const r = await postJson(`${api.url}/v1/models/latency/predict`, { rows: [[100_000 + i]] });
+        syncStatuses.push({
+          status: r.status,
+          code: r.body?.error?.code,
+          retryable: r.body?.error?.retryable,
+          pid: r.body?.outputs?.pid?.[0]?.[0],
+        });
+      }
+    })();
+
+    // 500 jobs, submitted 50 at a time; input i identifies job i.
+    const ids: string[] = [];
+    for (let i = 0; i < JOBS; i += 50) {
+      const batch = await Promise.all(
+        Array.from({ length: 50 }, (_, k) =>
+          postJson(`${api.url}/v1/models/latency/jobs`, { rows: [[i + k]] }),
+        ),
+      );
+      for (const r of batch) {
+        assert.equal(r.status, 202, JSON.stringify(r.body));
+        ids.push(r.body.id);
+      }
+    }
+
+    // Kill runner 1 once a fifth of the jobs have run: with 50 ms per job, eight workers take
+    // ~3 s for all 500, so runner 1 dies holding jobs.
+    const executed = () => readFileSync(executions, "utf8").split("\n").filter(Boolean);
+    const jobRuns = () => executed().filter((l) => Number(l.split(" ")[0]) < 100_000).length;
+    const until = Date.now() + 60_000;
+    while (jobRuns() < JOBS / 5 && Date.now() < until) await new Promise((r) => setTimeout(r, 10));
+    r1.proc.kill("SIGKILL");
+    const killedAt = Date.now();
+
+    // Every job ends succeeded.
+    const final = new Map<string, { status: string; attempts: number }>();
+    const deadline = Date.now() + 90_000;
+    while (final.size < ids.length && Date.now() < deadline) {
+      for (const id of ids) {
+        if (final.has(id)) continue;
+        const s = await jobStatus(api.url, id);
+        if (["succeeded", "failed", "canceled"].includes(s.status)) final.set(id, s);
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    assert.equal(final.size, JOBS, `${JOBS - final.size} jobs did not finish`);
+    const notSucceeded = [...final.entries()].filter(([, s]) => s.status !== "succeeded");
+    assert.deepEqual(notSucceeded, [], "every accepted job succeeds");
+
+    // Each job's one result is its own input doubled, computed by one of the runners.
+    const results = await Promise.all(
+      ids.map(async (id, i) => {
+        const res = await fetch(`${api.url}/v1/jobs/${id}/result`);
+        const body = (await res.json()) as { outputs: { y: number[][]; pid: number[][] } };
+        assert.equal(body.outputs.y[0]![0], 2 * i);
+        return body.outputs.pid[0]![0]!;
+      }),
+    );
+    assert.ok(results.every((pid) => pid === pid1 || pid === pid2));
+    assert.ok(results.includes(pid1) && results.includes(pid2), "both runners worked before the kill");
+
+    // Executions: every job ran; the only ones that ran twice were running on runner 1 when it
+    // died (1 to jobs.concurrency of them: it held work), and their second run, after the lease
+    // lapsed, was on the survivor, whose result is the one stored.
+    const runs = new Map<number, number[]>();
+    for (const line of executed()) {
+      const [input, pid] = line.split(" ").map(Number) as [number, number];
+      if (input >= 100_000) continue; // sync traffic
+      runs.set(input, [...(runs.get(input) ?? []), pid]);
+    }
+    for (let i = 0; i < JOBS; i++) assert.ok(runs.has(i), `job ${i} never ran`);
+    const twice = [...runs.entries()].filter(([, pids]) => pids.length > 1);
+    assert.ok(twice.length >= 1 && twice.length <= 4, `re-run jobs: ${JSON.stringify(twice)}`);
+    for (const [input, pids] of twice) {
+      assert.equal(pids[0], pid1, `job ${input} first ran on the killed runner`);
+      assert.equal(pids.at(-1), pid2, `job ${input} re-ran on the survivor`);
+      assert.equal(results[input], pid2);
+    }
+
+    // Sync traffic: successes throughout; a failure, if any, is a retryable 503 while the death
+    // was being detected (the request in flight on the victim is retried on the survivor).
+    const afterKill = syncStatuses.length;
+    await new Promise((r) => setTimeout(r, 1000));
+    const bad = syncStatuses.filter((s) => s.status !== 200);
+    for (const b of bad) {
+      assert.equal(b.status, 503, JSON.stringify(b));
+      assert.equal(b.retryable, true);
+    }
+    assert.ok(bad.length <= 2, `sync failures: ${JSON.stringify(bad)}`);
+    assert.ok(
+      syncStatuses.slice(afterKill).every((s) => s.status === 200 && s.pid === pid2),
+      "after the kill only the survivor answers",
+    );
+    assert.ok(Date.now() - killedAt < 90_000);
+
+    // Restarted on its port, runner 1 rejoins: the API routes to it again.
+    const again = await start(["--role", "runner", "--instance-id", "runner-1b"], port1);
+    const rejoined = Date.now() + 10_000;
+    let seen = false;
+    while (!seen && Date.now() < rejoined) {
+      const before = syncStatuses.length;
+      await new Promise((r) => setTimeout(r, 300));
+      seen = syncStatuses.slice(before).some((s) => s.pid === again.proc.pid);
+    }
+    syncRunning = false;
+    await sync;
+    assert.ok(seen, "the restarted runner gets requests again");
+    const status = (await (await fetch(`${api.url}/v1/models/latency`)).json()) as {
+      status: { runner: { runners: { url: string; healthy: boolean; instance?: string }[] } };
+    };
+    assert.deepEqual(status.status.runner.runners.map((r) => [r.healthy, r.instance]).sort(), [
+      [true, "runner-1b"],
+      [true, "runner-2"],
+    ]);
+  });
+
+  it("the request id travels from the API to the runner and back, and both log it", async () => {
+    const runner = await start(["--role", "runner", "--instance-id", "runner-x"]);
+    const api = await start(["--role", "api", "--runner", runner.url, "--instance-id", "api-x"]);
+    const id = `trace-${Date.now()}`;
+    const r = await postJson(`${api.url}/v1/models/latency/predict`, { rows: [[7]] }, { "x-request-id": id });
+    assert.equal(r.status, 200);
+    assert.equal(r.headers.get("x-request-id"), id);
+    assert.equal(r.headers.get("x-modelport-instance"), "api-x");
+    await new Promise((res) => setTimeout(res, 200));
+    const line = (out: string) =>
+      out
+        .split("\n")
+        .filter((l) => l.includes(`"reqId":"${id}"`))
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
+    const apiLines = line(api.output());
+    const runnerLines = line(runner.output());
+    assert.ok(
+      apiLines.some(
+        (l) => l.role === "api" && l.instance === "api-x" && l.url === "/v1/models/latency/predict",
+      ),
+    );
+    assert.ok(
+      runnerLines.some(
+        (l) => l.role === "runner" && l.instance === "runner-x" && l.url === "/v2/models/latency/infer",
+      ),
+    );
+    // Metrics carry role and instance.
+    const metrics = await (await fetch(`${api.url}/metrics`)).text();
+    assert.match(metrics, /modelport_runner_up\{runner="[^"]+",role="api",instance_id="api-x"\} 1/);
+    const runnerMetrics = await (await fetch(`${runner.url}/metrics`)).text();
+    assert.match(runnerMetrics, /role="runner",instance_id="runner-x"/);
+  });
+});

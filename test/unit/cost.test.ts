@@ -1,0 +1,115 @@
+// The cost arithmetic: machine time × pricePerHour for local models (a batch's time shared
+// among its requests), tokens × per-million prices for upstream ones, and the derived
+// figures `modelport cost` prints.
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { costFromMetrics, costTable, parsePrometheus } from "../../src/cli/cost.js";
+import { CostMeter, shareBatchTime, summarize, timeCost, tokenCost } from "../../src/metrics/cost.js";
+import { Metrics } from "../../src/metrics/metrics.js";
+
+const close = (a: number, b: number, eps = 1e-12) => assert.ok(Math.abs(a - b) <= eps, `${a} ≈ ${b}`);
+
+describe("cost arithmetic", () => {
+  it("prices machine time by the hour", () => {
+    close(timeCost(3_600_000, 2.5), 2.5);
+    close(timeCost(36, 1), 0.00001);
+    assert.equal(timeCost(1000), 0);
+  });
+
+  it("prices tokens per million", () => {
+    close(tokenCost(1_000_000, 0, { pricePerMillionInputTokens: 0.15 }), 0.15);
+    close(tokenCost(2000, 500, { pricePerMillionInputTokens: 3, pricePerMillionOutputTokens: 15 }), 0.0135);
+    assert.equal(tokenCost(100, 100, {}), 0);
+  });
+
+  it("shares a batch's time among its requests by rows", () => {
+    assert.deepEqual(shareBatchTime(30, [1, 2]), [10, 20]);
+    assert.deepEqual(shareBatchTime(8, [4]), [8]);
+    assert.deepEqual(shareBatchTime(5, []), []);
+  });
+
+  it("a meter sums batches and derives per-request figures", () => {
+    const m = new CostMeter("m", { pricePerHour: 3.6 });
+    m.batch(4, 20); // 4 requests shared 20 ms
+    m.batch(1, 10);
+    const s = m.snapshot();
+    assert.equal(s.requests, 5);
+    assert.equal(s.computeMs, 30);
+    close(s.dollars, (30 / 3_600_000) * 3.6);
+    close(s.computeMsPerRequest, 6);
+    close(s.costPer1000Requests, ((30 / 3_600_000) * 3.6 * 1000) / 5);
+  });
+
+  it("a meter prices upstream tokens and keeps wall time", () => {
+    const m = new CostMeter("u", { pricePerMillionInputTokens: 1, pricePerMillionOutputTokens: 2 });
+    m.tokens(1000, 500, 40);
+    m.tokens(3000, 0, 60);
+    const s = m.snapshot();
+    assert.equal(s.requests, 2);
+    assert.equal(s.inputTokens, 4000);
+    assert.equal(s.outputTokens, 500);
+    close(s.dollars, (4000 * 1 + 500 * 2) / 1e6);
+    close(s.costPer1000Requests, ((4000 + 1000) / 1e6 / 2) * 1000);
+    close(s.computeMsPerRequest, 50);
+  });
+
+  it("summarize gives zeros before the first request", () => {
+    const s = summarize({ requests: 0, computeMs: 0, dollars: 0 });
+    assert.equal(s.costPer1000Requests, 0);
+    assert.equal(s.computeMsPerRequest, 0);
+  });
+
+  it("feeds the Prometheus counters", async () => {
+    const metrics = new Metrics({ processMetrics: false });
+    const m = new CostMeter("m", { pricePerHour: 36 }, metrics.cost);
+    m.batch(2, 100);
+    const text = await metrics.registry.metrics();
+    assert.match(text, /modelport_cost_requests_total\{model="m"\} 2/);
+    assert.match(text, /modelport_cost_compute_seconds_total\{model="m"\} 0\.1/);
+    assert.match(text, /modelport_cost_dollars_total\{model="m"\} 0\.001/);
+  });
+});
+
+describe("modelport cost: reading /metrics", () => {
+  const text = [
+    "# HELP modelport_cost_dollars_total Estimated cost",
+    "# TYPE modelport_cost_dollars_total counter",
+    'modelport_cost_dollars_total{model="a",role="all",instance="h:1"} 0.002',
+    'modelport_cost_dollars_total{model="a",role="all",instance="h:2"} 0.002',
+    'modelport_cost_compute_seconds_total{model="a",role="all",instance="h:1"} 2',
+    'modelport_cost_requests_total{model="a",role="all",instance="h:1"} 1000',
+    'modelport_cost_requests_total{model="a",role="all",instance="h:2"} 1000',
+    'modelport_cost_requests_total{model="b"} 0',
+    'modelport_cost_tokens_total{model="b",kind="input"} 0',
+    'modelport_requests_total{model="a",route="/x",status="200"} 5',
+  ].join("\n");
+
+  it("sums each model's counters over instances and derives per-request figures", () => {
+    const rows = costFromMetrics(text);
+    assert.deepEqual(
+      rows.map((r) => r.model),
+      ["a", "b"],
+    );
+    const a = rows[0]!;
+    assert.equal(a.requests, 2000);
+    close(a.dollars, 0.004);
+    close(a.costPer1000Requests, 0.002);
+    close(a.computeMsPerRequest, 1);
+    assert.equal(rows[1]!.requests, 0);
+  });
+
+  it("prints one row per model, side by side", () => {
+    const table = costTable(costFromMetrics(text)).split("\n");
+    assert.equal(table.length, 3);
+    assert.match(
+      table[0]!,
+      /^model\s+requests\s+cost \/ 1,000 req\s+compute ms \/ req\s+tokens \/ req\s+total$/,
+    );
+    assert.match(table[1]!, /^a\s+2000\s+\$0\.00200\s+1\.000\s+0\.0\s+\$0\.00400$/);
+  });
+
+  it("parses label values with escapes", () => {
+    const [s] = parsePrometheus('m{model="a\\"b",x="1"} 3');
+    assert.deepEqual(s, { name: "m", labels: { model: 'a"b', x: "1" }, value: 3 });
+  });
+});
