@@ -33,6 +33,7 @@ function resolveOne(
   source: string,
   problems: string[],
   serverPricePerHour = 0,
+  checkFiles = true,
 ): LanguageModelConfig {
   const where = `${source}: models[${index}]`;
   // upstream: `path` is the upstream's URL (config/load.ts fills it in from upstream.url).
@@ -44,7 +45,8 @@ function resolveOne(
   }
   // llama-cpp reads one .gguf file; the other language backends check their own paths
   // (a folder for transformers, a URL for upstream) when they start.
-  if (m.backend === "llama-cpp") {
+  // The API tier (role api) loads no weights: its machine need not hold the files.
+  if (m.backend === "llama-cpp" && checkFiles) {
     if (!existsSync(path)) problems.push(`${where}.path: ${path} does not exist`);
     else if (!statSync(path).isFile()) problems.push(`${where}.path: ${path} is not a file`);
   }
@@ -59,7 +61,7 @@ function resolveOne(
   let golden: string | undefined;
   if (m.golden) {
     golden = resolve(baseDir, m.golden);
-    if (!existsSync(golden)) problems.push(`${where}.golden: ${golden} does not exist`);
+    if (checkFiles && !existsSync(golden)) problems.push(`${where}.golden: ${golden} does not exist`);
   } else if (existsSync(`${stem}.golden.json`)) {
     golden = `${stem}.golden.json`;
   }
@@ -70,7 +72,8 @@ function resolveOne(
     version: m.version,
     ...(sha256 ? { sha256, sha256Source } : {}),
     ...(golden ? { golden } : {}),
-    threads: m.threads,
+    // An upstream model computes elsewhere: it takes no cores from the thread budget.
+    threads: m.backend === "upstream" ? 0 : m.threads,
     limits: Object.freeze({ ...limits, ...m.limits }),
     llm: Object.freeze(m.llm ?? llmSchema.parse({})),
     options: Object.freeze({ ...m.options }),
@@ -110,6 +113,7 @@ export function resolveLanguageModels(
           source,
           problems,
           parsed.server.pricePerHour,
+          parsed.server.role !== "api",
         ),
       );
     } else if (m.llm !== undefined) {

@@ -6,11 +6,17 @@ import type { LanguageModelConfig } from "../config/schema.js";
 import { ModelportError } from "../errors.js";
 import type { Metrics } from "../metrics/metrics.js";
 import type { Readiness } from "../models/model-registry.js";
+import { RemoteLanguageModel } from "../runner/remote/remote-language-model.js";
+import type { RunnerPool } from "../runner/remote/runner-pool.js";
 import { LANGUAGE_MODEL_FACTORIES } from "./language-backends.js";
 import type { LanguageModel, LanguageModelStatus } from "./language-model.js";
 
 export interface LanguageModelDeps {
   log: Logger;
+  /** API tier (--role api): the runners that serve llama-cpp and transformers models. */
+  pool?: RunnerPool;
+  /** API tier: the key it presents to its runners (the first of server.apiKeys). */
+  runnerApiKey?: string;
   /** The app's metrics: batch and cost figures of embeddings and upstream models (optional in tests). */
   metrics?: Metrics;
 }
@@ -55,6 +61,12 @@ export class LanguageModelRegistry {
 
   constructor(configs: readonly LanguageModelConfig[], deps: LanguageModelDeps) {
     for (const c of configs) {
+      // The API tier holds no weights: local backends are served by its runners. An upstream
+      // model holds none either, so the API tier calls the upstream itself.
+      if (deps.pool && c.backend !== "upstream") {
+        this.models.set(c.name, new RemoteLanguageModel(c, deps.pool, deps, deps.runnerApiKey));
+        continue;
+      }
       const factory = LANGUAGE_MODEL_FACTORIES[c.backend];
       this.models.set(c.name, factory ? factory(c, deps) : new UnavailableModel(c));
     }

@@ -13,7 +13,8 @@
 //   so in a comment). While generating, `onDelta(text)` is called with each new piece of text,
 //   in order, never with "" and never after generate() settles; the concatenation of the deltas
 //   equals the resolved `text`. A stop sequence is never part of the text or a delta (backends
-//   hold back a tail that could still become a stop sequence). Deltas are what SSE streams.
+//   hold back a tail that could still become a stop sequence: StopScanner in stop-scanner.ts
+//   does it). Deltas are what SSE streams.
 // - Abort. `signal` aborts when the client disconnects. The backend must stop computing and
 //   free its slot (sequence, connection) at once, so the next waiting request gets it, then
 //   reject with ModelportError MP_ERR_REQUEST_CANCELED. A request aborted while it waits for a

@@ -102,7 +102,12 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     600_000,
   );
   purgeTimer.unref();
-  const languageModels = new LanguageModelRegistry(config.languageModels ?? [], { log: logger, metrics });
+  const languageModels = new LanguageModelRegistry(config.languageModels ?? [], {
+    log: logger,
+    metrics,
+    ...(registry.pool ? { pool: registry.pool } : {}),
+    ...(config.server.apiKeys[0] ? { runnerApiKey: config.server.apiKeys[0] } : {}),
+  });
   metrics.languageModelLoad = () =>
     languageModels.all().map((m) => {
       const c = m.status().concurrency;

@@ -60,12 +60,14 @@ describe("POST /v1/embeddings (openai client, real server)", () => {
       server: { pricePerHour: PRICE_PER_HOUR, logLevel: "warn" },
       models: [
         { name: "churn-tree", path: join(models, "churn-tree.onnx") },
+        { name: "tiny-embed", backend: "transformers", path: join(models, "tiny-embed") },
         {
-          name: "tiny-embed",
+          // Classic batching, full batches of 8 or a 2 s wait: concurrent requests share batches
+          // however slowly they arrive, so the batching test does not depend on machine speed.
+          name: "tiny-embed-batched",
           backend: "transformers",
           path: join(models, "tiny-embed"),
-          // Classic batching with a long wait: concurrent requests surely share batches on any machine.
-          batching: { adaptive: false, maxDelayMs: 50, maxBatchRows: 64 },
+          batching: { adaptive: false, maxDelayMs: 2000, maxBatchRows: 8 },
         },
         {
           name: "tiny-embed-wrong-golden",
@@ -150,19 +152,20 @@ describe("POST /v1/embeddings (openai client, real server)", () => {
   });
 
   it("concurrent requests share batches (batch metrics: fewer batches than requests)", async () => {
-    const rowsBefore = await metric(server.url, "modelport_batch_rows_sum", "tiny-embed");
-    const batchesBefore = await metric(server.url, "modelport_batch_rows_count", "tiny-embed");
+    const model = "tiny-embed-batched";
+    const rowsBefore = await metric(server.url, "modelport_batch_rows_sum", model);
+    const batchesBefore = await metric(server.url, "modelport_batch_rows_count", model);
     const n = 32;
     const answers = await Promise.all(
-      Array.from({ length: n }, (_, i) =>
-        client.embeddings.create({ model: "tiny-embed", input: `cat number ${i}` }),
-      ),
+      Array.from({ length: n }, (_, i) => client.embeddings.create({ model, input: `cat number ${i}` })),
     );
     assert.equal(answers.length, n);
-    const rows = (await metric(server.url, "modelport_batch_rows_sum", "tiny-embed")) - rowsBefore;
-    const batches = (await metric(server.url, "modelport_batch_rows_count", "tiny-embed")) - batchesBefore;
+    assert.ok(answers.every((a) => a.data[0]!.embedding.length === TINY_EMBED_DIM));
+    const rows = (await metric(server.url, "modelport_batch_rows_sum", model)) - rowsBefore;
+    const batches = (await metric(server.url, "modelport_batch_rows_count", model)) - batchesBefore;
     assert.equal(rows, n);
-    assert.ok(batches < n / 2, `${n} requests went in ${batches} batches`);
+    // Full batches of 8 make 4; a few partial ones if the 2 s wait ran out are fine.
+    assert.ok(batches <= n / 4 + 2, `${n} requests went in ${batches} batches`);
   });
 
   it("forwards to an upstream embeddings model with the key from its environment variable", async () => {
@@ -239,7 +242,7 @@ describe("POST /v1/embeddings (openai client, real server)", () => {
       cost: { requests: number; inputTokens: number; dollars: number };
     };
     assert.ok(
-      embedStats.cost.requests >= 36 && embedStats.cost.inputTokens > 0 && embedStats.cost.dollars > 0,
+      embedStats.cost.requests >= 5 && embedStats.cost.inputTokens > 0 && embedStats.cost.dollars > 0,
     );
 
     const { stdout } = await run(process.execPath, [CLI, "cost", server.url]);
@@ -255,7 +258,7 @@ describe("POST /v1/embeddings (openai client, real server)", () => {
       models: { model: string; requests: number; costPer1000Requests: number; computeMsPerRequest: number }[];
     };
     const embed = json.models.find((m) => m.model === "tiny-embed")!;
-    assert.ok(embed.requests >= 36);
+    assert.ok(embed.requests >= 5);
     assert.ok(embed.costPer1000Requests > 0 && embed.computeMsPerRequest > 0);
     // cost per 1,000 requests = compute ms per request × 1,000 × price per ms.
     const expected = (embed.computeMsPerRequest * 1000 * PRICE_PER_HOUR) / 3_600_000;

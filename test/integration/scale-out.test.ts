@@ -200,6 +200,21 @@ describe("API tier and two runners through Redis", () => {
     ]);
   });
 
+  it("an API process with no runner answering is not ready, and says which runner and why", async () => {
+    const nowhere = `http://127.0.0.1:${await freePort()}`;
+    const api = await startChild(["-c", config, "--role", "api", "--runner", nowhere]);
+    children.push(api);
+    const ready = await waitReady(api.url, 3000);
+    assert.equal(ready.status, 503);
+    const reason = JSON.stringify(ready.body);
+    assert.ok(reason.includes(nowhere) && /ECONNREFUSED/.test(reason), reason);
+    const r = await postJson(`${api.url}/v1/models/latency/predict`, { rows: [[1]] });
+    assert.equal(r.status, 503);
+    assert.equal(r.body.error.code, "MP_ERR_RUNNER_UNAVAILABLE");
+    assert.equal(r.body.error.retryable, true);
+    assert.ok(Number(r.headers.get("retry-after")) >= 1);
+  });
+
   it("the request id travels from the API to the runner and back, and both log it", async () => {
     const runner = await start(["--role", "runner", "--instance-id", "runner-x"]);
     const api = await start(["--role", "api", "--runner", runner.url, "--instance-id", "api-x"]);

@@ -104,6 +104,31 @@ describe("upstream backend (real HTTP stub)", () => {
     assert.equal(stub.requests.at(-1)!.body?.stream, true);
   });
 
+  it("stops the upstream call when the client goes away: MP_ERR_REQUEST_CANCELED", async () => {
+    stub.streamGapMs = 300;
+    const abort = new AbortController();
+    const deltas: string[] = [];
+    try {
+      await assert.rejects(
+        model.generate(
+          { messages: [{ role: "user", content: "hi" }] },
+          {
+            signal: abort.signal,
+            onDelta: (d) => {
+              deltas.push(d);
+              abort.abort();
+            },
+          },
+        ),
+        { code: "MP_ERR_REQUEST_CANCELED" },
+      );
+    } finally {
+      stub.streamGapMs = 0;
+    }
+    assert.ok(deltas.length >= 1 && deltas.length < 5, `${deltas.length} deltas`);
+    assert.equal(model.status().concurrency.active, 0);
+  });
+
   it("streams completions too", async () => {
     const deltas: string[] = [];
     const r = await model.generate({ prompt: "Say" }, { onDelta: (d) => deltas.push(d) });

@@ -65,6 +65,7 @@ describe("config for embeddings and upstream models", () => {
     assert.equal(config.models[1]?.pricePerHour, 2);
     const hosted = config.languageModels?.[0];
     assert.equal(hosted?.path, "https://api.example.com/v1");
+    assert.equal(hosted?.threads, 0, "an upstream model takes no cores from the thread budget");
     assert.equal(hosted?.pricePerMillionInputTokens, 0.15);
     assert.equal(hosted?.pricePerMillionOutputTokens, 0.6);
     assert.deepEqual(hosted?.upstream, {

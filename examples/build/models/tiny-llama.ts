@@ -87,7 +87,7 @@ export function buildTinyLlama(): LlamaArtifact {
     name: TINY_LLAMA.name,
     gguf,
     description:
-      "A 2-layer llama-architecture model with random weights and a 500-piece vocabulary (word salad, fast), for tests and examples.",
+      "A 2-layer llama-architecture model with random weights and a 617-piece vocabulary (word salad, fast), for tests and examples.",
     golden: {
       description: `Greedy continuation computed by the float64 reference forward pass (examples/build/llama-model.ts).`,
       prompt: TINY_LLAMA_GOLDEN_PROMPT,

@@ -31,6 +31,7 @@ import type {
 } from "../../llm/language-model.js";
 import { goldenRequest, readLlmGolden } from "../../llm/llm-golden.js";
 import { SlotQueue } from "../../llm/slot-queue.js";
+import { StopScanner } from "../../llm/stop-scanner.js";
 import { fileDigest } from "../../models/file-digest.js";
 import { llamaMetadataProblems, readGgufHeader } from "./gguf-file.js";
 
@@ -285,9 +286,21 @@ export class LlamaCppModel implements LanguageModel {
       );
     }
     const maxTokens = Math.min(room, request.maxTokens ?? room, this.config.llm.maxTokens ?? room);
-    const stops: (LlamaText | string)[] = [...(chat?.stops ?? []), ...(request.stop ?? [])];
     const outputBefore = sequence.tokenMeter.usedOutputTokens;
     const greedy = !request.temperature;
+    // The client's stop strings are matched on the text by StopScanner (node-llama-cpp's own
+    // triggers miss stops that cross a space between pieces); the template's end-of-turn
+    // triggers (special tokens) stay with node-llama-cpp. `halt` ends the generation early,
+    // keeping what was generated: on a stop string, or when the client or close() aborts.
+    const scanner = new StopScanner(request.stop ?? []);
+    const halt = new AbortController();
+    const onAbort = () => halt.abort();
+    signal.addEventListener("abort", onAbort, { once: true });
+    const onTextChunk = (chunk: string) => {
+      const text = scanner.push(chunk);
+      if (text && onDelta) onDelta(text);
+      if (scanner.stopped) halt.abort();
+    };
     try {
       const res = await completion.generateCompletionWithMeta(tokens, {
         maxTokens,
@@ -297,13 +310,18 @@ export class LlamaCppModel implements LanguageModel {
         // OpenAI's frequency and presence penalties default to 0; node-llama-cpp's penalty is on by default.
         repeatPenalty: false,
         disableContextShift: true,
-        signal,
-        ...(stops.length ? { customStopTriggers: stops } : {}),
-        ...(onDelta ? { onTextChunk: (text: string) => text && onDelta(text) } : {}),
+        signal: halt.signal,
+        stopOnAbortSignal: true,
+        ...(chat?.stops.length ? { customStopTriggers: chat.stops } : {}),
+        onTextChunk,
       });
-      const finishReason: FinishReason = res.metadata.stopReason === "maxTokens" ? "length" : "stop";
+      if (signal.aborted) throw signal.reason;
+      const tail = scanner.flush();
+      if (tail && onDelta) onDelta(tail);
+      const finishReason: FinishReason =
+        !scanner.stopped && res.metadata.stopReason === "maxTokens" ? "length" : "stop";
       return {
-        text: res.response,
+        text: scanner.text,
         finishReason,
         usage: { promptTokens, completionTokens: sequence.tokenMeter.usedOutputTokens - outputBefore },
       };
@@ -316,6 +334,8 @@ export class LlamaCppModel implements LanguageModel {
         throw new ModelportError("MP_ERR_REQUEST_CANCELED", "the client closed the connection");
       }
       throw new ModelportError("MP_ERR_INFERENCE_FAILED", `llama.cpp failed: ${(err as Error).message}`);
+    } finally {
+      signal.removeEventListener("abort", onAbort);
     }
   }
 

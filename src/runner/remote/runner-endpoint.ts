@@ -50,7 +50,11 @@ export class RunnerEndpoint {
   /** The runner's own name (its X-Modelport-Instance header). */
   instance: string | undefined;
   inFlight = 0;
+  /** Health polls in a row that timed out. */
+  private slowPolls = 0;
   models = new Map<string, RunnerModelReport>();
+  /** Language models the runner serves (GET /v1/models `data`, kind "language"), and whether each is ready. */
+  languageModels = new Map<string, boolean>();
   /** Models this runner refused as not ready or draining since the last poll: skip them until it says otherwise. */
   readonly refused = new Set<string>();
 
@@ -66,7 +70,8 @@ export class RunnerEndpoint {
 
   /** The model is ready on this runner and the runner answers. */
   serves(model: string): boolean {
-    return this.healthy && this.models.get(model)?.ready === true && !this.refused.has(model);
+    const ready = this.models.get(model)?.ready === true || this.languageModels.get(model) === true;
+    return this.healthy && ready && !this.refused.has(model);
   }
 
   markDown(reason: string): void {
@@ -86,14 +91,22 @@ export class RunnerEndpoint {
         this.markDown(why);
         return;
       }
-      const listed = (JSON.parse(res.body.toString("utf8")) as { models?: ListedModel[] }).models ?? [];
-      this.models = new Map(listed.map((m) => [m.name, report(m)]));
+      const body = JSON.parse(res.body.toString("utf8")) as { models?: ListedModel[]; data?: OpenAiListed[] };
+      this.models = new Map((body.models ?? []).map((m) => [m.name, report(m)]));
+      const language = (body.data ?? []).filter((m) => m.kind === "language");
+      this.languageModels = new Map(language.map((m) => [m.id, m.ready === true]));
       this.refused.clear();
       this.healthy = true;
       this.reason = "";
     } catch (err) {
-      this.markDown((err as Error).message);
+      // A refused or reset connection means the runner is gone: out at once. A slow answer may be
+      // a busy runner: out after two in a row, so one slow poll under load does not flap it.
+      const slow = err instanceof RunnerUnreachableError && err.timedOut;
+      this.slowPolls = slow ? this.slowPolls + 1 : 0;
+      if (!slow || this.slowPolls >= 2 || !this.healthy) this.markDown((err as Error).message);
+      return;
     }
+    this.slowPolls = 0;
   }
 
   /**
@@ -152,6 +165,13 @@ interface ListedModel {
   inputs?: TensorSpec[];
   outputs?: TensorSpec[];
   batchable?: boolean;
+}
+
+/** An entry of GET /v1/models `data` (OpenAI's model list, with modelport's kind and readiness). */
+interface OpenAiListed {
+  id: string;
+  kind?: string;
+  ready?: boolean;
 }
 
 function report(m: ListedModel): RunnerModelReport {

@@ -186,7 +186,8 @@ async function stream(
   const onDelta = (text: string) => {
     const chunk = deltaPrefix + JSON.stringify(text) + deltaSuffix;
     if (started) {
-      res.write(chunk);
+      // A client gone mid-stream: its abort is on the way; nothing more to write.
+      if (!res.destroyed) res.write(chunk);
       return;
     }
     timer.first();

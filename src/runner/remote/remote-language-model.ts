@@ -1,0 +1,185 @@
+// A language model (llama-cpp, transformers) served by the runner tier, as the API tier holds
+// it: no weights. Each call goes to the least-loaded runner that reports the model ready, over
+// the runner's own OpenAI-compatible routes (the upstream backend's client, one per runner),
+// so streams pass through chunk by chunk and a client that disconnects stops the generation on
+// the runner. A call that failed before any text reached the client is tried once more on
+// another runner.
+
+import { UpstreamLanguageModel } from "../../backends/upstream/upstream-language-model.js";
+import type { LanguageModelConfig } from "../../config/schema.js";
+import { isModelportError, ModelportError } from "../../errors.js";
+import type {
+  EmbedResult,
+  GenerateOptions,
+  GenerateRequest,
+  GenerateResult,
+  LanguageModel,
+  LanguageModelCapabilities,
+  LanguageModelStatus,
+} from "../../llm/language-model.js";
+import type { LanguageModelDeps } from "../../llm/language-model-registry.js";
+import type { RunnerEndpoint } from "./runner-endpoint.js";
+import type { RunnerPool } from "./runner-pool.js";
+
+/** Where the API tier's key for its runners is handed to the upstream client. */
+const KEY_ENV = "MODELPORT_RUNNER_API_KEY";
+
+/** Failures another runner may not share: a connection error or 5xx, or "not here". */
+const TRY_ELSEWHERE = new Set([
+  "MP_ERR_LLM_UPSTREAM_FAILED",
+  "MP_ERR_MODEL_NOT_READY",
+  "MP_ERR_SERVER_SHUTTING_DOWN",
+  "MP_ERR_MODEL_OVERLOADED",
+]);
+
+export class RemoteLanguageModel implements LanguageModel {
+  readonly name: string;
+  readonly backend: LanguageModelConfig["backend"];
+  readonly capabilities: LanguageModelCapabilities;
+  readonly created = Math.floor(Date.now() / 1000);
+  private readonly clients = new Map<string, Promise<UpstreamLanguageModel>>();
+  private active = 0;
+  private closed = false;
+
+  constructor(
+    private readonly config: LanguageModelConfig,
+    private readonly pool: RunnerPool,
+    private readonly deps: LanguageModelDeps,
+    private readonly apiKey: string | undefined,
+  ) {
+    this.name = config.name;
+    this.backend = config.backend;
+    const embeddings = config.backend === "transformers";
+    this.capabilities = { chat: !embeddings, completion: !embeddings, embeddings };
+  }
+
+  /** The pool polls the runners; the tensor registry starts it. */
+  async start(): Promise<void> {}
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const clients = await Promise.allSettled(this.clients.values());
+    await Promise.all(clients.map((c) => (c.status === "fulfilled" ? c.value.close() : undefined)));
+  }
+
+  status(): LanguageModelStatus {
+    const ready = !this.closed && this.pool.all().some((ep) => ep.serves(this.name));
+    return {
+      name: this.name,
+      backend: this.backend,
+      state: this.closed ? "closed" : ready ? "ready" : "loading",
+      ready,
+      ...(ready ? {} : { reason: this.reason(), code: "MP_ERR_RUNNER_UNAVAILABLE" as const }),
+      golden: "none",
+      concurrency: { active: this.active, waiting: 0, limit: 0 },
+    };
+  }
+
+  private reason(): string {
+    const lines = this.pool.all().map((ep) => {
+      if (!ep.healthy) return `${ep.url}: ${ep.reason}`;
+      return `${ep.url}: ${ep.languageModels.has(this.name) ? "not ready" : "does not serve this model"}`;
+    });
+    return `no runner serving it is ready (${lines.join("; ") || "no runners configured"})`;
+  }
+
+  generate(request: GenerateRequest, options: GenerateOptions = {}): Promise<GenerateResult> {
+    return this.forward(
+      (m, onDelta) => m.generate(request, { ...options, ...(onDelta ? { onDelta } : {}) }),
+      options,
+    );
+  }
+
+  embed(inputs: readonly string[], options: { readonly signal?: AbortSignal } = {}): Promise<EmbedResult> {
+    return this.forward((m) => m.embed(inputs, options), options);
+  }
+
+  private async forward<T>(
+    call: (model: UpstreamLanguageModel, onDelta?: (text: string) => void) => Promise<T>,
+    options: GenerateOptions,
+  ): Promise<T> {
+    let streamed = false;
+    const onDelta = options.onDelta
+      ? (text: string) => {
+          streamed = true;
+          options.onDelta!(text);
+        }
+      : undefined;
+    const first = this.pool.pick(this.name);
+    if (!first) throw this.unavailable(this.reason());
+    this.active++;
+    try {
+      try {
+        return await this.on(first, (m) => call(m, onDelta));
+      } catch (err) {
+        const again =
+          !streamed && !options.signal?.aborted && isModelportError(err) && TRY_ELSEWHERE.has(err.code);
+        if (!again) throw err;
+        const second = this.pool.pick(this.name, first);
+        if (!second) throw this.unavailable(`${err.message}; no other runner serves it`);
+        this.deps.log.warn(
+          { model: this.name, runner: first.url, retryOn: second.url, err: err.message },
+          "retrying on another runner",
+        );
+        return await this.on(second, (m) => call(m, onDelta));
+      }
+    } finally {
+      this.active--;
+    }
+  }
+
+  private async on<T>(ep: RunnerEndpoint, call: (model: UpstreamLanguageModel) => Promise<T>): Promise<T> {
+    const model = await this.client(ep);
+    ep.inFlight++;
+    try {
+      return await call(model);
+    } finally {
+      ep.inFlight--;
+    }
+  }
+
+  /** The upstream client for one runner, started (probed) once. */
+  private client(ep: RunnerEndpoint): Promise<UpstreamLanguageModel> {
+    let client = this.clients.get(ep.url);
+    if (!client) {
+      const c = this.config;
+      const model = new UpstreamLanguageModel(
+        {
+          ...c,
+          backend: "upstream",
+          upstream: {
+            url: `${ep.url}/v1`,
+            model: c.name,
+            ...(this.apiKey ? { apiKeyEnv: KEY_ENV } : {}),
+            timeoutMs: c.limits.timeoutMs,
+            // Failing over to another runner is this class's job, not a retry on the same one.
+            retries: 0,
+            backoffMs: 100,
+            maxBackoffMs: 1000,
+          },
+          // The runner admits and queues; the API tier passes everything on.
+          llm: { ...c.llm, sequences: 1_000_000, maxWaiting: 0 },
+        },
+        this.deps.log,
+        { env: this.apiKey ? { [KEY_ENV]: this.apiKey } : {} },
+      );
+      client = model.start().then(() => {
+        const s = model.status();
+        if (!s.ready) {
+          this.clients.delete(ep.url);
+          throw this.unavailable(`${ep.url}: ${s.reason ?? s.state}`);
+        }
+        return model;
+      });
+      this.clients.set(ep.url, client);
+    }
+    return client;
+  }
+
+  private unavailable(why: string): ModelportError {
+    return new ModelportError("MP_ERR_RUNNER_UNAVAILABLE", `model '${this.name}': ${why}; retry shortly`, {
+      model: this.name,
+      retryAfterSeconds: 1,
+    });
+  }
+}

@@ -1,0 +1,103 @@
+// Language models across tiers: a `--role runner` process serves tiny-llama (llama.cpp) and
+// tiny-embed (transformers); a `--role api` process loads neither and forwards the OpenAI
+// routes to it. Spoken to with the official `openai` client: answers through the API tier are
+// the runner's own (greedy, token for token), streams arrive as chunks, embeddings match.
+import assert from "node:assert/strict";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import OpenAI from "openai";
+import { testModels } from "../helpers/models.js";
+import { type ChildServer, startReadyChild, stopStartedChildren } from "../helpers/server.js";
+
+describe("language models behind the API tier", () => {
+  let runner: ChildServer;
+  let api: ChildServer;
+  let viaApi: OpenAI;
+  let direct: OpenAI;
+
+  before(async () => {
+    const dir = await testModels();
+    const file = join(dir, "scale-out-llm.yaml");
+    writeFileSync(
+      file,
+      [
+        "models:",
+        "  - name: tiny-llama",
+        "    path: tiny-llama.gguf",
+        "    llm: { sequences: 2, maxWaiting: 4, contextSize: 2048 }",
+        "  - name: tiny-embed",
+        "    backend: transformers",
+        "    path: tiny-embed",
+        "",
+      ].join("\n"),
+    );
+    runner = await startReadyChild(["-c", file, "--role", "runner"]);
+    api = await startReadyChild(["-c", file, "--role", "api", "--runner", runner.url]);
+    viaApi = new OpenAI({ baseURL: `${api.url}/v1`, apiKey: "unused", maxRetries: 0 });
+    direct = new OpenAI({ baseURL: `${runner.url}/v1`, apiKey: "unused", maxRetries: 0 });
+  });
+
+  after(stopStartedChildren);
+
+  it("the API tier loads no weights and lists the runner's language models as ready", async () => {
+    assert.doesNotMatch(api.output(), /loaded tiny-llama|tiny-llama matches its golden/);
+    const list = await viaApi.models.list();
+    assert.deepEqual(list.data.map((m) => m.id).sort(), ["tiny-embed", "tiny-llama"]);
+    const one = (await (await fetch(`${api.url}/v1/models/tiny-llama`)).json()) as {
+      status: { ready: boolean };
+      capabilities: unknown;
+    };
+    assert.equal(one.status.ready, true);
+    assert.deepEqual(one.capabilities, { chat: true, completion: true, embeddings: false });
+  });
+
+  it("chat through the API tier is the runner's greedy answer, streamed or not", async () => {
+    const ask = {
+      model: "tiny-llama",
+      messages: [{ role: "user" as const, content: "hello" }],
+      max_tokens: 12,
+      temperature: 0,
+    };
+    const want = (await direct.chat.completions.create(ask)).choices[0]!.message.content;
+    const got = await viaApi.chat.completions.create(ask);
+    assert.equal(got.choices[0]!.message.content, want);
+    const stream = await viaApi.chat.completions.create({ ...ask, stream: true });
+    const pieces: string[] = [];
+    for await (const chunk of stream) {
+      const d = chunk.choices[0]?.delta?.content;
+      if (d) pieces.push(d);
+    }
+    assert.ok(pieces.length > 1, `streamed in ${pieces.length} piece(s)`);
+    assert.equal(pieces.join(""), want);
+  });
+
+  it("embeddings through the API tier equal the runner's", async () => {
+    const input = ["the cat sat", "stock prices fell"];
+    const want = await direct.embeddings.create({ model: "tiny-embed", input });
+    const got = await viaApi.embeddings.create({ model: "tiny-embed", input });
+    assert.equal(got.data.length, 2);
+    for (let i = 0; i < 2; i++) {
+      const a = got.data[i]!.embedding;
+      const b = want.data[i]!.embedding;
+      assert.equal(a.length, b.length);
+      for (let k = 0; k < a.length; k++) assert.ok(Math.abs(a[k]! - b[k]!) < 1e-6);
+    }
+  });
+
+  it("with the runner gone, the API tier answers 503 MP_ERR_RUNNER_UNAVAILABLE in OpenAI's shape", async () => {
+    await runner.stop("SIGKILL");
+    const res = await fetch(`${api.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        model: "tiny-llama",
+        messages: [{ role: "user", content: "hi" }],
+        max_tokens: 4,
+      }),
+    });
+    assert.equal(res.status, 503);
+    const body = (await res.json()) as { error: { code: string; message: string } };
+    assert.equal(body.error.code, "MP_ERR_RUNNER_UNAVAILABLE");
+  });
+});
