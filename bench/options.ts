@@ -9,8 +9,9 @@ export const USAGE = `Usage: node dist/bench/run.js [options]     (or: npm run b
                        (npm run bench:batching = --suite all);
                        jobs: the jobs API on churn-tree with SQLite, submission throughput
                        and submit-to-succeeded latency (npm run bench:jobs)
-                       embeddings: POST /v1/embeddings on tiny-embed (transformers), batching
-                       on vs off at concurrency 32, bar >= 3x (npm run bench:embeddings)
+                       embeddings: POST /v1/embeddings (transformers), batching on vs off at
+                       concurrency 32, bar >= 3x judged on bench-embed (MiniLM-L6 sizes, built
+                       on demand), tiny-embed as a secondary row (npm run bench:embeddings)
                        scaleout: --role api + runners through Redis: jobs/s with 1 vs 2
                        runners (bar >= 1.8x) and the API->runner hop at c=1 (bar <= 1 ms
                        added to p50) (npm run bench:scaleout)

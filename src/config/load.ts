@@ -220,9 +220,9 @@ function resolveModel(
   const where = `${source}: models[${index}]`;
   const path = resolve(baseDir, m.path);
   // The API tier loads no weights: its machine need not hold the model files.
-  if (role === "api") return remoteModel(m, path, defaults);
-  if (!existsSync(path)) problems.push(`${where}.path: ${path} does not exist`);
-  else if (!statSync(path).isFile()) problems.push(`${where}.path: ${path} is not a file`);
+  const checkFiles = role !== "api";
+  if (checkFiles && !existsSync(path)) problems.push(`${where}.path: ${path} does not exist`);
+  else if (checkFiles && !statSync(path).isFile()) problems.push(`${where}.path: ${path} is not a file`);
   const stem = resolve(dirname(path), modelBase(path));
 
   let sha256 = m.sha256;
@@ -239,7 +239,7 @@ function resolveModel(
   let golden: string | undefined;
   if (m.golden) {
     golden = resolve(baseDir, m.golden);
-    if (!existsSync(golden)) problems.push(`${where}.golden: ${golden} does not exist`);
+    if (checkFiles && !existsSync(golden)) problems.push(`${where}.golden: ${golden} does not exist`);
   } else if (existsSync(`${stem}.golden.json`)) {
     golden = `${stem}.golden.json`;
   }
@@ -257,28 +257,6 @@ function resolveModel(
     batching: Object.freeze({ ...m.batching }),
     placement: m.placement,
     ...(m.maxRssMb ? { maxRssMb: m.maxRssMb } : {}),
-    device: m.device,
-    options: Object.freeze({ ...m.options }),
-    ...(m.description ? { description: m.description } : {}),
-  });
-}
-
-/** A model as the API tier sees it: its name, limits and batching, no files to check or read. */
-function remoteModel(
-  m: z.output<typeof configSchema>["models"][number],
-  path: string,
-  defaults: z.output<typeof configSchema>["limits"],
-): ModelConfig {
-  return Object.freeze({
-    name: m.name,
-    backend: m.backend as ModelConfig["backend"],
-    path,
-    version: m.version,
-    tolerance: m.tolerance,
-    threads: m.threads,
-    limits: Object.freeze({ ...defaults, ...m.limits }),
-    batching: Object.freeze({ ...m.batching }),
-    placement: m.placement,
     device: m.device,
     options: Object.freeze({ ...m.options }),
     ...(m.description ? { description: m.description } : {}),

@@ -4,6 +4,10 @@
 // so mean-pooled sentence vectors put texts that share words or topics close together, and
 // unrelated texts apart. Its golden file is computed here in TypeScript from the same weights
 // (tokenise, look up, tanh, mean over the attention mask, L2-normalise), never by onnxruntime.
+//
+// The builder takes its sizes from an EmbedSpec: TINY_EMBED is the example (and the tests'),
+// BENCH_EMBED the same recipe at MiniLM-L6's sizes (hidden 384, feed-forward 1536, 6 layers), so
+// that a call costs real arithmetic; the embeddings benchmark builds it on demand, tests never do.
 import { createHash } from "node:crypto";
 import { mkdir, writeFile } from "node:fs/promises";
 import path from "node:path";
@@ -32,6 +36,32 @@ export const TINY_EMBED_FF = 64;
 export const TINY_EMBED_LAYERS = 6;
 const LN_EPSILON = 1e-5;
 const SEED = 7171;
+
+/** The sizes of an encoder built by this recipe (the vocabulary is always the one below). */
+export interface EmbedSpec {
+  name: string;
+  /** Hidden size. */
+  dim: number;
+  /** Width of each layer's feed-forward block. */
+  ff: number;
+  layers: number;
+  seed: number;
+}
+
+export const TINY_EMBED: EmbedSpec = {
+  name: TINY_EMBED_NAME,
+  dim: TINY_EMBED_DIM,
+  ff: TINY_EMBED_FF,
+  layers: TINY_EMBED_LAYERS,
+  seed: SEED,
+};
+
+/**
+ * MiniLM-L6-like sizes (hidden 384, feed-forward 1536, 6 layers; ~7M weights, no attention), so
+ * that a call is dominated by arithmetic as with a real small encoder. Built on demand by the
+ * embeddings benchmark only.
+ */
+export const BENCH_EMBED: EmbedSpec = { name: "bench-embed", dim: 384, ff: 1536, layers: 6, seed: SEED };
 
 const SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] as const;
 const CLS = 2;
@@ -141,6 +171,10 @@ const COMMON = [
 ];
 
 export interface TinyEmbedWeights {
+  /** Hidden size. */
+  dim: number;
+  /** Feed-forward width. */
+  ff: number;
   vocab: string[];
   /** [vocab, dim] row-major. */
   word: Float32Array;
@@ -150,9 +184,9 @@ export interface TinyEmbedWeights {
   layers: { ff1: Float32Array; b1: Float32Array; ff2: Float32Array; b2: Float32Array }[];
 }
 
-export function tinyEmbedWeights(): TinyEmbedWeights {
-  const rng = new Random(SEED);
-  const dim = TINY_EMBED_DIM;
+export function tinyEmbedWeights(spec: EmbedSpec = TINY_EMBED): TinyEmbedWeights {
+  const rng = new Random(spec.seed);
+  const dim = spec.dim;
   const vocab: string[] = [...SPECIAL];
   const rows: number[][] = SPECIAL.map(() => Array.from({ length: dim }, () => 0.05 * rng.normal()));
   const unit = () => {
@@ -178,14 +212,14 @@ export function tinyEmbedWeights(): TinyEmbedWeights {
   const type = new Float32Array(2 * dim);
   for (let i = 0; i < dim; i++) type[dim + i] = 0.05 * rng.normal();
   // Small second-layer weights: each block perturbs a token's vector without erasing its topic.
-  const ff = TINY_EMBED_FF;
-  const layers = Array.from({ length: TINY_EMBED_LAYERS }, () => ({
+  const ff = spec.ff;
+  const layers = Array.from({ length: spec.layers }, () => ({
     ff1: Float32Array.from({ length: dim * ff }, () => rng.normal() / Math.sqrt(dim)),
     b1: Float32Array.from({ length: ff }, () => 0.1 * rng.normal()),
     ff2: Float32Array.from({ length: ff * dim }, () => (0.2 * rng.normal()) / Math.sqrt(ff)),
     b2: Float32Array.from({ length: dim }, () => 0.01 * rng.normal()),
   }));
-  return { vocab, word, type, layers };
+  return { dim, ff, vocab, word, type, layers };
 }
 
 /** BertNormalizer (lowercase) + BertPreTokenizer (split on whitespace and punctuation) + whole-word lookup. */
@@ -197,8 +231,7 @@ export function tinyEmbedTokenize(text: string, vocab: readonly string[]): numbe
 
 /** One token's hidden state: tanh(word + type 0), then every layer (float64; the golden tolerance covers float32). */
 function tokenState(id: number, weights: TinyEmbedWeights): number[] {
-  const dim = TINY_EMBED_DIM;
-  const ff = TINY_EMBED_FF;
+  const { dim, ff } = weights;
   let h = Array.from({ length: dim }, (_, i) => Math.tanh(weights.word[id * dim + i]!));
   for (const layer of weights.layers) {
     const out = h.map((x, k) => x + layer.b2[k]!);
@@ -217,7 +250,7 @@ function tokenState(id: number, weights: TinyEmbedWeights): number[] {
 
 /** The reference forward pass: mean over tokens of the hidden states, then L2-normalised. */
 export function tinyEmbed(text: string, weights: TinyEmbedWeights): number[] {
-  const dim = TINY_EMBED_DIM;
+  const dim = weights.dim;
   const ids = tinyEmbedTokenize(text, weights.vocab);
   const sum = new Array<number>(dim).fill(0);
   for (const id of ids) {
@@ -274,11 +307,11 @@ function tokenizerJson(vocab: readonly string[]): unknown {
   };
 }
 
-function onnxGraph(weights: TinyEmbedWeights): Uint8Array {
-  const dim = TINY_EMBED_DIM;
+function onnxGraph(name: string, weights: TinyEmbedWeights): Uint8Array {
+  const { dim, ff } = weights;
   const ids = ["batch", "sequence"];
   return encodeModel({
-    name: "tiny_embed",
+    name: name.replace(/-/g, "_"),
     doc: "h = tanh(word[input_ids] + type[token_type_ids]); per layer h = LayerNorm(h + relu(h ff1 + b1) ff2 + b2); last_hidden_state = h * attention_mask",
     inputs: [
       tensorInfo("input_ids", "INT64", ids),
@@ -290,9 +323,9 @@ function onnxGraph(weights: TinyEmbedWeights): Uint8Array {
       floatTensor("word_embeddings", [weights.vocab.length, dim], weights.word),
       floatTensor("type_embeddings", [2, dim], weights.type),
       ...weights.layers.flatMap((l, n) => [
-        floatTensor(`ff1_${n}`, [dim, TINY_EMBED_FF], l.ff1),
-        floatTensor(`b1_${n}`, [TINY_EMBED_FF], l.b1),
-        floatTensor(`ff2_${n}`, [TINY_EMBED_FF, dim], l.ff2),
+        floatTensor(`ff1_${n}`, [dim, ff], l.ff1),
+        floatTensor(`b1_${n}`, [ff], l.b1),
+        floatTensor(`ff2_${n}`, [ff, dim], l.ff2),
         floatTensor(`b2_${n}`, [dim], l.b2),
       ]),
       floatTensor("ln_scale", [dim], new Float32Array(dim).fill(1)),
@@ -329,24 +362,26 @@ function onnxGraph(weights: TinyEmbedWeights): Uint8Array {
 export const TINY_EMBED_GOLDEN_TEXT = "The cat likes warm milk and my dog likes the sun.";
 
 /**
- * Writes `<outDir>/tiny-embed/` (the model folder) and `<outDir>/tiny-embed.golden.json` beside
- * it (the config loader finds `<folder>.golden.json` as it finds `<model>.golden.json`).
+ * Writes `<outDir>/<name>/` (the model folder; tiny-embed by default) and
+ * `<outDir>/<name>.golden.json` beside it (the config loader finds `<folder>.golden.json` as it
+ * finds `<model>.golden.json`).
  * @returns the folder's path and a digest of the ONNX bytes.
  */
 export async function writeTinyEmbed(
   outDir: string,
+  spec: EmbedSpec = TINY_EMBED,
 ): Promise<{ dir: string; onnxSha256: string; bytes: number }> {
-  const weights = tinyEmbedWeights();
-  const dir = path.join(outDir, TINY_EMBED_NAME);
+  const weights = tinyEmbedWeights(spec);
+  const dir = path.join(outDir, spec.name);
   await mkdir(path.join(dir, "onnx"), { recursive: true });
-  const onnx = onnxGraph(weights);
+  const onnx = onnxGraph(spec.name, weights);
   const config = {
     model_type: "bert",
     architectures: ["BertModel"],
-    hidden_size: TINY_EMBED_DIM,
-    num_hidden_layers: TINY_EMBED_LAYERS,
+    hidden_size: spec.dim,
+    num_hidden_layers: spec.layers,
     num_attention_heads: 1,
-    intermediate_size: TINY_EMBED_FF,
+    intermediate_size: spec.ff,
     vocab_size: weights.vocab.length,
     type_vocab_size: 2,
     max_position_embeddings: 128,
@@ -372,11 +407,11 @@ export async function writeTinyEmbed(
     description: `mean-pooled, L2-normalised embedding of the golden text, computed in TypeScript from the weights`,
     inputs: { text: { datatype: "BYTES", shape: [1], data: [TINY_EMBED_GOLDEN_TEXT] } },
     outputs: {
-      embedding: goldenTensor("FP32", [1, TINY_EMBED_DIM], embedding),
+      embedding: goldenTensor("FP32", [1, spec.dim], embedding),
       tokens: goldenTensor("INT32", [1], [tokens]),
     },
     tolerance: 1e-4,
   };
-  await writeFile(path.join(outDir, `${TINY_EMBED_NAME}.golden.json`), `${formatJson(golden)}\n`);
+  await writeFile(path.join(outDir, `${spec.name}.golden.json`), `${formatJson(golden)}\n`);
   return { dir, onnxSha256: createHash("sha256").update(onnx).digest("hex"), bytes: onnx.byteLength };
 }
