@@ -85,6 +85,24 @@ describe("language models behind the API tier", () => {
     }
   });
 
+  it("a runner's refusal reaches the client with the runner's own code and status", async () => {
+    const body = JSON.stringify({ model: "tiny-llama", prompt: "the cat ".repeat(3000), max_tokens: 4 });
+    const ask = (url: string) =>
+      fetch(`${url}/v1/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body,
+      });
+    const [fromRunner, fromApi] = await Promise.all([ask(runner.url), ask(api.url)]);
+    const want = (await fromRunner.json()) as { error: { code: string } };
+    const got = (await fromApi.json()) as { error: { code: string; message: string } };
+    assert.equal(fromRunner.status, 400);
+    assert.equal(want.error.code, "MP_ERR_LLM_CONTEXT_OVERFLOW");
+    assert.equal(fromApi.status, 400);
+    assert.equal(got.error.code, "MP_ERR_LLM_CONTEXT_OVERFLOW");
+    assert.match(got.error.message, /context/);
+  });
+
   it("with the runner gone, the API tier answers 503 MP_ERR_RUNNER_UNAVAILABLE in OpenAI's shape", async () => {
     await runner.stop("SIGKILL");
     const res = await fetch(`${api.url}/v1/chat/completions`, {

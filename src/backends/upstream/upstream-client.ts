@@ -15,6 +15,8 @@ export class AttemptFailure extends Error {
     readonly retryAfterMs?: number,
     /** The upstream's own error message, when its body had one. */
     readonly upstreamMessage?: string,
+    /** The upstream's own error code (OpenAI's error.code; MP_ERR_* from another modelport). */
+    readonly upstreamCode?: string,
   ) {
     super(message);
     this.name = "AttemptFailure";
@@ -51,6 +53,15 @@ export interface Attempt {
 }
 
 const MAX_ERROR_BODY = 2000;
+
+function upstreamCode(text: string): string | undefined {
+  try {
+    const code = (JSON.parse(text) as { error?: { code?: unknown } }).error?.code;
+    return typeof code === "string" ? code : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 function upstreamMessage(text: string): string | undefined {
   try {
@@ -127,6 +138,7 @@ export async function fetchAttempt(o: AttemptOptions): Promise<Attempt> {
       response.status,
       parseRetryAfter(response.headers.get("retry-after")),
       message,
+      upstreamCode(text),
     );
   }
   return { response, touch: arm, done, aborted: () => why };

@@ -333,6 +333,8 @@ export class UpstreamLanguageModel implements LanguageModel {
           model: this.name,
           attempts,
           ...(err.status !== undefined ? { upstreamStatus: err.status } : {}),
+          ...(err.upstreamCode !== undefined ? { upstreamCode: err.upstreamCode } : {}),
+          ...(err.upstreamMessage !== undefined ? { upstreamMessage: err.upstreamMessage } : {}),
         };
         // A 4xx is the request's or the key's fault: say so; anything else is the upstream failing.
         if (!err.retryable && err.status !== undefined && err.status < 500) {

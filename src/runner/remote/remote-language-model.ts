@@ -7,7 +7,7 @@
 
 import { UpstreamLanguageModel } from "../../backends/upstream/upstream-language-model.js";
 import type { LanguageModelConfig } from "../../config/schema.js";
-import { isModelportError, ModelportError } from "../../errors.js";
+import { ERRORS, type ErrorCode, isModelportError, ModelportError } from "../../errors.js";
 import type {
   EmbedResult,
   GenerateOptions,
@@ -31,6 +31,20 @@ const TRY_ELSEWHERE = new Set([
   "MP_ERR_SERVER_SHUTTING_DOWN",
   "MP_ERR_MODEL_OVERLOADED",
 ]);
+
+/**
+ * A runner's refusal as the runner gave it: the upstream client wraps answers in
+ * MP_ERR_LLM_UPSTREAM_*, but a runner is a modelport, so its own code (context overflow,
+ * overloaded, bad parameter) is the one the client should see.
+ */
+function runnerError(err: unknown): unknown {
+  if (!isModelportError(err)) return err;
+  const code = err.details?.upstreamCode;
+  if (typeof code !== "string" || !(code in ERRORS)) return err;
+  const message =
+    typeof err.details?.upstreamMessage === "string" ? err.details.upstreamMessage : err.message;
+  return new ModelportError(code as ErrorCode, message, { model: err.details?.model });
+}
 
 export class RemoteLanguageModel implements LanguageModel {
   readonly name: string;
@@ -111,7 +125,8 @@ export class RemoteLanguageModel implements LanguageModel {
     try {
       try {
         return await this.on(first, (m) => call(m, onDelta));
-      } catch (err) {
+      } catch (caught) {
+        const err = runnerError(caught);
         const again =
           !streamed && !options.signal?.aborted && isModelportError(err) && TRY_ELSEWHERE.has(err.code);
         if (!again) throw err;
@@ -121,7 +136,9 @@ export class RemoteLanguageModel implements LanguageModel {
           { model: this.name, runner: first.url, retryOn: second.url, err: err.message },
           "retrying on another runner",
         );
-        return await this.on(second, (m) => call(m, onDelta));
+        return await this.on(second, (m) => call(m, onDelta)).catch((e: unknown) => {
+          throw runnerError(e);
+        });
       }
     } finally {
       this.active--;
