@@ -200,6 +200,62 @@ describe("API tier and two runners through Redis", () => {
     ]);
   });
 
+  it("a runner that stops answering (SIGSTOP) leaves the rotation within seconds and rejoins when it resumes", async () => {
+    const frozen = await start(["--role", "runner", "--instance-id", "runner-frozen"]);
+    const steady = await start(["--role", "runner", "--instance-id", "runner-steady"]);
+    const api = await start(["--role", "api", "--runner", frozen.url, "--runner", steady.url]);
+    const send = (i: number) =>
+      postJson(
+        `${api.url}/v1/models/latency/predict`,
+        { rows: [[200_000 + i]] },
+        { "x-request-timeout-ms": "2000" },
+      );
+    const runners = async () =>
+      (
+        (await (await fetch(`${api.url}/v1/models/latency`)).json()) as {
+          status: { runner: { runners: { instance?: string; healthy: boolean; reason?: string }[] } };
+        }
+      ).status.runner.runners;
+
+    frozen.proc.kill("SIGSTOP");
+    try {
+      // Sequential traffic while the API tier finds out: a request caught on the frozen runner
+      // waits out its deadline (504, retryable); none may fail otherwise.
+      const t0 = Date.now();
+      let i = 0;
+      let out: { instance?: string; healthy: boolean; reason?: string } | undefined;
+      while (Date.now() - t0 < 10_000) {
+        const r = await send(i++);
+        if (r.status !== 200) {
+          assert.equal(r.status, 504, JSON.stringify(r.body));
+          assert.equal(r.body.error.retryable, true);
+        }
+        out = (await runners()).find((x) => x.instance === "runner-frozen");
+        if (out && !out.healthy) break;
+      }
+      const detectedMs = Date.now() - t0;
+      assert.ok(out && !out.healthy, "the frozen runner left the rotation");
+      assert.match(out.reason ?? "", /no answer within/);
+      assert.ok(detectedMs < 5000, `took ${detectedMs} ms`);
+      // From now on every request is answered, by the other runner.
+      for (let k = 0; k < 10; k++) {
+        const r = await send(i++);
+        assert.equal(r.status, 200);
+        assert.equal(r.body.outputs.pid[0][0], steady.proc.pid);
+      }
+    } finally {
+      frozen.proc.kill("SIGCONT");
+    }
+    const back = Date.now() + 10_000;
+    while (Date.now() < back && !(await runners()).every((r) => r.healthy)) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.ok(
+      (await runners()).every((r) => r.healthy),
+      "the resumed runner is back in the rotation",
+    );
+  });
+
   it("an API process with no runner answering is not ready, and says which runner and why", async () => {
     const nowhere = `http://127.0.0.1:${await freePort()}`;
     const api = await startChild(["-c", config, "--role", "api", "--runner", nowhere]);
