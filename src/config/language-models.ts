@@ -1,10 +1,11 @@
 // Resolves the config entries whose backend is a language backend (llama-cpp, transformers,
 // upstream) into LanguageModelConfig: absolute paths, sha256 from config or manifest, the
 // golden file beside the model, and the llm defaults. Tensor models stay in load.ts.
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import { basename, dirname, extname, resolve } from "node:path";
 import type { z } from "zod";
 import { isLanguageBackend } from "../llm/language-model.js";
+import { goldenFile, manifestSha256 } from "./model-files.js";
 import { type configSchema, type LanguageModelConfig, llmSchema } from "./schema.js";
 
 type ParsedConfig = z.output<typeof configSchema>;
@@ -12,17 +13,6 @@ type ParsedModel = ParsedConfig["models"][number];
 
 function stemOf(path: string): string {
   return resolve(dirname(path), basename(path, extname(path)));
-}
-
-function manifestSha256(file: string, where: string, problems: string[]): string | undefined {
-  try {
-    const m = JSON.parse(readFileSync(file, "utf8")) as { sha256?: unknown };
-    if (typeof m.sha256 === "string" && /^[0-9a-f]{64}$/i.test(m.sha256)) return m.sha256.toLowerCase();
-    problems.push(`${where}: manifest ${file} has no valid sha256`);
-  } catch (err) {
-    problems.push(`${where}: cannot read manifest ${file}: ${(err as Error).message}`);
-  }
-  return undefined;
 }
 
 function resolveOne(
@@ -58,13 +48,7 @@ function resolveOne(
     sha256 = manifestSha256(manifest, where, problems);
     if (sha256) sha256Source = manifest;
   }
-  let golden: string | undefined;
-  if (m.golden) {
-    golden = resolve(baseDir, m.golden);
-    if (checkFiles && !existsSync(golden)) problems.push(`${where}.golden: ${golden} does not exist`);
-  } else if (existsSync(`${stem}.golden.json`)) {
-    golden = `${stem}.golden.json`;
-  }
+  const golden = goldenFile(m.golden, baseDir, stem, where, problems, checkFiles);
   return Object.freeze({
     name: m.name,
     backend: m.backend,

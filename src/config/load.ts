@@ -6,10 +6,10 @@ import { basename, dirname, extname, resolve } from "node:path";
 import { parse as parseYaml, YAMLParseError } from "yaml";
 import type { z } from "zod";
 import { isTransformersFolder } from "../backends/transformers/transformers-backend.js";
-import type { ModelManifest } from "../golden.js";
 import { isLanguageBackend } from "../llm/language-model.js";
 import { threadBudget } from "../runner/threads.js";
 import { resolveLanguageModels } from "./language-models.js";
+import { goldenFile, manifestSha256 } from "./model-files.js";
 import {
   type Config,
   type ConfigInput,
@@ -194,20 +194,6 @@ function inferLanguageBackends(raw: Record<string, unknown>): void {
   }
 }
 
-function readManifest(file: string, problems: string[], where: string): ModelManifest | undefined {
-  try {
-    const m = JSON.parse(readFileSync(file, "utf8")) as ModelManifest;
-    if (typeof m.sha256 !== "string" || !/^[0-9a-f]{64}$/i.test(m.sha256)) {
-      problems.push(`${where}: manifest ${file} has no valid sha256`);
-      return undefined;
-    }
-    return m;
-  } catch (err) {
-    problems.push(`${where}: cannot read manifest ${file}: ${(err as Error).message}`);
-    return undefined;
-  }
-}
-
 function resolveModel(
   m: z.output<typeof configSchema>["models"][number],
   index: number,
@@ -229,20 +215,10 @@ function resolveModel(
   let sha256Source = sha256 ? `${source} models[${index}].sha256` : undefined;
   const manifestPath = `${stem}.manifest.json`;
   if (!sha256 && existsSync(manifestPath)) {
-    const manifest = readManifest(manifestPath, problems, where);
-    if (manifest) {
-      sha256 = manifest.sha256.toLowerCase();
-      sha256Source = manifestPath;
-    }
+    sha256 = manifestSha256(manifestPath, where, problems);
+    if (sha256) sha256Source = manifestPath;
   }
-
-  let golden: string | undefined;
-  if (m.golden) {
-    golden = resolve(baseDir, m.golden);
-    if (checkFiles && !existsSync(golden)) problems.push(`${where}.golden: ${golden} does not exist`);
-  } else if (existsSync(`${stem}.golden.json`)) {
-    golden = `${stem}.golden.json`;
-  }
+  const golden = goldenFile(m.golden, baseDir, stem, where, problems, checkFiles);
 
   return Object.freeze({
     name: m.name,

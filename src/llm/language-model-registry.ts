@@ -5,7 +5,7 @@ import type { Logger } from "pino";
 import type { LanguageModelConfig } from "../config/schema.js";
 import { ModelportError } from "../errors.js";
 import type { Metrics } from "../metrics/metrics.js";
-import type { Readiness } from "../models/model-registry.js";
+import { type Readiness, readinessOf } from "../models/model-registry.js";
 import { RemoteLanguageModel } from "../runner/remote/remote-language-model.js";
 import type { RunnerPool } from "../runner/remote/runner-pool.js";
 import { LANGUAGE_MODEL_FACTORIES } from "./language-backends.js";
@@ -101,19 +101,7 @@ export class LanguageModelRegistry {
 
   /** The same shape as ModelRegistry.readiness(), so /readyz can merge the two. */
   readiness(): Readiness {
-    const models: Readiness["models"] = {};
-    const reasons: string[] = [];
-    for (const m of this.models.values()) {
-      const s = m.status();
-      models[s.name] = {
-        ready: s.ready,
-        state: s.state,
-        ...(s.reason ? { reason: s.reason } : {}),
-        ...(s.code ? { code: s.code } : {}),
-      };
-      if (!s.ready) reasons.push(`${s.name}: ${s.reason ?? s.state}`);
-    }
-    return { ready: reasons.length === 0, reasons, models };
+    return readinessOf([...this.models.values()].map((m) => m.status()));
   }
 
   async closeAll(): Promise<void> {

@@ -7,13 +7,31 @@ import { ModelportError } from "../errors.js";
 import { RemoteModel } from "../runner/remote/remote-model.js";
 import { RunnerPool } from "../runner/remote/runner-pool.js";
 import { ModelHost, type ModelHostOptions } from "./model-host.js";
-import type { ModelStatus, ServedModel } from "./served-model.js";
+import type { ServedModel } from "./served-model.js";
 
 export interface Readiness {
   ready: boolean;
   /** One line per model that is not ready: "name: reason". */
   reasons: string[];
   models: Record<string, { ready: boolean; state: string; reason?: string; code?: string }>;
+}
+
+/** The /readyz summary of a set of model statuses (tensor or language models). */
+export function readinessOf(
+  statuses: readonly { name: string; ready: boolean; state: string; reason?: string; code?: string }[],
+): Readiness {
+  const models: Readiness["models"] = {};
+  const reasons: string[] = [];
+  for (const s of statuses) {
+    models[s.name] = {
+      ready: s.ready,
+      state: s.state,
+      ...(s.reason ? { reason: s.reason } : {}),
+      ...(s.code ? { code: s.code } : {}),
+    };
+    if (!s.ready) reasons.push(`${s.name}: ${s.reason ?? s.state}`);
+  }
+  return { ready: reasons.length === 0, reasons, models };
 }
 
 export class ModelRegistry {
@@ -71,19 +89,7 @@ export class ModelRegistry {
   }
 
   readiness(): Readiness {
-    const models: Readiness["models"] = {};
-    const reasons: string[] = [];
-    for (const h of this.hosts.values()) {
-      const s: ModelStatus = h.status();
-      models[s.name] = {
-        ready: s.ready,
-        state: s.state,
-        ...(s.reason ? { reason: s.reason } : {}),
-        ...(s.code ? { code: s.code } : {}),
-      };
-      if (!s.ready) reasons.push(`${s.name}: ${s.reason ?? s.state}`);
-    }
-    return { ready: reasons.length === 0, reasons, models };
+    return readinessOf([...this.hosts.values()].map((h) => h.status()));
   }
 
   async closeAll(): Promise<void> {
