@@ -106,7 +106,8 @@ async function inProcess(
   folder: string,
   rows: number,
   seconds: number,
-): Promise<{ rows: number; textsPerS: number; usPerCall: number }> {
+  cores: number,
+): Promise<{ rows: number; textsPerS: number; usPerCall: number; otherPct: number | null }> {
   const model = await new TransformersBackend().load({
     name,
     path: folder,
@@ -121,16 +122,22 @@ async function inProcess(
     const warm = performance.now();
     for (let i = 0; i < 50 && performance.now() - warm < 1000; i++) await model.predict(inputs);
     let calls = 0;
+    const cpuStart = cpuSnapshot(process.pid);
     const started = performance.now();
     while (performance.now() - started < seconds * 1000) {
       await model.predict(inputs);
       calls++;
     }
     const ms = performance.now() - started;
+    // The model runs in this process: everything else busy on the machine is other load.
+    const cpu = cpuReport(cpuStart, cpuSnapshot(process.pid), cores);
+    const otherPct =
+      cpu.machineBusyPct === null ? null : Math.max(0, Math.round(cpu.machineBusyPct * cores - cpu.benchPct));
     return {
       rows,
       textsPerS: Math.round((calls * rows * 1000) / ms),
       usPerCall: Math.round((ms * 1000) / calls),
+      otherPct,
     };
   } finally {
     await model.close();
@@ -284,9 +291,11 @@ export async function runEmbeddings(ctx: SuiteContext, commandLine: string): Pro
   for (const model of MODELS) {
     const ceiling: Ceiling[] = [];
     for (const rows of IN_PROCESS_BATCHES) {
-      const r = await inProcess(model.name, path.join(ctx.modelDir, model.name), rows, opts.inProcessS);
+      const folder = path.join(ctx.modelDir, model.name);
+      const r = await inProcess(model.name, folder, rows, opts.inProcessS, ctx.machine.cpus);
       log(
-        `${model.name} in-process: ${rows} text(s) per call: ${r.textsPerS} texts/s, ${r.usPerCall} µs per call`,
+        `${model.name} in-process: ${rows} text(s) per call: ${r.textsPerS} texts/s, ${r.usPerCall} µs per call; ` +
+          `other load ${r.otherPct ?? "-"}% of a core${r.otherPct !== null && r.otherPct > NOISY_OTHER_PCT ? " (NOISY)" : ""}`,
       );
       ceiling.push(r);
     }
@@ -349,7 +358,10 @@ export async function runEmbeddings(ctx: SuiteContext, commandLine: string): Pro
     lines.push(
       `${model.name} in-process ceiling (the backend called directly, no HTTP, no worker hop, 1 thread): ` +
         ceiling
-          .map((c) => `${c.rows} text(s) per call: ${c.textsPerS} texts/s (${c.usPerCall} µs per call)`)
+          .map(
+            (c) =>
+              `${c.rows} text(s) per call: ${c.textsPerS} texts/s (${c.usPerCall} µs per call, other load ${c.otherPct ?? "-"}%)`,
+          )
           .join("; ") +
         `; ${(best / ceiling[0]!.textsPerS).toFixed(2)}× from batching alone.`,
       "",

@@ -47,20 +47,32 @@ export interface ChildServer {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/** Spawns `modelport serve ARGS --port PORT` (default 0: any free port) and resolves once it listens (models may still be loading). */
+/**
+ * Spawns `modelport serve ARGS --port PORT` (default 0: any free port) and resolves once it
+ * listens (models may still be loading). `prefix` runs it through a command that execs it (such
+ * as `ip netns exec NS`), so the child's pid is still modelport's.
+ */
 export async function startChild(
   args: string[],
   env: NodeJS.ProcessEnv = {},
   port = 0,
+  prefix: string[] = [],
 ): Promise<ChildServer> {
-  const proc = spawn(
+  const command = [
+    ...prefix,
     process.execPath,
-    [CLI, "serve", ...args, "--port", String(port), "--log-format", "json"],
-    {
-      env: { ...process.env, ...env },
-      stdio: ["ignore", "pipe", "pipe"],
-    },
-  );
+    CLI,
+    "serve",
+    ...args,
+    "--port",
+    String(port),
+    "--log-format",
+    "json",
+  ];
+  const proc = spawn(command[0]!, command.slice(1), {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let out = "";
   const url = await new Promise<string>((resolve, reject) => {
     const onData = (chunk: Buffer) => {

@@ -1,13 +1,18 @@
-// The split deployment for real: one `--role api` process and two `--role runner` processes on
-// their own ports, meeting through Redis. 500 jobs go in through the API while synchronous
-// predicts keep flowing; one runner is SIGKILLed part-way. Every job must still succeed (on the
-// survivor once the victim is gone), sync requests keep succeeding (at most a retryable 503
-// while the death is detected), and the victim, restarted on its port, rejoins the rotation.
+// The split deployment for real: one `--role api` process and two `--role runner` processes,
+// meeting through Redis. Where the test may (root, iproute2) each runner runs in its own network
+// namespace with its own address, both on port 8080, reaching a private Redis and the API tier
+// only over a veth link, as separate machines would; elsewhere on loopback ports. 500 jobs go in
+// through the API while synchronous predicts keep flowing; one runner is SIGKILLed part-way.
+// Every job must still succeed (on the survivor once the victim is gone), sync requests keep
+// succeeding (at most a retryable 503 while the death is detected), and the victim, restarted
+// at its address, rejoins the rotation.
 import assert from "node:assert/strict";
+import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { createNamespaces, type Namespace, removeNamespaces } from "../helpers/netns.js";
 import { type ChildServer, freePort, postJson, REPO_ROOT, startChild, waitReady } from "../helpers/server.js";
 
 const HANDLER = join(REPO_ROOT, "dist", "examples", "handlers", "latency-handler.js");
@@ -18,15 +23,52 @@ let dir: string;
 let config: string;
 let executions: string;
 
-async function start(args: string[], port = 0): Promise<ChildServer> {
-  const child = await startChild(["-c", config, ...args], {}, port);
+/** Runner "machines": network namespaces with a private Redis reachable from them, when possible. */
+let spaces: Namespace[] | undefined;
+let redis: ChildProcess | undefined;
+let redisPort: number;
+const REDIS_PASSWORD = `mp-test-${process.pid}`;
+
+/** Starts `modelport serve -c config ARGS`, in namespace `ns` (port 8080 at its address) when given. */
+async function start(args: string[], port = 0, ns?: Namespace): Promise<ChildServer> {
+  const env = redis
+    ? { REDIS_URL: `redis://:${REDIS_PASSWORD}@${ns?.hostAddress ?? "127.0.0.1"}:${redisPort}` }
+    : {};
+  const where = ns ? ["--host", ns.address] : [];
+  const child = await startChild(["-c", config, ...where, ...args], env, ns ? 8080 : port, ns?.exec);
   children.push(child);
   const ready = await waitReady(child.url);
   assert.equal(ready.status, 200, `${JSON.stringify(ready.body)}\n${child.output().slice(-2000)}`);
   return child;
 }
 
-before(() => {
+before(async () => {
+  spaces = createNamespaces(2);
+  if (spaces) {
+    redisPort = await freePort();
+    const bind = ["127.0.0.1", ...spaces.map((ns) => ns.hostAddress)];
+    redis = spawn(
+      "redis-server",
+      // Reached over the veth links, not only loopback: a password, as any shared Redis has.
+      [
+        "--port",
+        String(redisPort),
+        "--bind",
+        ...bind,
+        "--requirepass",
+        REDIS_PASSWORD,
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+      ],
+      {
+        stdio: "ignore",
+      },
+    );
+    for (let i = 0; i < 100 && !(await reachable(redisPort)); i++)
+      await new Promise((r) => setTimeout(r, 50));
+  }
   dir = mkdtempSync(join(tmpdir(), "modelport-scale-"));
   executions = join(dir, "executions.log");
   writeFileSync(executions, "");
@@ -55,7 +97,20 @@ models:
 
 after(async () => {
   for (const c of children) await c.stop("SIGKILL");
+  redis?.kill("SIGKILL");
+  if (spaces) removeNamespaces(spaces);
 });
+
+async function reachable(port: number): Promise<boolean> {
+  const { connect } = await import("node:net");
+  return new Promise((resolve) => {
+    const s = connect(port, "127.0.0.1", () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.on("error", () => resolve(false));
+  });
+}
 
 async function jobStatus(api: string, id: string): Promise<{ status: string; attempts: number }> {
   const res = await fetch(`${api}/v1/jobs/${id}`);
@@ -63,10 +118,20 @@ async function jobStatus(api: string, id: string): Promise<{ status: string; att
 }
 
 describe("API tier and two runners through Redis", () => {
-  it("500 jobs and steady sync traffic survive a runner's SIGKILL; the runner rejoins when restarted", async () => {
+  it("500 jobs and steady sync traffic survive a runner's SIGKILL; the runner rejoins when restarted", async (t) => {
+    t.diagnostic(
+      spaces
+        ? `runners in network namespaces at ${spaces.map((ns) => `${ns.address}:8080`).join(" and ")}`
+        : "runners on loopback ports (network namespaces need root and iproute2)",
+    );
     const port1 = await freePort();
-    const r1 = await start(["--role", "runner", "--instance-id", "runner-1"], port1);
-    const r2 = await start(["--role", "runner", "--instance-id", "runner-2"]);
+    const r1 = await start(["--role", "runner", "--instance-id", "runner-1"], port1, spaces?.[0]);
+    const r2 = await start(["--role", "runner", "--instance-id", "runner-2"], 0, spaces?.[1]);
+    if (spaces)
+      assert.deepEqual(
+        [r1.url, r2.url],
+        spaces.map((ns) => `http://${ns.address}:8080`),
+      );
     const api = await start([
       "--role",
       "api",
@@ -180,7 +245,7 @@ describe("API tier and two runners through Redis", () => {
     assert.ok(Date.now() - killedAt < 90_000);
 
     // Restarted on its port, runner 1 rejoins: the API routes to it again.
-    const again = await start(["--role", "runner", "--instance-id", "runner-1b"], port1);
+    const again = await start(["--role", "runner", "--instance-id", "runner-1b"], port1, spaces?.[0]);
     const rejoined = Date.now() + 10_000;
     let seen = false;
     while (!seen && Date.now() < rejoined) {

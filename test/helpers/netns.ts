@@ -1,0 +1,58 @@
+// Linux network namespaces for multi-process tests: each namespace is a "machine" with its own
+// address (10.213.N.2), joined to this one by a veth pair (this side 10.213.N.1), so processes in
+// different namespaces can listen on the same port and reach each other only over the network.
+// Needs root and iproute2; `createNamespaces` returns undefined where that is not possible, and
+// the caller falls back to loopback ports.
+import { spawnSync } from "node:child_process";
+
+export interface Namespace {
+  name: string;
+  /** This side's address on the link: how processes in the namespace reach this machine. */
+  hostAddress: string;
+  /** The namespace's own address. */
+  address: string;
+  /** Prefix that runs a command inside the namespace (it execs, so pids stay the command's). */
+  exec: string[];
+}
+
+function ip(args: string[]): void {
+  const r = spawnSync("ip", args, { encoding: "utf8" });
+  if (r.status !== 0) throw new Error(`ip ${args.join(" ")}: ${r.stderr || r.error?.message}`);
+}
+
+/** Removes namespaces made by createNamespaces (their veth pairs go with them); never throws. */
+export function removeNamespaces(spaces: readonly Namespace[]): void {
+  for (const ns of spaces) spawnSync("ip", ["netns", "del", ns.name]);
+}
+
+/** `count` namespaces, or undefined (with nothing left behind) when they cannot be made here. */
+export function createNamespaces(count: number): Namespace[] | undefined {
+  if (process.platform !== "linux" || process.getuid?.() !== 0) return undefined;
+  const made: Namespace[] = [];
+  const tag = String(process.pid % 100_000);
+  try {
+    for (let i = 1; i <= count; i++) {
+      const ns: Namespace = {
+        name: `mp-${tag}-${i}`,
+        hostAddress: `10.213.${i}.1`,
+        address: `10.213.${i}.2`,
+        exec: ["ip", "netns", "exec", `mp-${tag}-${i}`],
+      };
+      const host = `mph${tag}${i}`; // interface names: 15 characters at most
+      const inner = `mpn${tag}${i}`;
+      ip(["netns", "add", ns.name]);
+      made.push(ns);
+      ip(["link", "add", host, "type", "veth", "peer", "name", inner]);
+      ip(["link", "set", inner, "netns", ns.name]);
+      ip(["addr", "add", `${ns.hostAddress}/24`, "dev", host]);
+      ip(["link", "set", host, "up"]);
+      ip(["-n", ns.name, "addr", "add", `${ns.address}/24`, "dev", inner]);
+      ip(["-n", ns.name, "link", "set", inner, "up"]);
+      ip(["-n", ns.name, "link", "set", "lo", "up"]);
+    }
+    return made;
+  } catch {
+    removeNamespaces(made);
+    return undefined;
+  }
+}
