@@ -18,17 +18,24 @@ const EMPTY_COUNTS: Record<JobStatus, number> = {
  */
 export function lazyJobStore(open: () => Promise<JobStore>, openNow: boolean): JobStore {
   let store: Promise<JobStore> | undefined;
-  if (openNow) {
-    store = open();
-    // A failed open surfaces on use; it must not also crash the process as an unhandled rejection.
-    store.catch(() => {});
-  }
-  const real = () => {
-    store ??= open();
-    return store;
+  const start = () => {
+    const opening = open();
+    store = opening;
+    // A failed open surfaces on this use and is tried again on the next (Redis may come up
+    // later); it must not also crash the process as an unhandled rejection.
+    opening.catch(() => {
+      if (store === opening) store = undefined;
+    });
+    return opening;
   };
-  const ifOpen = <T>(fn: (s: JobStore) => Promise<T>, empty: T): Promise<T> =>
-    store ? store.then(fn) : Promise.resolve(empty);
+  if (openNow) start();
+  const real = () => store ?? start();
+  // Before the first write a store that opens lazily reads as empty; one opened at once (shared
+  // Redis) is opened again by any use after a failure.
+  const ifOpen = <T>(fn: (s: JobStore) => Promise<T>, empty: T): Promise<T> => {
+    const current = store ?? (openNow ? start() : undefined);
+    return current ? current.then(fn) : Promise.resolve(empty);
+  };
   return {
     create: (job, now) => real().then((s) => s.create(job, now)),
     get: (id) => ifOpen((s) => s.get(id), undefined),
@@ -44,6 +51,13 @@ export function lazyJobStore(open: () => Promise<JobStore>, openNow: boolean): J
     recordWebhook: (id, state) => ifOpen((s) => s.recordWebhook(id, state), undefined),
     purge: (before) => ifOpen((s) => s.purge(before), []),
     counts: () => ifOpen((s) => s.counts(), { ...EMPTY_COUNTS }),
-    close: () => ifOpen((s) => s.close(), undefined),
+    // Closing a store that never opened is done at once (and does not try to open it).
+    close: () =>
+      store
+        ? store.then(
+            (s) => s.close(),
+            () => undefined,
+          )
+        : Promise.resolve(),
   };
 }

@@ -81,6 +81,12 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly jobStoreUp = new Gauge({
+    name: "modelport_job_store_up",
+    help: "1 when the job store answered its last check (made by GET /readyz), else 0.",
+    registers: [this.registry],
+  });
+
   readonly runnerUp = new Gauge({
     name: "modelport_runner_up",
     help: "API tier: 1 while the runner answers its health poll, else 0.",

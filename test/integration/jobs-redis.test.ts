@@ -1,13 +1,14 @@
 // Jobs on the Redis store: two servers sharing one Redis see the same jobs, and a job submitted
 // to one can be run by the other (the runner tier of a scaled-out deployment).
 import assert from "node:assert/strict";
+import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { testModels } from "../helpers/models.js";
-import { type InProcessServer, postJson, startInProcess } from "../helpers/server.js";
+import { freePort, type InProcessServer, postJson, startInProcess } from "../helpers/server.js";
 
 const prefix = `modelport-test-${randomUUID().slice(0, 8)}:`;
 let a: InProcessServer;
@@ -65,5 +66,51 @@ describe("jobs on Redis", () => {
     const sync = await postJson(`${a.url}/v1/models/tree/predict`, { rows: [[0, 50, 1, 12, 1, 10]] });
     const result = (await (await fetch(`${b.url}/v1/jobs/${ids[0]}/result`)).json()) as any;
     assert.deepEqual(result.outputs, sync.body.outputs);
+  });
+
+  it("/readyz reports the store's reachability; an unreachable Redis shows there but does not fail readiness", async () => {
+    const ok = (await (await fetch(`${a.url}/readyz`)).json()) as { ready: boolean; jobs: unknown };
+    assert.deepEqual(ok.jobs, { store: "redis", reachable: true });
+    const models = await testModels();
+    const dir = mkdtempSync(join(tmpdir(), "modelport-jobs-redis-down-"));
+    const file = join(dir, "down.yaml");
+    const port = await freePort();
+    writeFileSync(
+      file,
+      `jobs: {store: redis, redisUrl: "redis://127.0.0.1:${port}"}\nmodels:\n  - {name: tree, path: ${join(models, "churn-tree.onnx")}}\n`,
+    );
+    const down = await startInProcess({ file });
+    let redis: ChildProcess | undefined;
+    try {
+      const res = await fetch(`${down.url}/readyz`);
+      const body = (await res.json()) as {
+        ready: boolean;
+        jobs: { store: string; reachable: boolean; reason?: string };
+      };
+      assert.equal(res.status, 200, "synchronous predicts do not need the store");
+      assert.equal(body.jobs.reachable, false);
+      assert.match(body.jobs.reason ?? "", /127\.0\.0\.1:\d+|ECONNREFUSED|reach/);
+      assert.match(await (await fetch(`${down.url}/metrics`)).text(), /modelport_job_store_up 0/);
+      // Redis comes up later: the store is opened again on its next use, no restart needed.
+      redis = spawn(
+        "redis-server",
+        ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        {
+          stdio: "ignore",
+        },
+      );
+      let reachable = false;
+      for (let i = 0; i < 100 && !reachable; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        reachable = ((await (await fetch(`${down.url}/readyz`)).json()) as { jobs: { reachable: boolean } })
+          .jobs.reachable;
+      }
+      assert.ok(reachable, "the store reconnected once Redis answered");
+      const job = await postJson(`${down.url}/v1/models/tree/jobs`, { rows: [[0, 50, 1, 12, 1, 10]] });
+      assert.equal(job.status, 202);
+    } finally {
+      await down.close();
+      redis?.kill("SIGKILL");
+    }
   });
 });

@@ -1,9 +1,28 @@
 // Probes: /livez (the process answers), /readyz (every model, tensor and language, loaded and
-// golden-checked, not draining) and the Open Inference Protocol's /v2/health/live and /v2/health/ready.
+// golden-checked, not draining; the job store's reachability reported beside it) and the Open Inference Protocol's /v2/health/live and /v2/health/ready.
 import type { FastifyInstance } from "fastify";
 import type { AppContext } from "../context.js";
 
+/** How long a job-store check is reused: probes come every few seconds, from several places. */
+const STORE_CHECK_MS = 2000;
+
 export function healthRoutes(app: FastifyInstance, ctx: AppContext): void {
+  // The job store is reported, not required: a Redis outage must not take every pod out of the
+  // load balancer (synchronous predicts do not need it), but /readyz says so.
+  let storeCheck: { at: number; result: Promise<{ reachable: boolean; reason?: string }> } | undefined;
+  const jobStore = () => {
+    if (!storeCheck || performance.now() - storeCheck.at > STORE_CHECK_MS) {
+      const result = Promise.race([
+        ctx.jobs.counts().then(() => ({ reachable: true })),
+        new Promise<never>((_, reject) =>
+          setTimeout(() => reject(new Error("no answer within 1 s")), 1000).unref(),
+        ),
+      ]).catch((err: Error) => ({ reachable: false, reason: err.message }));
+      storeCheck = { at: performance.now(), result };
+    }
+    return storeCheck.result;
+  };
+
   const readiness = () => {
     const tensor = ctx.registry.readiness();
     const language = ctx.languageModels.readiness();
@@ -21,7 +40,9 @@ export function healthRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.get("/readyz", async (_req, reply) => {
     const r = readiness();
     reply.code(r.ready ? 200 : 503);
-    return r;
+    const store = await jobStore();
+    ctx.metrics.jobStoreUp.set(store.reachable ? 1 : 0);
+    return { ...r, jobs: { store: ctx.config.jobs.store, ...store } };
   });
 
   app.get("/v2/health/live", async () => ({ live: true }));
