@@ -1,7 +1,9 @@
 // Builds the OpenAPI 3.1 document from the models actually served, so each model's predict
 // and infer operations show its real input names, datatypes and shapes.
+import type { LanguageModel } from "../llm/language-model.js";
 import type { ServedModel } from "../models/served-model.js";
 import type { Datatype, TensorSpec } from "../tensor.js";
+import { openaiPaths } from "./openapi-openai.js";
 
 type Schema = Record<string, unknown>;
 
@@ -76,8 +78,12 @@ function predictRequest(host: ServedModel): Schema {
 const errorRef = { $ref: "#/components/schemas/Error" };
 
 /** The OpenAPI document for this server's models. */
-export function buildOpenApi(hosts: ServedModel[], version: string): Schema {
-  const paths: Record<string, Schema> = {};
+export function buildOpenApi(
+  hosts: ServedModel[],
+  version: string,
+  languageModels: readonly LanguageModel[] = [],
+): Schema {
+  const paths: Record<string, Schema> = openaiPaths(languageModels);
   for (const host of hosts) {
     const name = host.config.name;
     const sig = host.signature;

@@ -72,6 +72,21 @@ describe("OpenAI-compatible routes on llama.cpp", () => {
     assert.deepEqual(one.capabilities, { chat: true, completion: true, embeddings: false });
   });
 
+  it("describes the OpenAI routes in /openapi.json and each language model on /docs", async () => {
+    const doc = (await (await fetch(`${server.url}/openapi.json`)).json()) as {
+      paths: Record<string, { post: { requestBody: { content: { "application/json": { schema: any } } } } }>;
+    };
+    const model = (path: string) =>
+      doc.paths[path]?.post.requestBody.content["application/json"].schema.properties.model.enum;
+    assert.deepEqual(model("/v1/chat/completions"), ["tiny-llama", "tiny-llama-1"]);
+    assert.deepEqual(model("/v1/completions"), ["tiny-llama", "tiny-llama-1"]);
+    assert.equal(doc.paths["/v1/embeddings"], undefined, "no served model embeds");
+    assert.ok(doc.paths["/v1/models/churn-tree/predict"]);
+    const html = await (await fetch(`${server.url}/docs`)).text();
+    assert.match(html, /<h2>tiny-llama <small>llama-cpp · chat, completion · ready/);
+    assert.match(html, /\/v1\/chat\/completions/);
+  });
+
   it("completes a prompt greedily: the golden text, the same on every run", async () => {
     const ask = () =>
       client.completions.create({

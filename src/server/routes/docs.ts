@@ -1,10 +1,12 @@
 // GET /openapi.json and GET /docs: the API as served right now, with each model's inputs,
-// outputs and a ready-to-paste curl example.
+// outputs and a ready-to-paste curl example (language models: the OpenAI route they answer).
 import type { FastifyInstance } from "fastify";
+import type { LanguageModel } from "../../llm/language-model.js";
 import type { ServedModel } from "../../models/served-model.js";
 import type { TensorSpec } from "../../tensor.js";
 import type { AppContext } from "../context.js";
 import { buildOpenApi } from "../openapi.js";
+import { openaiExample } from "../openapi-openai.js";
 
 const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
@@ -34,7 +36,17 @@ function table(specs: readonly TensorSpec[]): string {
   return `<table><tr><th>name</th><th>datatype</th><th>shape (-1 = any)</th><th></th></tr>${rows}</table>`;
 }
 
-function page(hosts: ServedModel[], origin: string): string {
+function languageSection(m: LanguageModel, origin: string): string {
+  const s = m.status();
+  const can = Object.entries(m.capabilities)
+    .filter(([, yes]) => yes)
+    .map(([what]) => what)
+    .join(", ");
+  return `<section><h2>${escapeHtml(m.name)} <small>${m.backend} · ${escapeHtml(can)} · ${s.ready ? "ready" : `not ready: ${escapeHtml(s.reason ?? s.state)}`}</small></h2>
+<h3>Try it</h3><pre>${escapeHtml(openaiExample(m, origin))}</pre></section>`;
+}
+
+function page(hosts: ServedModel[], languageModels: readonly LanguageModel[], origin: string): string {
   const sections = hosts
     .map((h) => {
       const s = h.status();
@@ -48,19 +60,22 @@ ${h.config.description ? `<p>${escapeHtml(h.config.description)}</p>` : ""}
   -d '${escapeHtml(exampleBody(h))}'</pre></section>`;
     })
     .join("\n");
+  const language = languageModels.map((m) => languageSection(m, origin)).join("\n");
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>modelport API</title>
 <style>body{font:15px/1.5 system-ui,sans-serif;max-width:960px;margin:2rem auto;padding:0 1rem;color:#222}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.25rem .6rem;text-align:left}
 pre{background:#f4f4f4;padding:.75rem;overflow:auto}small{color:#666;font-weight:normal}</style></head>
 <body><h1>modelport</h1><p>Machine-readable: <a href="/openapi.json">/openapi.json</a> (OpenAPI 3.1).
 Probes: <a href="/livez">/livez</a>, <a href="/readyz">/readyz</a>. Metrics: <a href="/metrics">/metrics</a>.
-Open Inference Protocol: <code>POST /v2/models/{name}/infer</code>.</p>${sections}</body></html>`;
+Open Inference Protocol: <code>POST /v2/models/{name}/infer</code>. OpenAI-compatible:
+<code>POST /v1/chat/completions</code>, <code>/v1/completions</code>, <code>/v1/embeddings</code>.</p>${sections}
+${language}</body></html>`;
 }
 
 export function docsRoutes(app: FastifyInstance, ctx: AppContext, version: string): void {
-  app.get("/openapi.json", async () => buildOpenApi(ctx.registry.all(), version));
+  app.get("/openapi.json", async () => buildOpenApi(ctx.registry.all(), version, ctx.languageModels.all()));
   app.get("/docs", async (req, reply) => {
     reply.type("text/html; charset=utf-8");
-    return page(ctx.registry.all(), `${req.protocol}://${req.host}`);
+    return page(ctx.registry.all(), ctx.languageModels.all(), `${req.protocol}://${req.host}`);
   });
 }

@@ -1,0 +1,125 @@
+// The OpenAI-compatible routes in the OpenAPI document and on /docs: which language models each
+// route takes (by capability), the request fields modelport reads, and a curl example per model.
+import type { LanguageModel } from "../llm/language-model.js";
+
+type Schema = Record<string, unknown>;
+
+const openaiError = {
+  type: "object",
+  properties: {
+    error: {
+      type: "object",
+      properties: {
+        message: { type: "string" },
+        type: { type: "string" },
+        param: { type: ["string", "null"] },
+        code: { type: "string", description: "an MP_ERR_* code (docs/Errors.md)" },
+      },
+    },
+  },
+};
+
+const sampling = {
+  max_tokens: { type: "integer", minimum: 1 },
+  temperature: { type: "number", minimum: 0, description: "0 (default): greedy, deterministic" },
+  top_p: { type: "number", exclusiveMinimum: 0, maximum: 1 },
+  seed: { type: "integer" },
+  stop: { oneOf: [{ type: "string" }, { type: "array", items: { type: "string" }, maxItems: 4 }] },
+  stream: { type: "boolean", description: "Server-Sent Events: data: {chunk} lines, then data: [DONE]" },
+  stream_options: { type: "object", properties: { include_usage: { type: "boolean" } } },
+};
+
+function route(summary: string, models: string[], properties: Schema, required: string[]): Schema {
+  return {
+    post: {
+      summary,
+      requestBody: {
+        required: true,
+        content: {
+          "application/json": {
+            schema: {
+              type: "object",
+              required: ["model", ...required],
+              properties: { model: { type: "string", enum: models }, ...properties },
+            },
+          },
+        },
+      },
+      responses: {
+        200: { description: "OpenAI-shaped answer (text/event-stream when stream is true)" },
+        400: { description: "bad request", content: { "application/json": { schema: openaiError } } },
+        404: { description: "no such model", content: { "application/json": { schema: openaiError } } },
+        503: {
+          description: "model not ready or overloaded (Retry-After)",
+          content: { "application/json": { schema: openaiError } },
+        },
+      },
+    },
+  };
+}
+
+/** OpenAPI paths for the OpenAI routes; a route no served model can answer is left out. */
+export function openaiPaths(models: readonly LanguageModel[]): Record<string, Schema> {
+  const names = (cap: "chat" | "completion" | "embeddings") =>
+    models.filter((m) => m.capabilities[cap]).map((m) => m.name);
+  const paths: Record<string, Schema> = {};
+  const chat = names("chat");
+  if (chat.length) {
+    paths["/v1/chat/completions"] = route(
+      "OpenAI-compatible chat",
+      chat,
+      {
+        messages: {
+          type: "array",
+          minItems: 1,
+          items: {
+            type: "object",
+            required: ["role", "content"],
+            properties: {
+              role: { enum: ["system", "developer", "user", "assistant", "tool"] },
+              content: { type: "string" },
+            },
+          },
+        },
+        ...sampling,
+      },
+      ["messages"],
+    );
+  }
+  const completion = names("completion");
+  if (completion.length) {
+    paths["/v1/completions"] = route(
+      "OpenAI-compatible completion",
+      completion,
+      { prompt: { type: "string" }, ...sampling },
+      ["prompt"],
+    );
+  }
+  const embeddings = names("embeddings");
+  if (embeddings.length) {
+    paths["/v1/embeddings"] = route(
+      "OpenAI-compatible embeddings",
+      embeddings,
+      {
+        input: { oneOf: [{ type: "string" }, { type: "array", items: { type: "string" }, minItems: 1 }] },
+        encoding_format: { enum: ["float", "base64"] },
+      },
+      ["input"],
+    );
+  }
+  return paths;
+}
+
+/** A curl command for the first route the model answers. */
+export function openaiExample(model: LanguageModel, origin: string): string {
+  const c = model.capabilities;
+  const [path, body] = c.chat
+    ? [
+        "/v1/chat/completions",
+        { model: model.name, messages: [{ role: "user", content: "Hello" }], max_tokens: 16, stream: true },
+      ]
+    : c.embeddings
+      ? ["/v1/embeddings", { model: model.name, input: ["a text to embed"] }]
+      : ["/v1/completions", { model: model.name, prompt: "Once upon a time", max_tokens: 16 }];
+  return `curl -sN ${origin}${path} \\\n  -H 'content-type: application/json' \\\n  -d '${JSON.stringify(body)}'`;
+}
