@@ -12,14 +12,15 @@ import { BENCH_EMBED, writeTinyEmbed } from "../examples/build/models/tiny-embed
 import { TransformersBackend } from "../src/backends/transformers/transformers-backend.js";
 import { runLoad } from "../src/loadgen/load.js";
 import { freePort } from "../src/loadgen/serve-child.js";
-import { type Child, spawnChild } from "./children.js";
+import { spawnChild } from "./children.js";
 import { type CpuSnapshot, cpuReport, cpuSnapshot } from "./cpu.js";
 import { NOISY_OTHER_PCT } from "./report.js";
+import { waitOk } from "./servers.js";
 import type { SuiteContext } from "./suite.js";
 import { writeResults } from "./suite.js";
 
 const BAR = 3;
-const START_TIMEOUT_MS = 60_000;
+const _START_TIMEOUT_MS = 60_000;
 const TEXT = "The cat likes warm milk and my dog likes the sun.";
 
 interface Variant {
@@ -61,24 +62,6 @@ interface Point {
   benchPct: number | null;
   /** The server's busiest threads, % of one core each (main thread first when busiest). */
   serverThreads: { name: string; pct: number }[] | null;
-}
-
-async function waitReady(url: string, child: Child): Promise<void> {
-  const deadline = Date.now() + START_TIMEOUT_MS;
-  let last = "";
-  while (Date.now() < deadline) {
-    if (child.process.exitCode !== null)
-      throw new Error(`server exited while loading\n${child.stderrTail()}`);
-    try {
-      const res = await fetch(`${url}/readyz`);
-      if (res.status === 200) return;
-      last = `${res.status} ${await res.text()}`;
-    } catch (err) {
-      last = String(err);
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`${url}/readyz not 200 within ${START_TIMEOUT_MS} ms; last answer: ${last}`);
 }
 
 /** Sum and count of modelport_batch_rows for the model, from /metrics. */
@@ -190,7 +173,7 @@ async function measureModel(
         const child = spawnChild(process.execPath, [bin, ...args], `${model.name}-${v.name}`);
         const url = `http://127.0.0.1:${port}`;
         try {
-          await waitReady(url, child);
+          await waitOk(`${url}/readyz`, child);
           const before = await batchRows(url, model.name);
           // One text per request (autocannon sends one body); the texts only differ in length anyway.
           const body = JSON.stringify({ model: model.name, input: TEXT });

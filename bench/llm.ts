@@ -14,7 +14,8 @@ import os from "node:os";
 import path from "node:path";
 import { buildBenchLlama, writeLlamaArtifact } from "../examples/build/models/tiny-llama.js";
 import { freePort } from "../src/loadgen/serve-child.js";
-import { type Child, spawnChild } from "./children.js";
+import { spawnChild } from "./children.js";
+import { waitOk } from "./servers.js";
 import type { SuiteContext } from "./suite.js";
 import { shownPath, writeResults } from "./suite.js";
 
@@ -48,19 +49,6 @@ async function serverTtft(url: string): Promise<{ sum: number; count: number }> 
     sum: num("modelport_llm_time_to_first_token_seconds_sum"),
     count: num("modelport_llm_time_to_first_token_seconds_count"),
   };
-}
-
-async function waitReady(url: string, child: Child): Promise<void> {
-  const deadline = Date.now() + START_TIMEOUT_MS;
-  while (Date.now() < deadline) {
-    if (child.process.exitCode !== null)
-      throw new Error(`modelport exited while loading\n${child.stderrTail()}`);
-    try {
-      if ((await fetch(`${url}/readyz`)).status === 200) return;
-    } catch {}
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`modelport not ready within ${START_TIMEOUT_MS} ms\n${child.stderrTail()}`);
 }
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
@@ -188,7 +176,7 @@ export async function runLlm(ctx: SuiteContext, commandLine: string): Promise<st
   let loadBefore = 0;
   let loadAfter = 0;
   try {
-    await waitReady(url, child);
+    await waitOk(`${url}/readyz`, child, START_TIMEOUT_MS);
     const info = (await (await fetch(`${url}/v1/models/bench-llama`)).json()) as { context_length?: number };
     log(`modelport ready (context ${info.context_length}); in-process context ${context.contextSize}`);
     for (let i = 0; i < warmup; i++) {

@@ -21,8 +21,9 @@ export interface RunningServer {
   child: Child;
 }
 
-async function waitOk(url: string, child: Child): Promise<void> {
-  const deadline = Date.now() + START_TIMEOUT_MS;
+/** Polls `url` until it answers 200; rejects if the child exits first or after `timeoutMs`. */
+export async function waitOk(url: string, child: Child, timeoutMs = START_TIMEOUT_MS): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
   let last = "";
   while (Date.now() < deadline) {
     if (child.process.exitCode !== null)
@@ -36,7 +37,7 @@ async function waitOk(url: string, child: Child): Promise<void> {
     }
     await new Promise((r) => setTimeout(r, 100));
   }
-  throw new Error(`${url} not ready within ${START_TIMEOUT_MS} ms; last answer: ${last}`);
+  throw new Error(`${url} not ready within ${timeoutMs} ms; last answer: ${last}`);
 }
 
 const INFO_VISIBLE = new Set(["info", "debug", "trace"]);
