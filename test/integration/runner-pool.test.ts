@@ -20,10 +20,10 @@ after(async () => {
   for (const o of open.reverse()) await o.close();
 });
 
-async function runner(waitMs: number, port = 0): Promise<InProcessServer> {
+async function runner(waitMs: number, port = 0, maxQueueRows?: number): Promise<InProcessServer> {
   const config = loadConfig({
     modelPath: HANDLER,
-    flags: { name: "latency", role: "runner", port },
+    flags: { name: "latency", role: "runner", port, ...(maxQueueRows ? { maxQueueRows } : {}) },
   });
   // loadConfig's single-model path takes no options: set the wait through the frozen copy.
   const withWait = { ...config, models: [{ ...config.models[0]!, options: { waitMs } }] };
@@ -101,6 +101,24 @@ describe("RunnerPool", () => {
       assert.ok((err.details?.retryAfterSeconds as number) >= 1);
       return true;
     });
+  });
+
+  it("passes on the only runner's overload answer, with its Retry-After estimate", async () => {
+    const a = await runner(300, 0, 1);
+    const p = pool([a.url]);
+    await p.start();
+    const results = await Promise.allSettled(
+      Array.from({ length: 4 }, (_, i) => p.predict("latency", x(i), { deadline: deadline() })),
+    );
+    const refused = results
+      .filter((r) => r.status === "rejected")
+      .map((r) => (r as PromiseRejectedResult).reason);
+    assert.ok(refused.length >= 1, "the queue of one row overflowed");
+    for (const err of refused) {
+      assert.ok(isModelportError(err));
+      assert.equal(err.code, "MP_ERR_MODEL_OVERLOADED");
+      assert.ok((err.details?.retryAfterSeconds as number) >= 1);
+    }
   });
 
   it("takes a runner that accepts connections but never answers out of rotation at the next poll", async () => {

@@ -74,7 +74,11 @@ export function decodeInferResponse(body: Buffer, headerLength: string | string[
  * A runner's error answer ({error: "...", code} on the OIP routes) as the same ModelportError, so
  * the client sees the runner's code and message; MP_ERR_RUNNER_UNAVAILABLE when it has no known code.
  */
-export function errorFromRunner(status: number, body: Buffer): ModelportError {
+export function errorFromRunner(
+  status: number,
+  body: Buffer,
+  retryAfter?: string | string[] | undefined,
+): ModelportError {
   let parsed: { error?: unknown; code?: unknown } | undefined;
   try {
     parsed = JSON.parse(body.toString("utf8")) as typeof parsed;
@@ -83,7 +87,10 @@ export function errorFromRunner(status: number, body: Buffer): ModelportError {
   }
   const code = parsed?.code;
   const message = typeof parsed?.error === "string" ? parsed.error : `HTTP ${status}`;
-  if (typeof code === "string" && code in ERRORS) return new ModelportError(code as ErrorCode, message);
+  const seconds = Number(Array.isArray(retryAfter) ? retryAfter[0] : retryAfter);
+  const details = Number.isFinite(seconds) && seconds > 0 ? { retryAfterSeconds: seconds } : undefined;
+  if (typeof code === "string" && code in ERRORS)
+    return new ModelportError(code as ErrorCode, message, details);
   return new ModelportError(
     "MP_ERR_RUNNER_UNAVAILABLE",
     `the runner answered ${status}: ${message.slice(0, 200)}`,

@@ -151,7 +151,12 @@ export class RunnerPool {
       if (!this.shouldRetry(err, options)) throw this.settle(model, err);
       const second = this.pick(model, first);
       this.metrics?.runnerForwards.inc({ runner: first.url, outcome: "retried" });
-      if (!second) throw this.unavailable(model, `${(err as Error).message}; no other runner serves it`);
+      // The only runner refused (overloaded, draining): its own answer, with its Retry-After, is the best one.
+      if (!second) {
+        throw err instanceof ModelportError
+          ? err
+          : this.unavailable(model, `${(err as Error).message}; no other runner serves it`);
+      }
       this.log.warn(
         { runner: first.url, retryOn: second.url, reqId: options.requestId, err: (err as Error).message },
         "retrying on another runner",
@@ -206,7 +211,7 @@ export class RunnerPool {
         this.metrics?.runnerForwards.inc({ runner: ep.url, outcome: "ok" });
         return decodeInferResponse(res.body, res.headers["inference-header-content-length"]);
       }
-      const err = errorFromRunner(res.status, res.body);
+      const err = errorFromRunner(res.status, res.body, res.headers["retry-after"]);
       this.metrics?.runnerForwards.inc({ runner: ep.url, outcome: "error" });
       // Draining or not ready there: leave it out for this model until its next poll says otherwise.
       if (err.code === "MP_ERR_SERVER_SHUTTING_DOWN" || err.code === "MP_ERR_MODEL_NOT_READY")
