@@ -19,18 +19,13 @@ import type {
 } from "../../llm/language-model.js";
 import type { LanguageModelDeps } from "../../llm/language-model-registry.js";
 import type { RunnerEndpoint } from "./runner-endpoint.js";
-import type { RunnerPool } from "./runner-pool.js";
+import { type RunnerPool, TRY_ELSEWHERE } from "./runner-pool.js";
 
 /** Where the API tier's key for its runners is handed to the upstream client. */
 const KEY_ENV = "MODELPORT_RUNNER_API_KEY";
 
-/** Failures another runner may not share: a connection error or 5xx, or "not here". */
-const TRY_ELSEWHERE = new Set([
-  "MP_ERR_LLM_UPSTREAM_FAILED",
-  "MP_ERR_MODEL_NOT_READY",
-  "MP_ERR_SERVER_SHUTTING_DOWN",
-  "MP_ERR_MODEL_OVERLOADED",
-]);
+/** TRY_ELSEWHERE, plus the upstream client's connection failure or 5xx (the runner died or failed). */
+const TRY_ELSEWHERE_LLM: ReadonlySet<string> = new Set([...TRY_ELSEWHERE, "MP_ERR_LLM_UPSTREAM_FAILED"]);
 
 /**
  * A runner's refusal as the runner gave it: the upstream client wraps answers in
@@ -128,10 +123,16 @@ export class RemoteLanguageModel implements LanguageModel {
       } catch (caught) {
         const err = runnerError(caught);
         const again =
-          !streamed && !options.signal?.aborted && isModelportError(err) && TRY_ELSEWHERE.has(err.code);
+          !streamed && !options.signal?.aborted && isModelportError(err) && TRY_ELSEWHERE_LLM.has(err.code);
         if (!again) throw err;
         const second = this.pool.pick(this.name, first);
-        if (!second) throw this.unavailable(`${err.message}; no other runner serves it`);
+        // The only runner refused (overloaded, draining): its own answer is the best one; a runner
+        // that could not be reached at all is "unavailable".
+        if (!second) {
+          throw err.code === "MP_ERR_LLM_UPSTREAM_FAILED"
+            ? this.unavailable(`${err.message}; no other runner serves it`)
+            : err;
+        }
         this.deps.log.warn(
           { model: this.name, runner: first.url, retryOn: second.url, err: err.message },
           "retrying on another runner",

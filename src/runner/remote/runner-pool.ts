@@ -21,7 +21,7 @@ export interface ForwardOptions {
 }
 
 /** Runner answers that another runner might not give: try the next one. */
-const TRY_ELSEWHERE = new Set([
+export const TRY_ELSEWHERE: ReadonlySet<string> = new Set([
   "MP_ERR_SERVER_SHUTTING_DOWN",
   "MP_ERR_MODEL_NOT_READY",
   "MP_ERR_RUNNER_CRASHED",
