@@ -242,6 +242,37 @@ export const ERRORS = {
     retryable: true,
     summary: "The job store could not be reached or written; nothing was accepted, retry.",
   },
+  // Jobs, streams and WebSockets: limits
+  MP_ERR_JOB_PAYLOAD_TOO_LARGE: {
+    status: 413,
+    retryable: false,
+    summary:
+      "A job's input (jobs.maxInputBytes) or metadata (jobs.maxMetadataBytes) is larger than the limit, or its callback_url is longer than 2048 characters.",
+  },
+  MP_ERR_JOB_QUEUE_FULL: {
+    status: 503,
+    retryable: true,
+    summary:
+      "The model already has jobs.maxQueuedPerModel jobs queued; retry after Retry-After, once some have run.",
+  },
+  MP_ERR_JOB_SUBSCRIPTIONS_EXCEEDED: {
+    status: 429,
+    retryable: false,
+    summary:
+      "A job WebSocket already follows jobs.maxSubscriptionsPerSocket jobs; unsubscribe from some, or open another connection.",
+  },
+  MP_ERR_STREAM_LIMIT_REACHED: {
+    status: 503,
+    retryable: true,
+    summary:
+      "The server already holds limits.maxStreams long-lived connections (job event streams and WebSockets); retry later.",
+  },
+  MP_ERR_STREAM_KEY_LIMIT_REACHED: {
+    status: 429,
+    retryable: true,
+    summary:
+      "This API key (or, without auth, all anonymous clients together) already holds limits.maxStreamsPerKey long-lived connections; close one first.",
+  },
   // Server state and access
   MP_ERR_SERVER_SHUTTING_DOWN: {
     status: 503,

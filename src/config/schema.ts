@@ -20,6 +20,21 @@ export const limitsSchema = z
 /** Per-model overrides of the limits; the body size limit is server-wide. */
 const modelLimitsSchema = limitsSchema.omit({ maxBodyBytes: true }).partial().strict();
 
+/** The top-level `limits`: the model defaults above plus server-wide limits on long-lived connections. */
+export const serverLimitsSchema = limitsSchema
+  .extend({
+    // Job event streams and job WebSockets, counted by src/server/stream-slots.ts.
+    /** Long-lived connections held at once; beyond it 503 MP_ERR_STREAM_LIMIT_REACHED. */
+    maxStreams: positiveInt.max(1_000_000).default(1000),
+    /** Long-lived connections per API key (anonymous clients share one); beyond it 429 MP_ERR_STREAM_KEY_LIMIT_REACHED. */
+    maxStreamsPerKey: positiveInt.max(1_000_000).default(100),
+    /** Longest life of one job event stream; it then ends with a `reconnect` event. */
+    maxStreamMs: positiveInt.min(1000).default(900_000),
+    /** Keep-alive comments on event streams and pings on WebSockets (a dead client is dropped). */
+    streamHeartbeatMs: positiveInt.min(100).default(15_000),
+  })
+  .strict();
+
 export const batchingSchema = z
   .object({
     /** Join concurrent requests into one inference; default: on when the model has a dynamic batch dim. */
@@ -219,6 +234,17 @@ export const jobsSchema = z
     idempotencyTtlMs: positiveInt.default(24 * 3600 * 1000),
     /** Results up to this size stay inline; larger ones go to the blob store. */
     inlineResultMaxBytes: positiveInt.default(256 * 1024),
+    // Bounds on what one job may hold and how many may wait (413 / 503 beyond them).
+    /** Largest stored job input (the predict body as JSON); beyond it 413 MP_ERR_JOB_PAYLOAD_TOO_LARGE. */
+    maxInputBytes: positiveInt.default(4 * 1024 * 1024),
+    /** Largest `metadata` (as JSON); beyond it 413 MP_ERR_JOB_PAYLOAD_TOO_LARGE. */
+    maxMetadataBytes: positiveInt.default(16 * 1024),
+    /** Jobs queued per model; beyond it 503 MP_ERR_JOB_QUEUE_FULL with Retry-After. */
+    maxQueuedPerModel: positiveInt.default(10_000),
+    /** Jobs one WebSocket may follow at once; beyond it an MP_ERR_JOB_SUBSCRIPTIONS_EXCEEDED frame. */
+    maxSubscriptionsPerSocket: positiveInt.max(100_000).default(1000),
+    /** SQLite: how long a store call keeps retrying (asynchronously) while another process holds the write lock, then 503 MP_ERR_JOB_STORE_UNAVAILABLE. */
+    storeBusyRetryMs: z.number().int().nonnegative().max(60_000).default(5000),
     blobs: z
       .discriminatedUnion("backend", [fsBlobsSchema, s3BlobsSchema])
       .default({ backend: "fs", dir: ".modelport/blobs" }),
@@ -241,7 +267,7 @@ export type JobsConfig = z.output<typeof jobsSchema>;
 export const configSchema = z
   .object({
     server: serverSchema.default(serverSchema.parse({})),
-    limits: limitsSchema.default(limitsSchema.parse({})),
+    limits: serverLimitsSchema.default(serverLimitsSchema.parse({})),
     jobs: jobsSchema.default(jobsSchema.parse({})),
     models: z.array(modelSchema).min(1, "serve at least one model"),
   })
@@ -321,7 +347,7 @@ export interface ServerConfig {
 
 export interface Config {
   readonly server: ServerConfig;
-  readonly limits: Readonly<z.output<typeof limitsSchema>>;
+  readonly limits: Readonly<z.output<typeof serverLimitsSchema>>;
   readonly jobs: Readonly<JobsConfig>;
   /** Tensor models (onnx, custom), served by the ModelRegistry. */
   readonly models: readonly ModelConfig[];

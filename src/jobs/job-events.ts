@@ -16,6 +16,12 @@ export class JobEvents {
     this.emitter.emit("*", job);
   }
 
+  /** Listeners now registered for job `id`, or for every id together when none is given. */
+  listenerCount(id?: string): number {
+    if (id !== undefined) return this.emitter.listenerCount(id);
+    return this.emitter.eventNames().reduce((n, name) => n + this.emitter.listenerCount(name), 0);
+  }
+
   /** Calls `fn` on each change of job `id` ("*" for all jobs); returns the unsubscribe function. */
   subscribe(id: string, fn: (job: Job) => void): () => void {
     this.emitter.on(id, fn);

@@ -14,7 +14,7 @@ import { encodeNative } from "../server/encode.js";
 import type { BlobStore } from "../storage/blob-store.js";
 import { FINAL_STATUSES, type Job } from "./job.js";
 import { JobEvents } from "./job-events.js";
-import type { CreateResult, JobStore, ListPage, ListQuery } from "./job-store.js";
+import type { CreateResult, JobState, JobStore, ListPage, ListQuery } from "./job-store.js";
 import { jobView } from "./job-view.js";
 
 export interface SubmitJob {
@@ -39,7 +39,18 @@ export interface JobQueueOptions {
   pollMs?: number;
 }
 
-const JOB_FIELDS = ["callback_url", "metadata", "priority"];
+/**
+ * The keys of a job body that are the model's input (what predict reads); they alone are stored.
+ * Anything else (callback_url, metadata, priority, keys predict ignores) is not part of the input.
+ */
+const INPUT_FIELDS = ["rows", "inputs"];
+/** Longest callback_url accepted. */
+const MAX_CALLBACK_URL_CHARS = 2048;
+/** A store write that failed after the work was done is retried at this pace, within the lease. */
+const RECORD_RETRY_FIRST_MS = 100;
+const RECORD_RETRY_MAX_MS = 2000;
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export function isFinal(job: Job): boolean {
   return FINAL_STATUSES.includes(job.status);
@@ -78,13 +89,22 @@ export class JobQueue {
   async submit(req: SubmitJob): Promise<CreateResult> {
     const host = this.registry.get(req.model);
     const body: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(req.body)) if (!JOB_FIELDS.includes(k)) body[k] = v;
+    for (const [k, v] of Object.entries(req.body)) if (INPUT_FIELDS.includes(k)) body[k] = v;
+    const input = JSON.stringify(body);
+    this.checkSizes(input, req);
     // Validate now so bad input is a 400 at once, not a failed job later.
     if (host.signature) decodeNative(body, host.signature, host.config.limits);
     if (req.callbackUrl !== undefined) {
       await checkCallbackUrl(req.callbackUrl, this.config.webhooks.allowPrivate);
     }
-    const input = JSON.stringify(body);
+    const queued = await this.store.queuedCount(req.model);
+    if (queued >= this.config.maxQueuedPerModel) {
+      throw new ModelportError(
+        "MP_ERR_JOB_QUEUE_FULL",
+        `model '${req.model}' already has ${queued} jobs queued (jobs.maxQueuedPerModel ${this.config.maxQueuedPerModel}); retry once some have run`,
+        { queued, limit: this.config.maxQueuedPerModel, retryAfterSeconds: 5 },
+      );
+    }
     const requestHash = createHash("sha256")
       .update(`${req.model}\n${input}\n${req.callbackUrl ?? ""}\n${JSON.stringify(req.metadata ?? null)}`)
       .digest("hex");
@@ -119,6 +139,11 @@ export class JobQueue {
     return this.store.get(id);
   }
 
+  /** Status and updatedAt alone: a cheap read for pollers, which re-read the job only when it changed. */
+  state(id: string): Promise<JobState | undefined> {
+    return this.store.state(id);
+  }
+
   list(query: ListQuery): Promise<ListPage> {
     return this.store.list(query);
   }
@@ -138,26 +163,64 @@ export class JobQueue {
     return job;
   }
 
-  /** Resolves when the job is final or `ms` passed, with the job as it is then. */
-  async waitFor(id: string, ms: number): Promise<Job> {
-    let job = await this.require(id);
+  /**
+   * Resolves when the job is final or `ms` passed, with the job as it is then. `current` (the job
+   * as the caller last saw it) saves the first read. Changes made in this process arrive as
+   * events; those made by another process sharing the store are found by a cheap status read each
+   * second, and only then is the whole job read again.
+   */
+  async waitFor(id: string, ms: number, current?: Job): Promise<Job> {
+    let job = current ?? (await this.require(id));
     const deadline = this.clock() + ms;
     // A draining server answers long-polls at once rather than holding its shutdown.
     while (!isFinal(job) && this.clock() < deadline && !this.stopping) {
       const left = deadline - this.clock();
-      // Woken by a change in this process, or by polling for changes made in another one.
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(done, Math.min(left, 1000));
+      const changed = await new Promise<Job | undefined>((resolve) => {
+        const timer = setTimeout(() => done(undefined), Math.min(left, 1000));
         const off = this.events.subscribe(id, done);
-        function done() {
+        function done(j: Job | undefined) {
           clearTimeout(timer);
           off();
-          resolve();
+          resolve(j);
         }
       });
-      job = await this.require(id);
+      if (changed) {
+        job = changed;
+        continue;
+      }
+      const state = await this.store.state(id);
+      if (!state) return this.require(id);
+      if (state.status !== job.status || state.updatedAt !== job.updatedAt) job = await this.require(id);
     }
     return job;
+  }
+
+  /** @throws MP_ERR_JOB_PAYLOAD_TOO_LARGE when the input, metadata or callback URL is over its limit. */
+  private checkSizes(input: string, req: SubmitJob): void {
+    const inputBytes = Buffer.byteLength(input);
+    if (inputBytes > this.config.maxInputBytes) {
+      throw new ModelportError(
+        "MP_ERR_JOB_PAYLOAD_TOO_LARGE",
+        `the job input is ${inputBytes} bytes as JSON; at most ${this.config.maxInputBytes} (jobs.maxInputBytes): split it into several jobs`,
+        { bytes: inputBytes, limit: this.config.maxInputBytes },
+      );
+    }
+    if (req.metadata !== undefined) {
+      const metadataBytes = Buffer.byteLength(JSON.stringify(req.metadata));
+      if (metadataBytes > this.config.maxMetadataBytes) {
+        throw new ModelportError(
+          "MP_ERR_JOB_PAYLOAD_TOO_LARGE",
+          `"metadata" is ${metadataBytes} bytes as JSON; at most ${this.config.maxMetadataBytes} (jobs.maxMetadataBytes): store large data elsewhere and reference it`,
+          { bytes: metadataBytes, limit: this.config.maxMetadataBytes },
+        );
+      }
+    }
+    if (req.callbackUrl !== undefined && req.callbackUrl.length > MAX_CALLBACK_URL_CHARS) {
+      throw new ModelportError(
+        "MP_ERR_JOB_PAYLOAD_TOO_LARGE",
+        `"callback_url" is ${req.callbackUrl.length} characters; at most ${MAX_CALLBACK_URL_CHARS}`,
+      );
+    }
   }
 
   /** Cancels a queued job at once; a running one is aborted where the backend allows and ends canceled. */
@@ -221,8 +284,13 @@ export class JobQueue {
     await Promise.race([drained, new Promise((r) => setTimeout(r, drainMs).unref())]);
     for (const [id, r] of this.running) {
       r.cancel.cancel();
-      await this.store.release(id, this.workerId, this.clock());
-      this.log.info({ jobId: id }, "job returned to the queue at shutdown");
+      try {
+        await this.store.release(id, this.workerId, this.clock());
+        this.log.info({ jobId: id }, "job returned to the queue at shutdown");
+      } catch (err) {
+        // Its lease lapses instead, and the next process claims it then.
+        this.log.warn({ err, jobId: id }, "returning a job to the queue at shutdown failed");
+      }
     }
     await Promise.all(this.loops);
   }
@@ -263,56 +331,145 @@ export class JobQueue {
         continue;
       }
       const cancel = new CancelHandle();
-      const done = this.run(host, job, cancel);
+      // run() handles its own failures; this catch only keeps a bug there from ending the loop.
+      const done = this.run(host, job, cancel).catch((err) =>
+        this.log.error({ err, jobId: job.id }, "running a job failed unexpectedly"),
+      );
       this.running.set(job.id, { cancel, done });
       await done;
       this.running.delete(job.id);
     }
   }
 
+  /**
+   * One attempt: execute, then record the outcome. Nothing here rejects: a store that fails while
+   * recording is retried within the lease (recordOutcome), and past it the lease lapses and the
+   * job is claimed and run again.
+   */
   private async run(host: ServedModel, job: Job, cancel: CancelHandle): Promise<void> {
     this.events.publish(job);
     const renew = setInterval(
-      async () => {
-        const ok = await this.store
-          .renew(job.id, this.workerId, this.config.leaseMs, this.clock())
-          .catch(() => false);
-        const current = ok ? await this.store.get(job.id) : undefined;
-        if (!ok || current?.cancelRequested) cancel.cancel();
-      },
+      () =>
+        void (async () => {
+          const ok = await this.store
+            .renew(job.id, this.workerId, this.config.leaseMs, this.clock())
+            .catch(() => false);
+          const current = ok ? await this.store.get(job.id).catch(() => undefined) : undefined;
+          if (!ok || current?.cancelRequested) cancel.cancel();
+        })(),
       Math.max(250, this.config.leaseMs / 3),
     );
+    let outcome: { what: string; write: () => Promise<boolean>; final: boolean };
     try {
       const outputs = await this.execute(host, job, cancel);
-      if (cancel.canceled) return void (await this.finishCanceled(job));
-      const json = JSON.stringify({ model: host.config.name, model_version: host.config.version, outputs });
-      const bytes = Buffer.byteLength(json);
-      let stored: { result?: string; resultKey?: string; resultBytes: number } = {
-        result: json,
-        resultBytes: bytes,
-      };
-      if (bytes > this.config.inlineResultMaxBytes) {
-        const key = `results/${job.id}.json`;
-        await this.blobs.put(key, Buffer.from(json), "application/json");
-        stored = { resultKey: key, resultBytes: bytes };
+      if (cancel.canceled) {
+        outcome = this.canceledOutcome(job);
+      } else {
+        const stored = await this.storeResult(host, job, outputs);
+        outcome = {
+          what: "recording the result",
+          write: () => this.store.complete(job.id, this.workerId, stored, this.clock()),
+          final: true,
+        };
       }
-      if (await this.store.complete(job.id, this.workerId, stored, this.clock())) await this.finished(job.id);
     } catch (err) {
-      if (cancel.canceled) return void (await this.finishCanceled(job));
-      const e = isModelportError(err) ? err : new ModelportError("MP_ERR_SERVER_INTERNAL", String(err));
-      const retry = e.retryable && job.attempts < job.maxAttempts;
-      const backoff = Math.min(this.config.backoffMaxMs, this.config.backoffBaseMs * 2 ** (job.attempts - 1));
-      const ok = await this.store.fail(
-        job.id,
-        this.workerId,
-        { code: e.code, message: e.message },
-        retry ? this.clock() + backoff : undefined,
-        this.clock(),
-      );
-      if (ok && !retry) await this.finished(job.id);
-      else if (ok) this.events.publish((await this.store.get(job.id))!);
+      if (cancel.canceled) {
+        outcome = this.canceledOutcome(job);
+      } else {
+        const e = isModelportError(err) ? err : new ModelportError("MP_ERR_SERVER_INTERNAL", String(err));
+        const retry = e.retryable && job.attempts < job.maxAttempts;
+        const backoff = Math.min(
+          this.config.backoffMaxMs,
+          this.config.backoffBaseMs * 2 ** (job.attempts - 1),
+        );
+        outcome = {
+          what: "recording the failed attempt",
+          write: () =>
+            this.store.fail(
+              job.id,
+              this.workerId,
+              { code: e.code, message: e.message },
+              retry ? this.clock() + backoff : undefined,
+              this.clock(),
+            ),
+          final: !retry,
+        };
+      }
+    }
+    try {
+      const ok = await this.recordOutcome(job, outcome.what, outcome.write);
+      if (ok && outcome.final) await this.finished(job.id);
+      else if (ok) await this.publishCurrent(job.id);
     } finally {
       clearInterval(renew);
+    }
+  }
+
+  private canceledOutcome(job: Job): { what: string; write: () => Promise<boolean>; final: boolean } {
+    return {
+      what: "recording the cancellation",
+      write: () => this.store.markCanceled(job.id, this.workerId, this.clock()),
+      final: true,
+    };
+  }
+
+  /** The result inline, or in the blob store when large; a blob store failure is a retryable attempt failure. */
+  private async storeResult(
+    host: ServedModel,
+    job: Job,
+    outputs: Record<string, unknown>,
+  ): Promise<{ result?: string; resultKey?: string; resultBytes: number }> {
+    const json = JSON.stringify({ model: host.config.name, model_version: host.config.version, outputs });
+    const bytes = Buffer.byteLength(json);
+    if (bytes <= this.config.inlineResultMaxBytes) return { result: json, resultBytes: bytes };
+    const key = `results/${job.id}.json`;
+    try {
+      await this.blobs.put(key, Buffer.from(json), "application/json");
+    } catch (err) {
+      throw new ModelportError(
+        "MP_ERR_JOB_STORE_UNAVAILABLE",
+        `storing the result of job '${job.id}' in the blob store failed: ${(err as Error).message}`,
+      );
+    }
+    return { resultKey: key, resultBytes: bytes };
+  }
+
+  /**
+   * Writes an attempt's outcome, retrying a failing store with backoff for up to one lease.
+   * @returns the store's answer, or undefined when it never answered (the job stays running
+   * under a lease nobody renews, so it is claimed again once the lease lapses).
+   */
+  private async recordOutcome(
+    job: Job,
+    what: string,
+    write: () => Promise<boolean>,
+  ): Promise<boolean | undefined> {
+    const giveUpAt = this.clock() + this.config.leaseMs;
+    let wait = RECORD_RETRY_FIRST_MS;
+    for (;;) {
+      try {
+        return await write();
+      } catch (err) {
+        if (this.stopping || this.clock() + wait > giveUpAt) {
+          this.log.error({ err, jobId: job.id }, `${what} failed; the job runs again once its lease lapses`);
+          return undefined;
+        }
+        this.log.warn({ err, jobId: job.id }, `${what} failed; retrying`);
+        await sleep(wait);
+        wait = Math.min(wait * 2, RECORD_RETRY_MAX_MS);
+      }
+    }
+  }
+
+  /** Tells subscribers about a job's new state (a retry waiting out its backoff); a failed read is only logged. */
+  private async publishCurrent(id: string): Promise<Job | undefined> {
+    try {
+      const job = await this.store.get(id);
+      if (job) this.events.publish(job);
+      return job;
+    } catch (err) {
+      this.log.warn({ err, jobId: id }, "reading a job after a change failed; pollers see it later");
+      return undefined;
     }
   }
 
@@ -354,23 +511,31 @@ export class JobQueue {
     }
   }
 
-  private async finishCanceled(job: Job): Promise<void> {
-    if (await this.store.markCanceled(job.id, this.workerId, this.clock())) await this.finished(job.id);
-  }
-
   /** A job reached its final state: tell subscribers and the webhook. */
   private async finished(id: string): Promise<void> {
-    const job = await this.store.get(id);
-    if (!job) return;
-    this.events.publish(job);
-    if (job.webhook) void this.notify(job);
+    const job = await this.publishCurrent(id);
+    if (job?.webhook) {
+      void this.notify(job).catch((err) =>
+        this.log.error({ err, jobId: job.id }, "preparing the webhook failed"),
+      );
+    }
   }
 
   private async notify(job: Job): Promise<void> {
     const webhook = job.webhook!;
     const result =
       job.status === "succeeded" && job.result !== undefined ? JSON.parse(job.result) : undefined;
-    const resultUrl = job.resultKey ? await this.blobs.url(job.resultKey, this.urlTtlSeconds()) : undefined;
+    let resultUrl: string | undefined;
+    if (job.resultKey) {
+      // Without a presigned URL the receiver still has links.result to fetch it from.
+      resultUrl = await this.blobs.url(job.resultKey, this.urlTtlSeconds()).catch((err) => {
+        this.log.warn(
+          { err, jobId: job.id },
+          "presigning the result URL failed; the webhook carries links.result",
+        );
+        return undefined;
+      });
+    }
     const body = JSON.stringify({
       event: "job.finished",
       job: {

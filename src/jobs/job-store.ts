@@ -18,8 +18,18 @@ export interface ListQuery {
   limit?: number;
 }
 
+/** A job without its input and result: what a list holds, so a page stays small. */
+export type JobSummary = Omit<Job, "input" | "result">;
+
+/** What changes whenever anything about a job changes: enough to tell whether to re-read it. */
+export interface JobState {
+  status: JobStatus;
+  updatedAt: number;
+}
+
 export interface ListPage {
-  jobs: Job[];
+  /** Summaries: no input or result (GET one job, or its result, for those). */
+  jobs: JobSummary[];
   /** Present when there are more jobs. */
   nextCursor?: string;
 }
@@ -37,7 +47,11 @@ export interface JobStore {
    */
   create(job: NewJob, now: number): Promise<CreateResult>;
   get(id: string): Promise<Job | undefined>;
-  /** Newest first, cursor-paginated. */
+  /** The job's status and updatedAt alone (a cheap read for pollers); undefined when unknown. */
+  state(id: string): Promise<JobState | undefined>;
+  /** Jobs of `model` with status queued (including those waiting out a retry backoff). */
+  queuedCount(model: string): Promise<number>;
+  /** Newest first, cursor-paginated; summaries without input or result. */
   list(query: ListQuery): Promise<ListPage>;
   /**
    * Leases the next runnable job of one of `models` to `worker` for `leaseMs`: the highest

@@ -1,5 +1,5 @@
 // The public JSON form of a job, as every route and the CLI show it.
-import type { Job } from "./job.js";
+import type { JobSummary } from "./job-store.js";
 
 export interface JobLinks {
   self: string;
@@ -14,7 +14,7 @@ export function jobLinks(id: string): JobLinks {
 const iso = (ms: number | undefined) => (ms === undefined ? undefined : new Date(ms).toISOString());
 
 /** The job as clients see it: snake_case, ISO times, no input or internal lease fields. */
-export function jobView(job: Job): Record<string, unknown> {
+export function jobView(job: JobSummary): Record<string, unknown> {
   return {
     id: job.id,
     model: job.model,

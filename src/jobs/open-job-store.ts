@@ -20,7 +20,7 @@ export function openJobStore(config: JobsConfig, cwd: string): JobStore {
   const path = resolve(cwd, config.sqlitePath);
   return lazyJobStore(async () => {
     const { SqliteJobStore } = await import("./stores/sqlite-job-store.js");
-    return SqliteJobStore.open(path);
+    return SqliteJobStore.open(path, { busyRetryMs: config.storeBusyRetryMs });
   }, existsSync(path));
 }
 

@@ -29,6 +29,7 @@ import { nativeRoutes } from "./routes/native.js";
 import { oipRoutes } from "./routes/oip.js";
 import { openaiRoutes } from "./routes/openai.js";
 import { openAiEmbeddingsRoutes } from "./routes/openai-embeddings.js";
+import { StreamSlots } from "./stream-slots.js";
 
 export interface BuildOptions {
   /** Where relative job-store and blob paths start; default process.cwd(). */
@@ -113,7 +114,15 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
       const c = m.status().concurrency;
       return { model: m.name, active: c.active, waiting: c.waiting };
     });
-  const context: AppContext = { config, registry, languageModels, metrics, jobs, draining: false };
+  const context: AppContext = {
+    config,
+    registry,
+    languageModels,
+    metrics,
+    jobs,
+    streams: new StreamSlots(config.limits),
+    draining: false,
+  };
   let inFlight = 0;
 
   app.addHook("onRequest", (request, reply, done) => {
@@ -155,8 +164,8 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   oipRoutes(app, context, VERSION);
   docsRoutes(app, context, VERSION);
   metricsRoutes(app, context);
-  jobRoutes(app, jobs);
-  jobsWebSocketRoute(app, jobs);
+  jobRoutes(app, context);
+  jobsWebSocketRoute(app, context);
   openaiRoutes(app, context);
   openAiEmbeddingsRoutes(app, {
     lookup: (name) => languageModels.get(name),

@@ -10,6 +10,7 @@ import type { ModelRegistry } from "../models/model-registry.js";
 import type { ServedModel } from "../models/served-model.js";
 import { CancelHandle } from "../runner/cancel.js";
 import type { TensorMap } from "../tensor.js";
+import type { StreamSlots } from "./stream-slots.js";
 
 export interface AppContext {
   readonly config: Config;
@@ -18,6 +19,8 @@ export interface AppContext {
   readonly languageModels: LanguageModelRegistry;
   readonly metrics: Metrics;
   readonly jobs: JobQueue;
+  /** Long-lived connections held (job event streams, job WebSockets), total and per API key. */
+  readonly streams: StreamSlots;
   /** True from SIGTERM on: readiness is false and new requests are refused. */
   draining: boolean;
 }

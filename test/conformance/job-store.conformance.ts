@@ -8,7 +8,7 @@ import { randomUUID } from "node:crypto";
 import { afterEach, beforeEach, describe, it } from "node:test";
 import { isModelportError } from "../../src/errors.js";
 import type { Job, JobStatus, NewJob } from "../../src/jobs/job.js";
-import type { JobStore } from "../../src/jobs/job-store.js";
+import type { JobStore, JobSummary } from "../../src/jobs/job-store.js";
 
 /** A fixed epoch for the suite's clock. */
 export const T0 = 1_700_000_000_000;
@@ -258,7 +258,7 @@ export function jobStoreConformance(name: string, open: () => Promise<JobStore>)
         // 45 jobs, three created in each millisecond: ties on createdAt must not lose or repeat jobs.
         for (let i = 0; i < 45; i++) original.add((await add(T0 + Math.floor(i / 3), { model: "m" })).id);
 
-        const seen: Job[] = [];
+        const seen: JobSummary[] = [];
         let cursor: string | undefined;
         let pages = 0;
         let t = T0 + 10_000;

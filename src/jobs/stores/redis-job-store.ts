@@ -22,7 +22,15 @@ import { createHash } from "node:crypto";
 import { Redis } from "ioredis";
 import { isModelportError, ModelportError } from "../../errors.js";
 import type { Job, JobError, JobStatus, NewJob } from "../job.js";
-import type { CompleteResult, CreateResult, JobStore, ListPage, ListQuery } from "../job-store.js";
+import type {
+  CompleteResult,
+  CreateResult,
+  JobState,
+  JobStore,
+  JobSummary,
+  ListPage,
+  ListQuery,
+} from "../job-store.js";
 
 /** Used when a NewJob carries an idempotency key but no TTL (jobs.idempotencyTtlMs default). */
 const DEFAULT_IDEMPOTENCY_TTL_MS = 24 * 3600 * 1000;
@@ -288,7 +296,16 @@ local oms = redis.call('ZREVRANGEBYLEX', P .. ARGV[2], ARGV[3], '-', 'LIMIT', 0,
 local out = {}
 for i, om in ipairs(oms) do
   local sep = string.find(om, ':', 1, true)
-  out[i] = redis.call('HGETALL', jk(string.sub(om, sep + 1)))
+  -- Summaries: a page never carries inputs or results.
+  local h = redis.call('HGETALL', jk(string.sub(om, sep + 1)))
+  local s = {}
+  for j = 1, #h, 2 do
+    if h[j] ~= 'input' and h[j] ~= 'result' then
+      s[#s + 1] = h[j]
+      s[#s + 1] = h[j + 1]
+    end
+  end
+  out[i] = s
 end
 return {oms, out}
 `;
@@ -448,6 +465,17 @@ export class RedisJobStore implements JobStore {
     return Object.keys(hash).length === 0 ? undefined : toJob(hash);
   }
 
+  async state(id: string): Promise<JobState | undefined> {
+    const [status, updatedAt] = await this.#call(() =>
+      this.#redis.hmget(`${this.prefix}job:${id}`, "status", "updatedAt"),
+    );
+    return status ? { status: status as JobStatus, updatedAt: Number(updatedAt) } : undefined;
+  }
+
+  async queuedCount(model: string): Promise<number> {
+    return this.#call(() => this.#redis.zcard(`${this.prefix}lms:${model}:queued`));
+  }
+
   async list(query: ListQuery): Promise<ListPage> {
     const limit = Math.min(
       MAX_LIST_LIMIT,
@@ -464,10 +492,10 @@ export class RedisJobStore implements JobStore {
     ];
     const more = oms.length > limit;
     const n = Math.min(limit, oms.length);
-    const jobs: Job[] = [];
+    const jobs: JobSummary[] = [];
     for (let i = 0; i < n; i++) {
       const hash = hashes[i];
-      if (hash && hash.length > 0) jobs.push(toJob(toRecord(hash)));
+      if (hash && hash.length > 0) jobs.push(toSummary(toRecord(hash)));
     }
     const last = oms[n - 1];
     return more && last !== undefined ? { jobs, nextCursor: encodeCursor(last) } : { jobs };
@@ -637,6 +665,12 @@ function toRecord(flat: readonly string[]): Record<string, string> {
   const rec: Record<string, string> = {};
   for (let i = 0; i + 1 < flat.length; i += 2) rec[flat[i]!] = flat[i + 1]!;
   return rec;
+}
+
+/** A listed job: the hash without input and result (the list script leaves them out). */
+function toSummary(h: Record<string, string>): JobSummary {
+  const { input: _input, result: _result, ...summary } = toJob({ ...h, input: "" });
+  return summary;
 }
 
 function toJob(h: Record<string, string>): Job {

@@ -6,12 +6,24 @@
 //   the write lock from its first read: two workers (threads of this process or other processes)
 //   can never be handed the same job, and an idempotency key can never create two jobs.
 // - The clock is never read here: every time comes in as an argument.
+// - better-sqlite3 is synchronous, so a statement waiting for another process's write lock would
+//   stall the whole event loop: the busy timeout is a few ms, and a store call that finds the
+//   database locked retries asynchronously with backoff (up to busyRetryMs), then fails with
+//   MP_ERR_JOB_STORE_UNAVAILABLE.
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import Database from "better-sqlite3";
 import { isModelportError, ModelportError } from "../../errors.js";
 import { FINAL_STATUSES, type Job, type JobError, type JobStatus, type NewJob } from "../job.js";
-import type { CompleteResult, CreateResult, JobStore, ListPage, ListQuery } from "../job-store.js";
+import type {
+  CompleteResult,
+  CreateResult,
+  JobState,
+  JobStore,
+  JobSummary,
+  ListPage,
+  ListQuery,
+} from "../job-store.js";
 
 /** Used when a NewJob carries an idempotency key but no TTL (jobs.idempotencyTtlMs default). */
 const DEFAULT_IDEMPOTENCY_TTL_MS = 24 * 3600 * 1000;
@@ -22,8 +34,32 @@ const SCHEMA_VERSION = 1;
 const PURGE_BATCH = 500;
 
 export interface SqliteJobStoreOptions {
-  /** How long a statement waits for another process's write lock before failing (ms). */
+  /**
+   * How long one statement waits, blocking, for another process's write lock (ms); default 5.
+   * Keep it a few ms: the wait blocks the event loop.
+   */
   busyTimeoutMs?: number;
+  /** How long a store call keeps retrying, without blocking, while the database is locked (ms); default 5000. */
+  busyRetryMs?: number;
+}
+
+const DEFAULT_BUSY_TIMEOUT_MS = 5;
+const DEFAULT_BUSY_RETRY_MS = 5000;
+/** Backoff between retries on a locked database: doubles from the first to the last. */
+const BUSY_BACKOFF_FIRST_MS = 2;
+const BUSY_BACKOFF_MAX_MS = 50;
+
+/** The columns a list reads: everything but input and result. */
+const SUMMARY_COLUMNS = `id, model, status, priority, metadata, created_at, updated_at, started_at, finished_at,
+  attempts, max_attempts, run_at, timeout_ms, last_error, lease_owner, lease_expires_at, cancel_requested,
+  result_key, result_bytes, idempotency_key, request_hash, idempotency_expires_at, webhook`;
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** SQLITE_BUSY and SQLITE_LOCKED (and their extended codes): another connection holds a lock. */
+function isLocked(err: unknown): boolean {
+  const code = (err as { code?: unknown } | undefined)?.code;
+  return typeof code === "string" && (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED"));
 }
 
 interface JobRow {
@@ -123,6 +159,7 @@ export class SqliteJobStore implements JobStore {
   readonly path: string;
   #db: Database.Database;
   #closed = false;
+  readonly #busyRetryMs: number;
   #stmts = new Map<string, Stmt>();
   #tx: {
     create: (job: NewJob, now: number) => CreateResult;
@@ -134,12 +171,25 @@ export class SqliteJobStore implements JobStore {
 
   /** Opens (creating the folder and file on first use) the store at `path`. */
   static async open(path: string, options: SqliteJobStoreOptions = {}): Promise<SqliteJobStore> {
-    return new SqliteJobStore(path, options);
+    // Opening writes the schema: while another process holds the lock, wait without blocking.
+    const deadline = performance.now() + (options.busyRetryMs ?? DEFAULT_BUSY_RETRY_MS);
+    let wait = BUSY_BACKOFF_FIRST_MS;
+    for (;;) {
+      try {
+        return new SqliteJobStore(path, options);
+      } catch (err) {
+        const locked = isModelportError(err) && isLocked({ code: err.details?.sqliteCode });
+        if (!locked || performance.now() + wait > deadline) throw err;
+        await sleep(wait);
+        wait = Math.min(wait * 2, BUSY_BACKOFF_MAX_MS);
+      }
+    }
   }
 
   constructor(path: string, options: SqliteJobStoreOptions = {}) {
     this.path = path;
-    const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
+    const busyTimeoutMs = options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS;
+    this.#busyRetryMs = options.busyRetryMs ?? DEFAULT_BUSY_RETRY_MS;
     let db: Database.Database | undefined;
     try {
       if (path !== ":memory:" && !path.startsWith("file:")) mkdirSync(dirname(path), { recursive: true });
@@ -167,7 +217,7 @@ export class SqliteJobStore implements JobStore {
       throw new ModelportError(
         "MP_ERR_JOB_STORE_UNAVAILABLE",
         `cannot open the job database ${path}: ${(err as Error).message}; check that the folder is writable (jobs.sqlitePath)`,
-        { path },
+        { path, sqliteCode: (err as { code?: unknown }).code },
       );
     }
     this.#db = db;
@@ -191,6 +241,26 @@ export class SqliteJobStore implements JobStore {
 
   async get(id: string): Promise<Job | undefined> {
     return this.#run(() => this.#get(id));
+  }
+
+  async state(id: string): Promise<JobState | undefined> {
+    return this.#run(() => {
+      const row = this.#stmt("SELECT status, updated_at FROM jobs WHERE id = ?").get(id) as
+        | { status: JobStatus; updated_at: number }
+        | undefined;
+      return row ? { status: row.status, updatedAt: row.updated_at } : undefined;
+    });
+  }
+
+  async queuedCount(model: string): Promise<number> {
+    return this.#run(
+      () =>
+        (
+          this.#stmt("SELECT COUNT(*) AS n FROM jobs WHERE model = ? AND status = 'queued'").get(model) as {
+            n: number;
+          }
+        ).n,
+    );
   }
 
   async list(query: ListQuery): Promise<ListPage> {
@@ -280,18 +350,19 @@ export class SqliteJobStore implements JobStore {
   }
 
   async recordWebhook(id: string, state: NonNullable<Job["webhook"]>): Promise<void> {
-    this.#run(() => this.#stmt("UPDATE jobs SET webhook = ? WHERE id = ?").run(JSON.stringify(state), id));
+    await this.#run(() =>
+      this.#stmt("UPDATE jobs SET webhook = ? WHERE id = ?").run(JSON.stringify(state), id),
+    );
   }
 
   async purge(before: number): Promise<Job[]> {
-    return this.#run(() => {
-      const purged: Job[] = [];
-      for (;;) {
-        const batch = this.#tx.purge(before, PURGE_BATCH);
-        purged.push(...batch);
-        if (batch.length < PURGE_BATCH) return purged;
-      }
-    });
+    // One store call per batch: a retry on a locked database never repeats a committed batch.
+    const purged: Job[] = [];
+    for (;;) {
+      const batch = await this.#run(() => this.#tx.purge(before, PURGE_BATCH));
+      purged.push(...batch);
+      if (batch.length < PURGE_BATCH) return purged;
+    }
   }
 
   async counts(): Promise<Record<JobStatus, number>> {
@@ -521,11 +592,11 @@ export class SqliteJobStore implements JobStore {
       where.push("(created_at < ? OR (created_at = ? AND id < ?))");
       params.push(createdAt, createdAt, id);
     }
-    const sql = `SELECT * FROM jobs ${where.length ? `WHERE ${where.join(" AND ")}` : ""}
+    const sql = `SELECT ${SUMMARY_COLUMNS} FROM jobs ${where.length ? `WHERE ${where.join(" AND ")}` : ""}
       ORDER BY created_at DESC, id DESC LIMIT ?`;
-    const rows = this.#stmt(sql).all(...params, limit + 1) as JobRow[];
+    const rows = this.#stmt(sql).all(...params, limit + 1) as Omit<JobRow, "input" | "result">[];
     const more = rows.length > limit;
-    const jobs = (more ? rows.slice(0, limit) : rows).map(toJob);
+    const jobs = (more ? rows.slice(0, limit) : rows).map(toSummary);
     const last = jobs[jobs.length - 1];
     return more && last ? { jobs, nextCursor: encodeCursor(last.createdAt, last.id) } : { jobs };
   }
@@ -547,23 +618,38 @@ export class SqliteJobStore implements JobStore {
     return (...args: A) => tx.immediate(...args);
   }
 
-  #run<T>(fn: () => T): T {
-    if (this.#closed) {
-      throw new ModelportError("MP_ERR_JOB_STORE_UNAVAILABLE", "the job store is closed");
-    }
-    try {
-      return fn();
-    } catch (err) {
-      if (isModelportError(err)) throw err;
-      const code = (err as { code?: string }).code;
-      if (typeof code === "string" && code.startsWith("SQLITE_")) {
-        throw new ModelportError(
-          "MP_ERR_JOB_STORE_UNAVAILABLE",
-          `the job database ${this.path} could not be read or written (${code}): ${(err as Error).message}`,
-          { path: this.path, sqliteCode: code },
-        );
+  /**
+   * Runs one store operation. A locked database (another process writing) is retried after an
+   * asynchronous backoff until busyRetryMs has passed: nothing was applied by the failed try.
+   */
+  async #run<T>(fn: () => T): Promise<T> {
+    const deadline = performance.now() + this.#busyRetryMs;
+    let wait = BUSY_BACKOFF_FIRST_MS;
+    for (;;) {
+      if (this.#closed) {
+        throw new ModelportError("MP_ERR_JOB_STORE_UNAVAILABLE", "the job store is closed");
       }
-      throw err;
+      try {
+        return fn();
+      } catch (err) {
+        if (isModelportError(err)) throw err;
+        if (isLocked(err) && performance.now() + wait <= deadline) {
+          await sleep(wait);
+          wait = Math.min(wait * 2, BUSY_BACKOFF_MAX_MS);
+          continue;
+        }
+        const code = (err as { code?: string }).code;
+        if (typeof code === "string" && code.startsWith("SQLITE_")) {
+          throw new ModelportError(
+            "MP_ERR_JOB_STORE_UNAVAILABLE",
+            isLocked(err)
+              ? `the job database ${this.path} stayed locked by another process for ${this.#busyRetryMs} ms (jobs.storeBusyRetryMs); retry`
+              : `the job database ${this.path} could not be read or written (${code}): ${(err as Error).message}`,
+            { path: this.path, sqliteCode: code },
+          );
+        }
+        throw err;
+      }
     }
   }
 }
@@ -573,6 +659,11 @@ function before(a: JobRow, b: JobRow): boolean {
   if (a.priority !== b.priority) return a.priority > b.priority;
   if (a.created_at !== b.created_at) return a.created_at < b.created_at;
   return a.id < b.id;
+}
+
+function toSummary(row: Omit<JobRow, "input" | "result">): JobSummary {
+  const { input: _input, result: _result, ...summary } = toJob({ ...row, input: "", result: null });
+  return summary;
 }
 
 function toJob(row: JobRow): Job {

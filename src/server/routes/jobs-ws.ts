@@ -1,86 +1,186 @@
 // GET /v1/jobs/ws (WebSocket): one connection, many jobs. The client sends
 // {"subscribe": [ids]} / {"unsubscribe": [ids]}; the server sends {"type": "job", "job": {...}}
-// at once and on every change, and {"type": "error", ...} for unknown ids or bad messages.
+// at once and on every change, and {"type": "error", "code": "MP_ERR_...", ...} for unknown ids,
+// refused or malformed frames and store failures. No frame can end the connection or the process:
+// every frame is validated, every store call's failure becomes an error frame. Each connection
+// holds a stream slot, follows a set of at most jobs.maxSubscriptionsPerSocket jobs (one listener
+// per job, all removed on unsubscribe and close), and is pinged every limits.streamHeartbeatMs.
 import websocket from "@fastify/websocket";
 import type { FastifyInstance } from "fastify";
+import type { WebSocket } from "ws";
+import { z } from "zod";
+import { type ErrorCode, isModelportError } from "../../errors.js";
 import type { Job } from "../../jobs/job.js";
-import { isFinal, type JobQueue } from "../../jobs/job-queue.js";
+import { isFinal } from "../../jobs/job-queue.js";
 import { jobView } from "../../jobs/job-view.js";
+import type { AppContext } from "../context.js";
 
-const MAX_SUBSCRIPTIONS = 1000;
-/** Changes made by another process sharing the store arrive by polling at this pace. */
+/** Largest frame accepted; a larger one closes the connection with 1009 (message too big). */
+export const MAX_FRAME_BYTES = 64 * 1024;
+/** Changes made by another process sharing the store are found by a status read at this pace. */
 const POLL_MS = 1000;
 
-export function jobsWebSocketRoute(app: FastifyInstance, queue: JobQueue): void {
+const ids = z.array(z.string().min(1).max(256));
+const frameSchema = z
+  .object({ subscribe: ids.optional(), unsubscribe: ids.optional() })
+  .strict()
+  .refine((f) => f.subscribe !== undefined || f.unsubscribe !== undefined, {
+    message: "a frame needs subscribe or unsubscribe",
+  });
+
+const USAGE = 'send {"subscribe": ["<job id>", ...]} or {"unsubscribe": ["<job id>", ...]}';
+
+interface Subscription {
+  /** Removes the event listener; unset while the first read is in flight. */
+  off?: () => void;
+  /** The last view sent, so an unchanged job is not sent twice. */
+  last: string;
+  status?: string;
+  updatedAt?: number;
+}
+
+export function jobsWebSocketRoute(app: FastifyInstance, ctx: AppContext): void {
+  const queue = ctx.jobs;
+  const maxSubscriptions = ctx.config.jobs.maxSubscriptionsPerSocket;
+  const heartbeatMs = ctx.config.limits.streamHeartbeatMs;
   app.register(async (scope) => {
-    await scope.register(websocket, { options: { maxPayload: 64 * 1024 } });
-    scope.get("/v1/jobs/ws", { websocket: true }, (socket) => {
-      const subs = new Map<string, { off: () => void; last: string }>();
-      const send = (msg: unknown) => {
-        if (socket.readyState === socket.OPEN) socket.send(JSON.stringify(msg));
-      };
-      const push = (job: Job) => {
-        const sub = subs.get(job.id);
-        if (!sub) return;
-        const data = JSON.stringify(jobView(job));
-        if (data === sub.last) return;
-        sub.last = data;
-        send({ type: "job", job: JSON.parse(data) });
-        if (isFinal(job)) {
-          sub.off();
-          subs.delete(job.id);
-        }
-      };
-      const subscribe = async (id: string) => {
-        if (subs.has(id)) return;
-        if (subs.size >= MAX_SUBSCRIPTIONS)
-          return send({
-            type: "error",
-            id,
-            error: `at most ${MAX_SUBSCRIPTIONS} subscriptions per connection`,
-          });
-        const job = await queue.get(id);
-        if (!job) return send({ type: "error", id, code: "MP_ERR_JOB_NOT_FOUND", error: `no job '${id}'` });
-        subs.set(id, { off: queue.events.subscribe(id, push), last: "" });
-        push(job);
-      };
-      const poll = setInterval(async () => {
-        for (const id of subs.keys()) {
+    await scope.register(websocket, { options: { maxPayload: MAX_FRAME_BYTES } });
+    scope.get(
+      "/v1/jobs/ws",
+      {
+        websocket: true,
+        // Before the upgrade: over the stream limits the client gets the HTTP error (429/503).
+        // The slot is held until the connection's socket closes, however it ends.
+        preValidation: async (req) => {
+          const slot = ctx.streams.acquire(req.headers);
+          req.raw.socket.once("close", () => slot.release());
+        },
+      },
+      (socket) => serve(socket),
+    );
+  });
+
+  function serve(socket: WebSocket): void {
+    const subs = new Map<string, Subscription>();
+    let closed = false;
+    const send = (msg: unknown) => {
+      if (!closed && socket.readyState === socket.OPEN) socket.send(JSON.stringify(msg));
+    };
+    const sendError = (code: ErrorCode, error: string, id?: string) =>
+      send({ type: "error", code, error, ...(id !== undefined ? { id } : {}) });
+    const sendFailure = (err: unknown, id: string) => {
+      if (isModelportError(err)) sendError(err.code, err.message, id);
+      else sendError("MP_ERR_JOB_STORE_UNAVAILABLE", "the job store could not be read; retry", id);
+    };
+    const drop = (id: string) => {
+      subs.get(id)?.off?.();
+      subs.delete(id);
+    };
+    const push = (job: Job) => {
+      const sub = subs.get(job.id);
+      if (!sub?.off) return;
+      sub.status = job.status;
+      sub.updatedAt = job.updatedAt;
+      const data = JSON.stringify(jobView(job));
+      if (data === sub.last) return;
+      sub.last = data;
+      send({ type: "job", job: JSON.parse(data) });
+      if (isFinal(job)) drop(job.id);
+    };
+    const subscribe = async (id: string) => {
+      // A set: subscribing again to a job already followed (or being looked up) changes nothing.
+      if (subs.has(id)) return;
+      if (subs.size >= maxSubscriptions) {
+        return sendError(
+          "MP_ERR_JOB_SUBSCRIPTIONS_EXCEEDED",
+          `at most ${maxSubscriptions} subscriptions per connection (jobs.maxSubscriptionsPerSocket); unsubscribe first`,
+          id,
+        );
+      }
+      const sub: Subscription = { last: "" };
+      subs.set(id, sub);
+      let job: Job | undefined;
+      try {
+        job = await queue.get(id);
+      } catch (err) {
+        if (subs.get(id) === sub) subs.delete(id);
+        return sendFailure(err, id);
+      }
+      // Unsubscribed, or the connection closed, while the job was being read.
+      if (closed || subs.get(id) !== sub) return;
+      if (!job) {
+        subs.delete(id);
+        return sendError("MP_ERR_JOB_NOT_FOUND", `no job '${id}'`, id);
+      }
+      sub.off = queue.events.subscribe(id, push);
+      push(job);
+    };
+    const onFrame = (raw: unknown, isBinary: boolean) => {
+      if (isBinary) return sendError("MP_ERR_REQUEST_INVALID", `frames are JSON text; ${USAGE}`);
+      let value: unknown;
+      try {
+        value = JSON.parse(String(raw));
+      } catch {
+        return sendError("MP_ERR_REQUEST_MALFORMED_JSON", `frames must be JSON; ${USAGE}`);
+      }
+      const frame = frameSchema.safeParse(value);
+      if (!frame.success) {
+        const issue = frame.error.issues[0];
+        const where = issue?.path.length ? `${issue.path.join(".")}: ` : "";
+        return sendError("MP_ERR_REQUEST_INVALID", `${where}${issue?.message ?? "invalid frame"}; ${USAGE}`);
+      }
+      for (const id of frame.data.unsubscribe ?? []) drop(id);
+      for (const id of new Set(frame.data.subscribe ?? [])) void subscribe(id);
+    };
+    socket.on("message", (raw: unknown, isBinary: boolean) => {
+      try {
+        onFrame(raw, isBinary);
+      } catch (err) {
+        // Only a defect gets here; the connection and the process carry on.
+        sendError("MP_ERR_SERVER_INTERNAL", `the frame could not be handled: ${String(err)}`);
+      }
+    });
+
+    // Changes made in another process: a status read per followed job, the whole job only when
+    // it changed. One round at a time, however slow the store.
+    let polling = false;
+    const poll = setInterval(() => {
+      if (polling) return;
+      polling = true;
+      void (async () => {
+        for (const [id, sub] of subs) {
+          if (closed) break;
+          if (!sub.off) continue;
+          const state = await queue.state(id).catch(() => undefined);
+          if (!state || (state.status === sub.status && state.updatedAt === sub.updatedAt)) continue;
           const job = await queue.get(id).catch(() => undefined);
           if (job) push(job);
         }
-      }, POLL_MS);
-      socket.on("message", (raw: Buffer) => {
-        let msg: { subscribe?: unknown; unsubscribe?: unknown };
-        try {
-          msg = JSON.parse(String(raw));
-        } catch {
-          return send({
-            type: "error",
-            code: "MP_ERR_REQUEST_MALFORMED_JSON",
-            error: "messages must be JSON",
-          });
-        }
-        const ids = (v: unknown) =>
-          Array.isArray(v) ? v.filter((x): x is string => typeof x === "string") : [];
-        for (const id of ids(msg.subscribe)) void subscribe(id);
-        for (const id of ids(msg.unsubscribe)) {
-          subs.get(id)?.off();
-          subs.delete(id);
-        }
-        if (!("subscribe" in msg) && !("unsubscribe" in msg)) {
-          send({
-            type: "error",
-            code: "MP_ERR_REQUEST_INVALID",
-            error: 'send {"subscribe": ["<job id>", ...]}',
-          });
-        }
+      })().finally(() => {
+        polling = false;
       });
-      socket.on("close", () => {
-        clearInterval(poll);
-        for (const s of subs.values()) s.off();
-        subs.clear();
-      });
+    }, POLL_MS);
+
+    // A client that stops answering pings is dropped, and its slot and listeners go with it.
+    let alive = true;
+    socket.on("pong", () => {
+      alive = true;
     });
-  });
+    const heartbeat = setInterval(() => {
+      if (!alive) return socket.terminate();
+      alive = false;
+      socket.ping();
+    }, heartbeatMs);
+
+    socket.on("error", () => {
+      // A protocol error (an oversized frame: 1009) is followed by close, which cleans up.
+    });
+    socket.on("close", () => {
+      closed = true;
+      clearInterval(poll);
+      clearInterval(heartbeat);
+      for (const sub of subs.values()) sub.off?.();
+      subs.clear();
+    });
+  }
 }

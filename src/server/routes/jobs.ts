@@ -1,11 +1,13 @@
 // The jobs API: submit (POST /v1/models/{m}/jobs, or predict with Prefer: respond-async), status
 // with long-poll, result (inline, redirect to a blob URL, or streamed), cancel, list, and an SSE
-// stream of a job's state changes.
+// stream of a job's state changes (each stream holds a stream slot and lives at most
+// limits.maxStreamMs).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ModelportError } from "../../errors.js";
 import type { JobStatus } from "../../jobs/job.js";
 import { isFinal, type JobQueue } from "../../jobs/job-queue.js";
 import { jobView } from "../../jobs/job-view.js";
+import type { AppContext } from "../context.js";
 
 interface ModelParams {
   model: string;
@@ -74,7 +76,9 @@ function waitSeconds(raw: unknown): number {
   return n;
 }
 
-export function jobRoutes(app: FastifyInstance, queue: JobQueue): void {
+export function jobRoutes(app: FastifyInstance, ctx: AppContext): void {
+  const queue = ctx.jobs;
+  const { maxStreamMs, streamHeartbeatMs } = ctx.config.limits;
   app.post<{ Params: ModelParams }>("/v1/models/:model/jobs", async (req, reply) =>
     submitJob(queue, req.params.model, req, reply),
   );
@@ -125,11 +129,19 @@ export function jobRoutes(app: FastifyInstance, queue: JobQueue): void {
     },
   );
 
-  // Server-Sent Events: one "status" event per change, ending with the final state.
+  // Server-Sent Events: one "status" event per change, ending with the final state ("end"), or
+  // after limits.maxStreamMs with a "reconnect" event; a keep-alive comment every
+  // limits.streamHeartbeatMs finds dead clients.
   app.get<{ Params: JobParams }>("/v1/jobs/:id/events", async (req, reply) => {
     let job = await queue.require(req.params.id);
-    reply.hijack();
+    const slot = ctx.streams.acquire(req.headers);
     const res = reply.raw;
+    let closed = false;
+    res.on("close", () => {
+      closed = true;
+      slot.release();
+    });
+    reply.hijack();
     res.writeHead(200, {
       "content-type": "text/event-stream; charset=utf-8",
       "cache-control": "no-cache",
@@ -145,13 +157,16 @@ export function jobRoutes(app: FastifyInstance, queue: JobQueue): void {
       res.write(`event: status\ndata: ${data}\n\n`);
     };
     send(job);
-    let closed = false;
-    res.on("close", () => {
-      closed = true;
-    });
+    const endAt = Date.now() + maxStreamMs;
+    let expired = false;
     try {
       while (!closed && !isFinal(job) && !queue.stopping) {
-        job = await queue.waitFor(job.id, 15_000);
+        const left = endAt - Date.now();
+        if (left <= 0) {
+          expired = true;
+          break;
+        }
+        job = await queue.waitFor(job.id, Math.min(streamHeartbeatMs, left), job);
         if (!closed) {
           send(job);
           if (!isFinal(job)) res.write(": keep-alive\n\n");
@@ -159,7 +174,17 @@ export function jobRoutes(app: FastifyInstance, queue: JobQueue): void {
       }
     } catch (err) {
       req.log.warn({ err }, "job event stream ended early");
+    } finally {
+      slot.release();
     }
-    if (!closed) res.end("event: end\ndata: {}\n\n");
+    if (closed) return;
+    if (expired) {
+      // The job goes on; the client opens a new stream (EventSource does so by itself after `retry`).
+      res.end(
+        `retry: 1000\nevent: reconnect\ndata: ${JSON.stringify({ reason: "max_stream_duration", max_stream_ms: maxStreamMs })}\n\n`,
+      );
+    } else {
+      res.end("event: end\ndata: {}\n\n");
+    }
   });
 }
