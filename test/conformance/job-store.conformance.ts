@@ -317,6 +317,50 @@ export function jobStoreConformance(name: string, open: () => Promise<JobStore>)
       });
     });
 
+    describe("cheap reads for pollers and limits", () => {
+      it("state is the status and updatedAt alone, following every change; undefined for an unknown id", async () => {
+        assert.equal(await store.state("no-such-job"), undefined);
+        const job = await add(T0);
+        assert.deepEqual(await store.state(job.id), { status: "queued", updatedAt: T0 });
+        await mustClaim("w", T0 + 5);
+        assert.deepEqual(await store.state(job.id), { status: "running", updatedAt: T0 + 5 });
+        assert.ok(await store.renew(job.id, "w", LEASE, T0 + 6));
+        assert.deepEqual(await store.state(job.id), { status: "running", updatedAt: T0 + 6 });
+        assert.ok(await store.complete(job.id, "w", { result: "{}", resultBytes: 2 }, T0 + 9));
+        assert.deepEqual(await store.state(job.id), { status: "succeeded", updatedAt: T0 + 9 });
+      });
+
+      it("queuedCount counts one model's queued jobs, including those waiting out a backoff", async () => {
+        assert.equal(await store.queuedCount("m"), 0);
+        for (let i = 0; i < 3; i++) await add(T0 + i);
+        await add(T0, { model: "other" });
+        assert.equal(await store.queuedCount("m"), 3);
+        assert.equal(await store.queuedCount("other"), 1);
+        const job = await mustClaim("w", T0 + 10);
+        assert.equal(await store.queuedCount("m"), 2);
+        assert.ok(await store.fail(job.id, "w", { code: "X", message: "x" }, T0 + 60_000, T0 + 11));
+        assert.equal(await store.queuedCount("m"), 3);
+        const queued = (await store.list({ status: "queued", model: "m" })).jobs;
+        for (const j of queued) await store.cancel(j.id, T0 + 12);
+        assert.equal(await store.queuedCount("m"), 0);
+      });
+
+      it("list pages are summaries: no input and no result, the rest as get returns it", async () => {
+        const job = await add(T0, {
+          input: JSON.stringify({ rows: [["x".repeat(1000)]] }),
+          metadata: { k: 1 },
+        });
+        await mustClaim("w", T0 + 1);
+        assert.ok(await store.complete(job.id, "w", { result: "y".repeat(1000), resultBytes: 1000 }, T0 + 2));
+        const [listed] = (await store.list({})).jobs;
+        assert.ok(listed);
+        assert.equal("input" in listed, false);
+        assert.equal("result" in listed, false);
+        const { input: _input, result: _result, ...full } = await mustGet(job.id);
+        assert.deepEqual(listed, full);
+      });
+    });
+
     describe("claim", () => {
       it("leases the job: running, attempts + 1, owner, lease expiry, startedAt", async () => {
         const job = await add(T0);

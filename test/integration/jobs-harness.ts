@@ -1,0 +1,157 @@
+// Shared by the jobs hardening tests: a real listening server built from YAML with a job store
+// (and blob store) passed in, and a JobStore wrapper around a real store whose methods can be
+// made to reject (a store outage) or whose claims can be paused (work that stays queued).
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pino } from "pino";
+import { loadConfig } from "../../src/config/load.js";
+import { ModelportError } from "../../src/errors.js";
+import type { JobStore } from "../../src/jobs/job-store.js";
+import { SqliteJobStore } from "../../src/jobs/stores/sqlite-job-store.js";
+import { buildApp, type BuildOptions, type ModelportApp } from "../../src/server/app.js";
+import type { BlobStore } from "../../src/storage/blob-store.js";
+import { testModels } from "../helpers/models.js";
+
+export interface JobsServer {
+  url: string;
+  server: ModelportApp;
+  dir: string;
+  close(): Promise<void>;
+}
+
+/**
+ * Serves the tree and slow test models with `jobsYaml` (lines under `jobs:`, already indented)
+ * and `limitsYaml` (lines under `limits:`), in a fresh temporary folder.
+ */
+export async function startJobsServer(
+  options: { jobs?: string[]; limits?: string[]; apiKeys?: string[] } & Pick<
+    BuildOptions,
+    "jobStore" | "blobStore"
+  > = {},
+): Promise<JobsServer> {
+  const models = await testModels();
+  const dir = mkdtempSync(join(tmpdir(), "modelport-jobs-hardening-"));
+  const file = join(dir, "modelport.yaml");
+  writeFileSync(
+    file,
+    [
+      ...(options.apiKeys ? ["server:", `  apiKeys: [${options.apiKeys.join(", ")}]`] : []),
+      ...(options.limits ? ["limits:", ...options.limits] : []),
+      "jobs:",
+      `  sqlitePath: ${join(dir, "jobs.db")}`,
+      `  blobs: {backend: fs, dir: ${join(dir, "blobs")}}`,
+      ...(options.jobs ?? []),
+      "models:",
+      `  - {name: tree, path: ${join(models, "churn-tree.onnx")}}`,
+      `  - {name: slow, path: ${join(models, "slow.onnx")}}`,
+    ].join("\n"),
+  );
+  const config = loadConfig({ file, flags: { port: 0 } });
+  const server = buildApp(config, {
+    logger: pino({ level: "silent" }),
+    ...(options.jobStore ? { jobStore: options.jobStore } : {}),
+    ...(options.blobStore ? { blobStore: options.blobStore } : {}),
+  });
+  const url = await server.app.listen({ host: "127.0.0.1", port: 0 });
+  await server.loadModels();
+  return { url, server, dir, close: () => server.close() };
+}
+
+/** A JobStore wrapper: methods named in `failing` reject as an unreachable store would. */
+export interface FaultyJobStore extends JobStore {
+  readonly failing: Set<keyof JobStore>;
+  /** While true, claim finds nothing: submitted jobs stay queued. */
+  pausedClaims: boolean;
+  /** Calls that rejected so far, per method. */
+  readonly rejected: Map<string, number>;
+}
+
+export function faultyJobStore(real: JobStore): FaultyJobStore {
+  const failing = new Set<keyof JobStore>();
+  const rejected = new Map<string, number>();
+  const wrapper = { failing, rejected, pausedClaims: false } as FaultyJobStore;
+  for (const name of [
+    "create",
+    "get",
+    "state",
+    "queuedCount",
+    "list",
+    "claim",
+    "renew",
+    "complete",
+    "fail",
+    "release",
+    "cancel",
+    "markCanceled",
+    "retry",
+    "recordWebhook",
+    "purge",
+    "counts",
+    "close",
+  ] as const) {
+    (wrapper as unknown as Record<string, unknown>)[name] = (...args: unknown[]) => {
+      if (failing.has(name)) {
+        rejected.set(name, (rejected.get(name) ?? 0) + 1);
+        return Promise.reject(
+          new ModelportError("MP_ERR_JOB_STORE_UNAVAILABLE", `the job store is down (${name})`),
+        );
+      }
+      if (name === "claim" && wrapper.pausedClaims) return Promise.resolve(undefined);
+      return (real[name] as (...a: unknown[]) => Promise<unknown>).apply(real, args);
+    };
+  }
+  return wrapper;
+}
+
+/** A BlobStore wrapper: methods named in `failing` reject. */
+export function faultyBlobStore(real: BlobStore): BlobStore & { failing: Set<keyof BlobStore> } {
+  const failing = new Set<keyof BlobStore>();
+  const wrapper = { failing } as BlobStore & { failing: Set<keyof BlobStore> };
+  for (const name of ["put", "get", "url", "delete", "close"] as const) {
+    (wrapper as unknown as Record<string, unknown>)[name] = (...args: unknown[]) =>
+      failing.has(name)
+        ? Promise.reject(new Error(`the blob store is down (${name})`))
+        : (real[name] as (...a: unknown[]) => Promise<unknown>).apply(real, args);
+  }
+  return wrapper;
+}
+
+/** A real SQLite store in a fresh temporary folder. */
+export async function tempSqliteStore(): Promise<SqliteJobStore> {
+  return SqliteJobStore.open(join(mkdtempSync(join(tmpdir(), "modelport-jobs-store-")), "jobs.db"));
+}
+
+/**
+ * Records unhandled rejections and uncaught exceptions while installed (node:test would
+ * otherwise only report them after the fact): `check()` throws if any arrived.
+ */
+export function watchProcessFaults(): { faults: unknown[]; check(): void; remove(): void } {
+  const faults: unknown[] = [];
+  const onFault = (err: unknown) => faults.push(err);
+  process.on("unhandledRejection", onFault);
+  process.on("uncaughtException", onFault);
+  return {
+    faults,
+    check() {
+      if (faults.length) throw new Error(`process faults: ${faults.map(String).join("; ")}`);
+    },
+    remove() {
+      process.off("unhandledRejection", onFault);
+      process.off("uncaughtException", onFault);
+    },
+  };
+}
+
+export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Polls `fn` until it returns a truthy value or `timeoutMs` passes (then returns the last value). */
+export async function until<T>(fn: () => Promise<T>, timeoutMs = 15_000, everyMs = 50): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let value = await fn();
+  while (!value && Date.now() < deadline) {
+    await sleep(everyMs);
+    value = await fn();
+  }
+  return value;
+}
