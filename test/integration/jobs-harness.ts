@@ -9,7 +9,7 @@ import { loadConfig } from "../../src/config/load.js";
 import { ModelportError } from "../../src/errors.js";
 import type { JobStore } from "../../src/jobs/job-store.js";
 import { SqliteJobStore } from "../../src/jobs/stores/sqlite-job-store.js";
-import { buildApp, type BuildOptions, type ModelportApp } from "../../src/server/app.js";
+import { type BuildOptions, buildApp, type ModelportApp } from "../../src/server/app.js";
 import type { BlobStore } from "../../src/storage/blob-store.js";
 import { testModels } from "../helpers/models.js";
 
