@@ -65,12 +65,15 @@ export interface FaultyJobStore extends JobStore {
   pausedClaims: boolean;
   /** Calls that rejected so far, per method. */
   readonly rejected: Map<string, number>;
+  /** Calls made so far, per method. */
+  readonly calls: Map<string, number>;
 }
 
 export function faultyJobStore(real: JobStore): FaultyJobStore {
   const failing = new Set<keyof JobStore>();
   const rejected = new Map<string, number>();
-  const wrapper = { failing, rejected, pausedClaims: false } as FaultyJobStore;
+  const calls = new Map<string, number>();
+  const wrapper = { failing, rejected, calls, pausedClaims: false } as FaultyJobStore;
   for (const name of [
     "create",
     "get",
@@ -91,6 +94,7 @@ export function faultyJobStore(real: JobStore): FaultyJobStore {
     "close",
   ] as const) {
     (wrapper as unknown as Record<string, unknown>)[name] = (...args: unknown[]) => {
+      calls.set(name, (calls.get(name) ?? 0) + 1);
       if (failing.has(name)) {
         rejected.set(name, (rejected.get(name) ?? 0) + 1);
         return Promise.reject(
