@@ -26,8 +26,12 @@ interface Client {
   closed: Promise<{ code: number; reason: string }>;
 }
 
-async function connect(url: string, headers: Record<string, string> = {}): Promise<Client> {
-  const ws = new WebSocket(`${url.replace("http", "ws")}/v1/jobs/ws`, { headers });
+async function connect(
+  url: string,
+  headers: Record<string, string> = {},
+  options: { autoPong?: boolean } = {},
+): Promise<Client> {
+  const ws = new WebSocket(`${url.replace("http", "ws")}/v1/jobs/ws`, { headers, ...options });
   const frames: any[] = [];
   const waiters = new Set<() => void>();
   ws.on("message", (data) => {
@@ -200,6 +204,27 @@ describe("job WebSocket: hostile frames and subscriptions", () => {
   });
 });
 
+describe("job WebSocket: heartbeats", () => {
+  let srv: JobsServer;
+  before(async () => {
+    srv = await startJobsServer({ limits: ["  streamHeartbeatMs: 200"] });
+  });
+  after(async () => {
+    await srv.close();
+  });
+
+  it("a client that stops answering pings is dropped and its slot freed; one that answers stays", async () => {
+    const live = await connect(srv.url);
+    const dead = await connect(srv.url, {}, { autoPong: false });
+    const { code } = await dead.closed;
+    assert.equal(code, 1006, "terminated without a close frame");
+    assert.equal(live.ws.readyState, WebSocket.OPEN);
+    assert.ok(await until(async () => srv.server.context.streams.held() === 1, 5000));
+    live.ws.close();
+    await live.closed;
+  });
+});
+
 describe("job WebSocket: stream limits", () => {
   let srv: JobsServer;
   const KEY_A = "key-a-0123456789";
@@ -218,6 +243,9 @@ describe("job WebSocket: stream limits", () => {
 
   it("per key 429 and in total 503, refused at the upgrade; a closed connection frees its slot", async () => {
     const auth = (k: string) => ({ authorization: `Bearer ${k}` });
+    // Plain GETs on the path (one kept-alive connection) hold no slot.
+    for (let i = 0; i < 5; i++) await (await fetch(`${srv.url}/v1/jobs/ws`, { headers: auth(KEY_A) })).text();
+    assert.equal(srv.server.context.streams.held(), 0);
     const a1 = await connect(srv.url, auth(KEY_A));
     const a2 = await connect(srv.url, auth(KEY_A));
     await assert.rejects(

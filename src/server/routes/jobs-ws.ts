@@ -52,6 +52,8 @@ export function jobsWebSocketRoute(app: FastifyInstance, ctx: AppContext): void 
         // Before the upgrade: over the stream limits the client gets the HTTP error (429/503).
         // The slot is held until the connection's socket closes, however it ends.
         preValidation: async (req) => {
+          // A plain GET on this path is answered like any request and holds nothing.
+          if (!req.ws) return;
           const slot = ctx.streams.acquire(req.headers);
           req.raw.socket.once("close", () => slot.release());
         },
