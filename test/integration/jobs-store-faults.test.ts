@@ -137,6 +137,37 @@ describe("job store and blob store outages", () => {
     faults.check();
   });
 
+  it("the store failing under an event stream: the stream ends with an MP_ERR error event, not `end`", async () => {
+    store.pausedClaims = true;
+    try {
+      const sub = await postJson(`${srv.url}/v1/models/tree/jobs`, { rows: [ROW] });
+      const res = await fetch(`${srv.url}/v1/jobs/${sub.body.id}/events`, {
+        signal: AbortSignal.timeout(30_000),
+      });
+      assert.equal(res.status, 200);
+      const reader = res.body!.getReader();
+      const first = new TextDecoder().decode((await reader.read()).value);
+      assert.match(first, /^event: status$/m);
+      store.failing.add("state");
+      store.failing.add("get");
+      let text = first;
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        text += new TextDecoder().decode(value);
+      }
+      store.failing.clear();
+      assert.match(text, /^event: error$/m);
+      assert.match(text, /"code":"MP_ERR_JOB_STORE_UNAVAILABLE"/);
+      assert.doesNotMatch(text, /^event: end$/m);
+      assert.equal(srv.server.context.streams.held(), 0);
+    } finally {
+      store.failing.clear();
+      store.pausedClaims = false;
+    }
+    faults.check();
+  });
+
   it("the blob store failing to take a result: the attempt is retried and the job succeeds", async () => {
     blobs.failing.add("put");
     const rows = Array.from({ length: 20 }, (_, i) => [i % 72, 40, 1, 12, 1, 10]);

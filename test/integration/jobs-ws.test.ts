@@ -3,6 +3,8 @@
 // subscriptions are a set per socket (no listener leaks, the cap holds), oversized frames close
 // only that connection, and the stream limits refuse the upgrade with the HTTP error.
 import assert from "node:assert/strict";
+import { once } from "node:events";
+import { connect as tcpConnect } from "node:net";
 import { after, before, describe, it } from "node:test";
 import WebSocket from "ws";
 import { postJson } from "../helpers/server.js";
@@ -201,6 +203,68 @@ describe("job WebSocket: hostile frames and subscriptions", () => {
     await d.closed;
     assert.equal((await fetch(`${srv.url}/livez`)).status, 200);
     faults.check();
+  });
+});
+
+/** One masked text frame, as a client sends it. */
+function clientFrame(text: string): Buffer {
+  const payload = Buffer.from(text);
+  const mask = Buffer.from([1, 2, 3, 4]);
+  const len = payload.length;
+  const header =
+    len < 126 ? Buffer.from([0x81, 0x80 | len]) : Buffer.from([0x81, 0x80 | 126, len >> 8, len & 0xff]);
+  const masked = Buffer.from(payload.map((b, i) => b ^ mask[i % 4]!));
+  return Buffer.concat([header, mask, masked]);
+}
+
+describe("job WebSocket: a client that never reads", () => {
+  let srv: JobsServer;
+  before(async () => {
+    srv = await startJobsServer({ jobs: ["  maxSubscriptionsPerSocket: 10"] });
+  });
+  after(async () => {
+    await srv.close();
+  });
+
+  it("is dropped once its unread answers pass the bound, rather than growing the server's memory", async () => {
+    const { port } = new URL(srv.url);
+    const sock = tcpConnect(Number(port), "127.0.0.1");
+    await once(sock, "connect");
+    sock.write(
+      [
+        "GET /v1/jobs/ws HTTP/1.1",
+        `Host: 127.0.0.1:${port}`,
+        "Upgrade: websocket",
+        "Connection: Upgrade",
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+        "Sec-WebSocket-Version: 13",
+        "",
+        "",
+      ].join("\r\n"),
+    );
+    const [head] = (await once(sock, "data")) as [Buffer];
+    assert.match(String(head), /^HTTP\/1\.1 101/);
+    assert.equal(srv.server.context.streams.held(), 1);
+    // From now on nothing is read. Each frame subscribes to ~5,000 ids: ~5,000 error frames back.
+    sock.pause();
+    sock.on("error", () => {});
+    for (let f = 0; f < 40 && !sock.destroyed; f++) {
+      const ids = Array.from({ length: 5000 }, (_, i) => `${f}-${i}`);
+      sock.write(
+        clientFrame(
+          JSON.stringify({ subscribe: ids })
+            .slice(0, 60_000)
+            .replace(/,"[^"]*$/, "]}"),
+        ),
+      );
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.ok(
+      await until(async () => srv.server.context.streams.held() === 0, 15_000),
+      "the connection was dropped and its slot freed",
+    );
+    sock.destroy();
+    assert.equal((await fetch(`${srv.url}/livez`)).status, 200);
   });
 });
 

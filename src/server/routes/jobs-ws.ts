@@ -17,6 +17,11 @@ import type { AppContext } from "../context.js";
 
 /** Largest frame accepted; a larger one closes the connection with 1009 (message too big). */
 export const MAX_FRAME_BYTES = 64 * 1024;
+/**
+ * Most bytes queued for a client that does not read; past it the connection is dropped (every
+ * frame it sends can cause an answer, so an unread queue would otherwise grow without bound).
+ */
+export const MAX_UNREAD_BYTES = 1024 * 1024;
 /** Changes made by another process sharing the store are found by a status read at this pace. */
 const POLL_MS = 1000;
 
@@ -66,7 +71,9 @@ export function jobsWebSocketRoute(app: FastifyInstance, ctx: AppContext): void 
     const subs = new Map<string, Subscription>();
     let closed = false;
     const send = (msg: unknown) => {
-      if (!closed && socket.readyState === socket.OPEN) socket.send(JSON.stringify(msg));
+      if (closed || socket.readyState !== socket.OPEN) return;
+      if (socket.bufferedAmount > MAX_UNREAD_BYTES) return void socket.terminate();
+      socket.send(JSON.stringify(msg));
     };
     const sendError = (code: ErrorCode, error: string, id?: string) =>
       send({ type: "error", code, error, ...(id !== undefined ? { id } : {}) });

@@ -3,7 +3,7 @@
 // stream of a job's state changes (each stream holds a stream slot and lives at most
 // limits.maxStreamMs).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { ModelportError } from "../../errors.js";
+import { isModelportError, ModelportError } from "../../errors.js";
 import type { JobStatus } from "../../jobs/job.js";
 import { isFinal, type JobQueue } from "../../jobs/job-queue.js";
 import { jobView } from "../../jobs/job-view.js";
@@ -159,6 +159,7 @@ export function jobRoutes(app: FastifyInstance, ctx: AppContext): void {
     send(job);
     const endAt = Date.now() + maxStreamMs;
     let expired = false;
+    let failure: ModelportError | undefined;
     try {
       while (!closed && !isFinal(job) && !queue.stopping) {
         const left = endAt - Date.now();
@@ -174,11 +175,17 @@ export function jobRoutes(app: FastifyInstance, ctx: AppContext): void {
       }
     } catch (err) {
       req.log.warn({ err }, "job event stream ended early");
+      failure = isModelportError(err)
+        ? err
+        : new ModelportError("MP_ERR_JOB_STORE_UNAVAILABLE", "the job could not be read");
     } finally {
       slot.release();
     }
     if (closed) return;
-    if (expired) {
+    if (failure) {
+      // The job is not final: say why the stream ends, so the client reconnects rather than stops.
+      res.end(`event: error\ndata: ${JSON.stringify({ code: failure.code, message: failure.message })}\n\n`);
+    } else if (expired) {
       // The job goes on; the client opens a new stream (EventSource does so by itself after `retry`).
       res.end(
         `retry: 1000\nevent: reconnect\ndata: ${JSON.stringify({ reason: "max_stream_duration", max_stream_ms: maxStreamMs })}\n\n`,
