@@ -265,7 +265,10 @@ export class JobQueue {
         continue;
       }
       const cancel = new CancelHandle();
-      const done = this.run(host, job, cancel);
+      // run() handles its own failures; this catch only keeps a bug there from ending the loop.
+      const done = this.run(host, job, cancel).catch((err) =>
+        this.log.error({ err, jobId: job.id }, "running a job failed unexpectedly"),
+      );
       this.running.set(job.id, { cancel, done });
       await done;
       this.running.delete(job.id);
