@@ -1,0 +1,121 @@
+// Chaos: a runner frozen with SIGSTOP while it holds jobs. Split tiers (one `--role api`, two
+// `--role runner`) meet through a redis-server of the test's own. Jobs go in through the API; once
+// both runners are working, runner 1 is stopped mid-job. Its leases lapse (jobs.leaseMs) and runner
+// 2 reclaims and finishes its jobs; every accepted job ends succeeded with its own result. Resumed
+// with SIGCONT, runner 1 finishes the attempts it was holding, and those late results are refused:
+// every job keeps exactly the one final result it had.
+import assert from "node:assert/strict";
+import type { ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, it } from "node:test";
+import { type ChildServer, freePort, startChild, waitReady } from "../helpers/server.js";
+import {
+  assertNothingLost,
+  executions,
+  type Submission,
+  sleep,
+  startRedis,
+  stopProcess,
+  submit,
+  until,
+  writeConfig,
+} from "./chaos.js";
+
+const JOBS = 240;
+const dir = mkdtempSync(join(tmpdir(), "modelport-chaos-sigstop-"));
+let redis: ChildProcess | undefined;
+const children: ChildServer[] = [];
+
+after(async () => {
+  for (const c of children) {
+    c.proc.kill("SIGCONT");
+    await c.stop("SIGKILL");
+  }
+  if (redis) await stopProcess(redis, "SIGKILL");
+  rmSync(dir, { recursive: true, force: true });
+});
+
+async function start(config: string, args: string[]): Promise<ChildServer> {
+  const child = await startChild(["-c", config, ...args]);
+  children.push(child);
+  const ready = await waitReady(child.url, 30_000);
+  assert.equal(ready.status, 200, `${JSON.stringify(ready.body)}\n${child.output().slice(-2000)}`);
+  return child;
+}
+
+const resultPid = async (base: string, id: string): Promise<number> => {
+  const body = (await (await fetch(`${base}/v1/jobs/${id}/result`)).json()) as {
+    outputs: { pid: number[][] };
+  };
+  return body.outputs.pid[0]![0]!;
+};
+
+it("a runner SIGSTOPped holding jobs: they are reclaimed after the lease and run elsewhere; its late results are refused", async (t) => {
+  const port = await freePort();
+  redis = await startRedis(port, dir);
+  const log = join(dir, "executions.log");
+  const config = writeConfig(join(dir, "modelport.yaml"), {
+    executionsLog: log,
+    waitMs: 50,
+    server: ["runnerPollMs: 300", "drainTimeoutMs: 1000"],
+    jobs: [
+      "store: redis",
+      `redisUrl: redis://127.0.0.1:${port}`,
+      `redisPrefix: "chaos-stop-${process.pid}:"`,
+      "concurrency: 4",
+      "leaseMs: 1000",
+      "backoffBaseMs: 100",
+      `blobs: {backend: fs, dir: ${join(dir, "blobs")}}`,
+    ],
+  });
+  const r1 = await start(config, ["--role", "runner", "--instance-id", "runner-1"]);
+  const r2 = await start(config, ["--role", "runner", "--instance-id", "runner-2"]);
+  const api = await start(config, ["--role", "api", "--runner", r1.url, "--runner", r2.url]);
+  const pid1 = r1.proc.pid!;
+  const pid2 = r2.proc.pid!;
+
+  const subs: Submission[] = [];
+  for (let i = 0; i < JOBS; i += 20)
+    subs.push(...(await Promise.all(Array.from({ length: 20 }, (_, k) => submit(api.url, i + k)))));
+  assert.deepEqual(
+    subs.filter((s) => s.status !== 202),
+    [],
+    "every submission accepted",
+  );
+
+  // Freeze runner 1 while it is working: it has run some jobs and holds others.
+  const ranOn = (pid: number) => [...executions(log).values()].filter((pids) => pids.includes(pid)).length;
+  await until(() => ranOn(pid1) >= 10 && ranOn(pid2) >= 10, "both runners working");
+  r1.proc.kill("SIGSTOP");
+  const frozenRuns = new Set(
+    [...executions(log).entries()].filter(([, pids]) => pids.at(-1) === pid1).map(([input]) => input),
+  );
+
+  await assertNothingLost(api.url, subs, 60_000);
+
+  // Jobs whose attempt on runner 1 never finished ran again on runner 2, whose result stands.
+  const runs = executions(log);
+  const rerun = subs.filter((s) => (runs.get(s.input) ?? []).length > 1);
+  assert.ok(rerun.length >= 1 && rerun.length <= 4, `re-run jobs (runner 1 held 1 to 4): ${rerun.length}`);
+  const pidsBefore = new Map<string, number>();
+  for (const s of subs) pidsBefore.set(s.id!, await resultPid(api.url, s.id!));
+  for (const s of rerun) {
+    const pids = runs.get(s.input)!;
+    assert.equal(pids[0], pid1, `job ${s.input} first ran on the frozen runner`);
+    assert.ok(frozenRuns.has(s.input));
+    assert.equal(pidsBefore.get(s.id!), pid2, `job ${s.input}'s result came from runner 2`);
+  }
+
+  // Resumed, runner 1 completes what it held; the store refuses those results.
+  r1.proc.kill("SIGCONT");
+  await sleep(1500);
+  for (const s of subs)
+    assert.equal(await resultPid(api.url, s.id!), pidsBefore.get(s.id!), `job ${s.input}`);
+  await assertNothingLost(api.url, subs, 10_000);
+  assert.equal(r1.proc.exitCode, null, "runner 1 survived the freeze");
+  t.diagnostic(
+    `${JOBS} jobs; runner 1 frozen holding ${rerun.length} running job(s), all re-run on runner 2 after the lease lapsed`,
+  );
+});
