@@ -4,7 +4,7 @@
 // property every chaos test asserts: nothing accepted is lost (each accepted job ends succeeded
 // with its own result).
 import assert from "node:assert/strict";
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { once } from "node:events";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
@@ -171,6 +171,11 @@ export function reachable(port: number): Promise<boolean> {
     });
     s.on("error", () => resolve(false));
   });
+}
+
+/** True when `redis-server` can be run here (the Redis chaos tests skip visibly otherwise). */
+export function haveRedisServer(): boolean {
+  return spawnSync("redis-server", ["--version"], { stdio: "ignore" }).status === 0;
 }
 
 /** A redis-server of our own on `port` (AOF on, in `dir`), so restarting it keeps the data. */
