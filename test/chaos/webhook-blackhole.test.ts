@@ -46,7 +46,7 @@ it("a webhook target that never answers: jobs succeed, each delivery times out a
       `sqlitePath: ${join(dir, "jobs.db")}`,
       `blobs: {backend: fs, dir: ${join(dir, "blobs")}}`,
       "concurrency: 4",
-      `webhooks: {timeoutMs: 300, maxAttempts: ${ATTEMPTS}, allowPrivate: ["127.0.0.1"], secret: "chaos-secret-0123456789"}`,
+      `webhooks: {timeoutMs: 1000, maxAttempts: ${ATTEMPTS}, allowPrivate: ["127.0.0.1"], secret: "chaos-secret-0123456789"}`,
     ],
   });
   server = await startInProcess({ file });
@@ -88,7 +88,7 @@ it("a webhook target that never answers: jobs succeed, each delivery times out a
   for (const s of subs) {
     const w = final.get(s.id!)?.webhook;
     assert.equal(w?.attempts, ATTEMPTS, `job ${s.input}: ${JSON.stringify(w)}`);
-    assert.match(w?.last_error ?? "", /timed out after 300 ms/);
+    assert.match(w?.last_error ?? "", /timed out after 1000 ms/);
     assert.equal(w?.delivered_at ?? undefined, undefined);
   }
   // No attempt beyond the policy, and every connection closed by modelport after its timeout.
