@@ -235,7 +235,7 @@ export const ERRORS = {
     status: 400,
     retryable: false,
     summary:
-      "The callback_url is not http(s), or resolves to a private, loopback or link-local address not in jobs.webhooks.allowPrivate.",
+      "The callback_url is not http(s), does not resolve within jobs.webhooks.dnsTimeoutMs, or resolves to an address not public unicast and not in jobs.webhooks.allowPrivate.",
   },
   MP_ERR_JOB_STORE_UNAVAILABLE: {
     status: 503,

@@ -1,6 +1,7 @@
 // The one configuration schema: server settings, default limits and the models to serve.
 // Parsed once at start-up (config/load.ts), then frozen.
 import { z } from "zod";
+import { allowPrivateProblems } from "../notify/callback-url.js";
 
 const positiveInt = z.number().int().positive();
 
@@ -250,17 +251,38 @@ export const jobsSchema = z
       .default({ backend: "fs", dir: ".modelport/blobs" }),
     webhooks: z
       .object({
-        /** HMAC-SHA256 key for X-Modelport-Signature; default: MODELPORT_WEBHOOK_SECRET. */
-        secret: z.string().min(16).optional(),
+        /** Signing secret: `whsec_<base64 key>` (Standard Webhooks) or a plain string used as raw
+         * key bytes; default: MODELPORT_WEBHOOK_SECRET. */
+        secret: z
+          .string()
+          .min(16)
+          .refine((s) => !s.startsWith("whsec_") || whsecKeyBytes(s) >= 16, {
+            message: "a whsec_ secret must be standard base64 of a key of at least 16 bytes",
+          })
+          .optional(),
         timeoutMs: positiveInt.default(5000),
         maxAttempts: positiveInt.max(50).default(6),
-        /** Hosts or CIDRs allowed although private, loopback or link-local (default: none). */
-        allowPrivate: z.array(z.string().min(1)).default([]),
+        /** Hosts, IPs or CIDRs allowed although not public unicast (default: none). */
+        allowPrivate: z
+          .array(z.string().min(1))
+          .superRefine((entries, ctx) => {
+            for (const message of allowPrivateProblems(entries)) ctx.addIssue({ code: "custom", message });
+          })
+          .default([]),
+        /** Longest wait for resolving a callback host, at submission and at each attempt. */
+        dnsTimeoutMs: positiveInt.max(60_000).default(3000),
       })
       .strict()
-      .default({ timeoutMs: 5000, maxAttempts: 6, allowPrivate: [] }),
+      .default({ timeoutMs: 5000, maxAttempts: 6, allowPrivate: [], dnsTimeoutMs: 3000 }),
   })
   .strict();
+
+/** Bytes of key in a `whsec_<base64>` secret; 0 when the rest is not standard base64. */
+function whsecKeyBytes(secret: string): number {
+  const b64 = secret.slice("whsec_".length);
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(b64) || b64.length % 4 !== 0) return 0;
+  return Buffer.from(b64, "base64").length;
+}
 
 export type JobsConfig = z.output<typeof jobsSchema>;
 

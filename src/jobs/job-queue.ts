@@ -95,7 +95,9 @@ export class JobQueue {
     // Validate now so bad input is a 400 at once, not a failed job later.
     if (host.signature) decodeNative(body, host.signature, host.config.limits);
     if (req.callbackUrl !== undefined) {
-      await checkCallbackUrl(req.callbackUrl, this.config.webhooks.allowPrivate);
+      await checkCallbackUrl(req.callbackUrl, this.config.webhooks.allowPrivate, {
+        lookupTimeoutMs: this.config.webhooks.dnsTimeoutMs,
+      });
     }
     const queued = await this.store.queuedCount(req.model);
     if (queued >= this.config.maxQueuedPerModel) {
@@ -554,6 +556,7 @@ export class JobQueue {
       timeoutMs: this.config.webhooks.timeoutMs,
       maxAttempts: this.config.webhooks.maxAttempts,
       allowPrivate: this.config.webhooks.allowPrivate,
+      lookupTimeoutMs: this.config.webhooks.dnsTimeoutMs,
       onAttempt: (state) => {
         void this.store
           .recordWebhook(job.id, state)

@@ -1,26 +1,95 @@
-// Webhooks: the signed POST that tells a client its job finished. Signatures are Stripe-style
-// (t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">) so receivers can check both origin and
-// freshness. Callback URLs are checked against private, loopback and link-local addresses (SSRF)
-// at submission and again at every attempt, and each attempt connects to exactly the addresses
-// that check approved, so a DNS answer that changes in between (rebinding) cannot redirect it.
+// Webhooks: the signed POST that tells a client its job finished, in the Standard Webhooks format
+// (https://www.standardwebhooks.com): `webhook-id`, `webhook-timestamp` and
+// `webhook-signature: v1,<base64 HMAC-SHA256 of "<id>.<timestamp>.<body>">`, so any Standard
+// Webhooks library verifies it and the delivery id is covered by the signature. The earlier
+// Stripe-style headers (X-Modelport-Signature over "<t>.<body>", X-Modelport-Delivery,
+// X-Modelport-Event) are still sent for one release, deprecated. Each attempt connects only to the
+// addresses the callback check (callback-url.ts) approved at that attempt.
 import { createHmac, randomUUID, timingSafeEqual } from "node:crypto";
 import type { LookupAddress } from "node:dns";
-import { lookup as dnsLookup } from "node:dns/promises";
 import { request as httpRequest, type IncomingMessage, type RequestOptions } from "node:http";
 import { request as httpsRequest } from "node:https";
-import { isIP } from "node:net";
 import { ModelportError } from "../errors.js";
 import type { WebhookState } from "../jobs/job.js";
 import { VERSION } from "../version.js";
+import { type CheckedCallback, checkCallbackUrl, type LookupFn } from "./callback-url.js";
 
+export {
+  allowPrivateProblems,
+  type CheckCallbackOptions,
+  type CheckedCallback,
+  checkCallbackUrl,
+  type LookupFn,
+  privateKind,
+} from "./callback-url.js";
+
+export const ID_HEADER = "webhook-id";
+export const TIMESTAMP_HEADER = "webhook-timestamp";
+export const STANDARD_SIGNATURE_HEADER = "webhook-signature";
+/** @deprecated sent for one more release; verify webhook-signature instead. */
 export const SIGNATURE_HEADER = "x-modelport-signature";
+/** @deprecated sent for one more release; the body's "event" field says the same. */
 export const EVENT_HEADER = "x-modelport-event";
+/** @deprecated sent for one more release; use webhook-id (which is signed). */
 export const DELIVERY_HEADER = "x-modelport-delivery";
 
 // ---------------------------------------------------------------------------------------------
-// Signing
+// Standard Webhooks signing
 
-/** `t=<timestampSeconds>,v1=<hex HMAC-SHA256(secret, "<timestampSeconds>.<body>")>`. */
+const WHSEC = "whsec_";
+
+/**
+ * The HMAC key a configured secret stands for. `whsec_<base64>` (the Standard Webhooks form):
+ * the decoded bytes, at least 16 of them. Any other string: its UTF-8 bytes as they are (a
+ * receiver then verifies with `new Webhook(secret, { format: "raw" })`).
+ * @throws ModelportError MP_ERR_CONFIG_INVALID for a `whsec_` secret that is not base64 or too short.
+ */
+export function webhookKey(secret: string): Buffer {
+  if (!secret.startsWith(WHSEC)) return Buffer.from(secret, "utf8");
+  const b64 = secret.slice(WHSEC.length);
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(b64) || b64.length % 4 !== 0)
+    throw new ModelportError(
+      "MP_ERR_CONFIG_INVALID",
+      "the webhook secret starts with whsec_ but the rest is not standard base64",
+    );
+  const key = Buffer.from(b64, "base64");
+  if (key.length < 16)
+    throw new ModelportError(
+      "MP_ERR_CONFIG_INVALID",
+      `the webhook secret's whsec_ key is ${key.length} bytes; use at least 16 (24 to 64 is usual)`,
+    );
+  return key;
+}
+
+/**
+ * The webhook secret in effect: `jobs.webhooks.secret`, else MODELPORT_WEBHOOK_SECRET, else none.
+ * @throws ModelportError MP_ERR_CONFIG_INVALID when the one chosen is malformed (see webhookKey).
+ */
+export function resolveWebhookSecret(configured: string | undefined, env: NodeJS.ProcessEnv = process.env) {
+  const secret = configured ?? (env["MODELPORT_WEBHOOK_SECRET"] || undefined);
+  if (secret !== undefined) webhookKey(secret);
+  return secret;
+}
+
+/** `v1,<base64 HMAC-SHA256(key, "<id>.<timestampSeconds>.<body>")>`: the webhook-signature value. */
+export function signStandardWebhook(
+  secret: string,
+  id: string,
+  timestampSeconds: number,
+  body: string | Buffer,
+): string {
+  const t = Math.floor(timestampSeconds);
+  const mac = createHmac("sha256", webhookKey(secret)).update(`${id}.${t}.`).update(body).digest("base64");
+  return `v1,${mac}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The deprecated X-Modelport-Signature (kept for one release)
+
+/**
+ * `t=<timestampSeconds>,v1=<hex HMAC-SHA256(secret, "<timestampSeconds>.<body>")>`, keyed with the
+ * secret string as configured. @deprecated it does not cover the delivery id; use webhook-signature.
+ */
 export function signWebhook(secret: string, timestampSeconds: number, body: string | Buffer): string {
   const t = Math.floor(timestampSeconds);
   return `t=${t},v1=${hmacHex(secret, t, body)}`;
@@ -31,6 +100,7 @@ export function signWebhook(secret: string, timestampSeconds: number, body: stri
  * with `secret`, and its timestamp is within `toleranceSeconds` of `nowSeconds` (default: the
  * clock). Pass the body exactly as received (raw bytes or the undecoded string), not re-serialized
  * JSON. Several v1 entries are allowed (any may match); the compare is constant-time.
+ * @deprecated the delivery id is not signed; verify webhook-signature with a Standard Webhooks library.
  */
 export function verifyWebhook(
   secret: string,
@@ -63,277 +133,28 @@ function hmacHex(secret: string, t: number, body: string | Buffer): string {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Callback URL checks (SSRF)
-
-export type LookupFn = (hostname: string) => Promise<LookupAddress[]>;
-
-const systemLookup: LookupFn = (hostname) => dnsLookup(hostname, { all: true, verbatim: true });
-
-export interface CheckedCallback {
-  url: URL;
-  /** The host without IPv6 brackets, as connected to and sent in Host / SNI. */
-  hostname: string;
-  /** The addresses the check approved; delivery connects only to these. */
-  addresses: LookupAddress[];
-}
-
-export interface CheckCallbackOptions {
-  /** DNS resolution (all addresses); default: dns.lookup. Injectable for tests. */
-  lookup?: LookupFn;
-}
-
-type RefusalReason = "scheme" | "url" | "unresolvable" | "private";
-
-/**
- * Resolves the callback URL's host and refuses it (ModelportError MP_ERR_JOB_CALLBACK_REFUSED)
- * unless it is http(s) and every address is public, or allowed by `allowPrivate` (hostnames,
- * IPs or CIDRs, IPv4 and IPv6). Returns the approved addresses for delivery to connect to.
- */
-export async function checkCallbackUrl(
-  url: string,
-  allowPrivate: readonly string[],
-  options: CheckCallbackOptions = {},
-): Promise<CheckedCallback> {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw refused("url", `callback_url ${JSON.stringify(url)} is not a valid URL`);
-  }
-  if (parsed.protocol !== "http:" && parsed.protocol !== "https:")
-    throw refused("scheme", `callback_url must be http or https, not ${parsed.protocol.replace(/:$/, "")}`);
-  const hostname = parsed.hostname.replace(/^\[(.*)\]$/, "$1").toLowerCase();
-  if (!hostname) throw refused("url", "callback_url has no host");
-  const allow = compileAllowList(allowPrivate);
-  const hostAllowed = allow.hosts.has(hostname.replace(/\.$/, ""));
-
-  let addresses: LookupAddress[];
-  const family = isIP(hostname);
-  if (family) addresses = [{ address: hostname, family }];
-  else {
-    try {
-      addresses = await (options.lookup ?? systemLookup)(hostname);
-    } catch (err) {
-      throw refused(
-        "unresolvable",
-        `callback_url host ${hostname} could not be resolved (${(err as Error).message})`,
-        { host: hostname },
-      );
-    }
-    if (addresses.length === 0)
-      throw refused("unresolvable", `callback_url host ${hostname} has no address`, { host: hostname });
-  }
-
-  if (!hostAllowed) {
-    for (const { address } of addresses) {
-      const kind = privateKind(address);
-      if (kind && !allow.matches(address)) {
-        const where = family ? address : `${hostname} resolves to ${address}, which`;
-        const how = family
-          ? `add "${address}" (or a CIDR holding it)`
-          : `add "${hostname}" (or ${address}, or a CIDR holding it)`;
-        throw refused(
-          "private",
-          `callback_url refused: ${where} is ${article(kind)} ${kind} address; to allow it, ${how} ` +
-            "to jobs.webhooks.allowPrivate",
-          { host: hostname, address, kind },
-        );
-      }
-    }
-  }
-  return { url: parsed, hostname, addresses };
-}
-
-function article(word: string): string {
-  return /^[aeiou]/i.test(word) && !/^uni/i.test(word) ? "an" : "a";
-}
-
-function refused(
-  reason: RefusalReason,
-  message: string,
-  details: Record<string, unknown> = {},
-): ModelportError {
-  return new ModelportError("MP_ERR_JOB_CALLBACK_REFUSED", message, { reason, ...details });
-}
-
-/** Parsed IP as a big-endian bit string holder: 32 bits for IPv4, 128 for IPv6. */
-interface Ip {
-  v: 4 | 6;
-  n: bigint;
-}
-
-function parseIp(text: string): Ip | undefined {
-  const s = text.replace(/^\[(.*)\]$/, "$1").replace(/%.*$/, ""); // brackets and zone id
-  const fam = isIP(s);
-  if (fam === 4) {
-    let n = 0n;
-    for (const p of s.split(".")) n = (n << 8n) | BigInt(Number(p));
-    return { v: 4, n };
-  }
-  if (fam !== 6) return undefined;
-  // isIP vouched for the syntax: expand "::" and a dotted IPv4 tail into eight 16-bit groups.
-  let rest = s;
-  const tail: bigint[] = [];
-  const lastColon = rest.lastIndexOf(":");
-  if (rest.slice(lastColon + 1).includes(".")) {
-    const v4 = parseIp(rest.slice(lastColon + 1))!;
-    tail.push(v4.n >> 16n, v4.n & 0xffffn);
-    rest = rest.slice(0, lastColon + 1);
-    if (!rest.endsWith("::")) rest = rest.slice(0, -1);
-  }
-  const split = (part: string) => (part ? part.split(":") : []);
-  const dbl = rest.indexOf("::");
-  let groups: string[];
-  if (dbl < 0) groups = split(rest);
-  else {
-    const head = split(rest.slice(0, dbl));
-    const after = split(rest.slice(dbl + 2));
-    groups = [...head, ...Array<string>(8 - tail.length - head.length - after.length).fill("0"), ...after];
-  }
-  let n = 0n;
-  for (const g of groups) n = (n << 16n) | BigInt(Number.parseInt(g, 16));
-  for (const t of tail) n = (n << 16n) | t;
-  return { v: 6, n };
-}
-
-interface Cidr {
-  v: 4 | 6;
-  base: bigint;
-  bits: number;
-}
-
-function parseCidr(text: string): Cidr | undefined {
-  const slash = text.lastIndexOf("/");
-  const ip = parseIp(slash < 0 ? text : text.slice(0, slash));
-  if (!ip) return undefined;
-  const width = ip.v === 4 ? 32 : 128;
-  const bitsText = slash < 0 ? String(width) : text.slice(slash + 1);
-  if (!/^\d{1,3}$/.test(bitsText)) return undefined;
-  const bits = Number(bitsText);
-  if (bits > width) return undefined;
-  return { v: ip.v, base: mask(ip.n, bits, width), bits };
-}
-
-function mask(n: bigint, bits: number, width: number): bigint {
-  if (bits === 0) return 0n;
-  const shift = BigInt(width - bits);
-  return (n >> shift) << shift;
-}
-
-function inCidr(ip: Ip, c: Cidr): boolean {
-  return ip.v === c.v && mask(ip.n, c.bits, ip.v === 4 ? 32 : 128) === c.base;
-}
-
-/** The IPv4 address inside an IPv4-mapped (::ffff:a.b.c.d), IPv4-compatible or NAT64 IPv6 one. */
-function embeddedIpv4(ip: Ip): Ip | undefined {
-  if (ip.v !== 6) return undefined;
-  const low = ip.n & 0xffffffffn;
-  const high = ip.n >> 32n;
-  if (high === 0xffffn) return { v: 4, n: low }; // ::ffff:0:0/96 mapped
-  if (high === 0x64ff9b0000000000000000n) return { v: 4, n: low }; // 64:ff9b::/96 NAT64
-  if (high === 0n && low > 1n) return { v: 4, n: low }; // ::a.b.c.d (deprecated compatible)
-  return undefined;
-}
-
-const DENY: { cidr: Cidr; kind: string }[] = (
-  [
-    ["0.0.0.0/8", "unspecified ('this network')"],
-    ["10.0.0.0/8", "private"],
-    ["100.64.0.0/10", "carrier-grade NAT (shared)"],
-    ["127.0.0.0/8", "loopback"],
-    ["169.254.0.0/16", "link-local"],
-    ["172.16.0.0/12", "private"],
-    ["192.0.0.0/24", "IETF protocol assignment"],
-    ["192.168.0.0/16", "private"],
-    ["198.18.0.0/15", "benchmarking"],
-    ["224.0.0.0/4", "multicast"],
-    ["240.0.0.0/4", "reserved or broadcast"],
-    ["::/128", "unspecified"],
-    ["::1/128", "loopback"],
-    ["fc00::/7", "unique-local"],
-    ["fe80::/10", "link-local"],
-    ["fec0::/10", "site-local"],
-    ["ff00::/8", "multicast"],
-  ] as const
-).map(([c, kind]) => ({ cidr: parseCidr(c)!, kind }));
-
-/** What kind of non-public address `address` is, or undefined when it is public. */
-export function privateKind(address: string): string | undefined {
-  const ip = parseIp(address);
-  if (!ip) return "unparseable";
-  const v4 = embeddedIpv4(ip);
-  const hit = DENY.find((d) => inCidr(ip, d.cidr));
-  if (hit) return hit.kind;
-  if (v4) {
-    const inner = DENY.find((d) => inCidr(v4, d.cidr));
-    if (inner) return `${inner.kind} (IPv4 inside IPv6)`;
-  }
-  return undefined;
-}
-
-interface AllowList {
-  hosts: Set<string>;
-  matches(address: string): boolean;
-}
-
-/** What is wrong with allowPrivate entries (malformed CIDRs), for validating the configuration at start-up. */
-export function allowPrivateProblems(entries: readonly string[]): string[] {
-  return entries
-    .filter((raw) => raw.includes("/") && !parseCidr(raw.trim().toLowerCase()))
-    .map((raw) => `${JSON.stringify(raw)} is neither a hostname, an IP nor a CIDR`);
-}
-
-const allowCache = new WeakMap<readonly string[], AllowList>();
-
-/** allowPrivate entries: IPs and CIDRs match addresses (also IPv4 inside IPv6); the rest are hostnames. */
-function compileAllowList(entries: readonly string[]): AllowList {
-  const cached = allowCache.get(entries);
-  if (cached) return cached;
-  const hosts = new Set<string>();
-  const cidrs: Cidr[] = [];
-  for (const raw of entries) {
-    const entry = raw.trim().toLowerCase();
-    const cidr = parseCidr(entry);
-    if (cidr) cidrs.push(cidr);
-    else if (entry.includes("/"))
-      throw new ModelportError(
-        "MP_ERR_CONFIG_INVALID",
-        `jobs.webhooks.allowPrivate: ${JSON.stringify(raw)} is neither a hostname, an IP nor a CIDR`,
-      );
-    else hosts.add(entry.replace(/^\[(.*)\]$/, "$1").replace(/\.$/, ""));
-  }
-  const list: AllowList = {
-    hosts,
-    matches(address) {
-      const ip = parseIp(address);
-      if (!ip) return false;
-      const v4 = embeddedIpv4(ip);
-      return cidrs.some((c) => inCidr(ip, c) || (v4 !== undefined && inCidr(v4, c)));
-    },
-  };
-  allowCache.set(entries, list);
-  return list;
-}
-
-// ---------------------------------------------------------------------------------------------
 // Delivery
 
 export interface DeliverWebhookOptions {
   url: string;
   /** The JSON body, as text (signed and sent byte for byte) or a value to JSON.stringify. */
   body: string | object;
-  /** HMAC key; when empty or absent the request carries no X-Modelport-Signature. */
+  /** The secret (`whsec_<base64>` or a plain string, see webhookKey); when empty or absent the
+   * request carries no webhook-signature (nor X-Modelport-Signature). */
   secret?: string;
   /** X-Modelport-Event; default "job.finished". */
   event?: string;
-  /** X-Modelport-Delivery, the same on every retry; default a random UUID. Pass a stable one
-   * (e.g. derived from the job id) to keep it across process restarts. */
+  /** webhook-id (and X-Modelport-Delivery), the same on every retry; default a random UUID. Pass
+   * a stable one (e.g. derived from the job id) to keep it across process restarts. */
   deliveryId?: string;
   /** Per-attempt limit: connect, send and response headers. */
   timeoutMs: number;
   /** Total attempts, counting those already in `state`. */
   maxAttempts: number;
   allowPrivate: readonly string[];
+  /** Longest wait for resolving the callback host at each attempt; past it the attempt fails
+   * and is retried like a network error. */
+  lookupTimeoutMs?: number;
   /** Called (and awaited) after every attempt with the state so far; a throw stops the delivery. */
   onAttempt?: (state: WebhookState) => void | Promise<void>;
   /** Resume from an earlier delivery's state (its attempts count toward maxAttempts). */
@@ -372,6 +193,7 @@ export async function deliverWebhook(options: DeliverWebhookOptions): Promise<We
   const maxAttempts = Math.max(1, options.maxAttempts);
   const body = typeof options.body === "string" ? options.body : JSON.stringify(options.body);
   const deliveryId = options.deliveryId ?? randomUUID();
+  if (options.secret) webhookKey(options.secret); // a malformed whsec_ secret fails before any attempt
   const event = options.event ?? "job.finished";
 
   const state: WebhookState = { ...(options.state ?? { attempts: 0 }), url: options.url };
@@ -409,6 +231,7 @@ async function attempt(
   try {
     target = await checkCallbackUrl(options.url, options.allowPrivate, {
       ...(options.lookup ? { lookup: options.lookup } : {}),
+      ...(options.lookupTimeoutMs !== undefined ? { lookupTimeoutMs: options.lookupTimeoutMs } : {}),
     });
   } catch (err) {
     const e = err as ModelportError;
@@ -416,14 +239,20 @@ async function attempt(
     return { error: `refused: ${e.message}`, retry: e.details?.["reason"] === "unresolvable" };
   }
 
+  const seconds = Math.floor(now() / 1000);
   const headers: Record<string, string> = {
     "content-type": "application/json",
     "content-length": String(Buffer.byteLength(body)),
     "user-agent": `modelport/${VERSION}`,
+    [ID_HEADER]: deliveryId,
+    [TIMESTAMP_HEADER]: String(seconds),
     [EVENT_HEADER]: event,
     [DELIVERY_HEADER]: deliveryId,
   };
-  if (options.secret) headers[SIGNATURE_HEADER] = signWebhook(options.secret, now() / 1000, body);
+  if (options.secret) {
+    headers[STANDARD_SIGNATURE_HEADER] = signStandardWebhook(options.secret, deliveryId, seconds, body);
+    headers[SIGNATURE_HEADER] = signWebhook(options.secret, seconds, body);
+  }
 
   const timeout = AbortSignal.timeout(options.timeoutMs);
   const signal = options.signal ? AbortSignal.any([timeout, options.signal]) : timeout;

@@ -12,6 +12,7 @@ import { LanguageModelRegistry } from "../llm/language-model-registry.js";
 import { Metrics } from "../metrics/metrics.js";
 import type { RunnerFactory } from "../models/model-host.js";
 import { ModelRegistry } from "../models/model-registry.js";
+import { resolveWebhookSecret } from "../notify/webhook.js";
 import type { BlobStore } from "../storage/blob-store.js";
 import { createBlobStore } from "../storage/create-blob-store.js";
 import { VERSION } from "../version.js";
@@ -88,7 +89,7 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   const cwd = options.cwd ?? process.cwd();
   const jobStore = options.jobStore ?? openJobStore(config.jobs, cwd);
   const blobStore = options.blobStore ?? createBlobStore(config.jobs.blobs, cwd);
-  const webhookSecret = config.jobs.webhooks.secret ?? process.env.MODELPORT_WEBHOOK_SECRET;
+  const webhookSecret = resolveWebhookSecret(config.jobs.webhooks.secret);
   const jobs = new JobQueue({
     ...(webhookSecret ? { webhookSecret } : {}),
     store: jobStore,

@@ -1,14 +1,22 @@
-// Webhooks against a real HTTP receiver on 127.0.0.1 (allowed through allowPrivate): signatures
-// that verify and fail when they should, retries on 5xx, timeouts and 429 with Retry-After, no
+// Webhooks against a real HTTP receiver on 127.0.0.1 (allowed through allowPrivate): Standard
+// Webhooks signatures checked by the standardwebhooks library as the receiver (a replay under another
+// id fails), MODELPORT_WEBHOOK_SECRET through a real server, the deprecated signature that verifies
+// and fails when it should, retries on 5xx, timeouts and 429 with Retry-After, no
 // retry on other 4xx, one delivery id across retries, the SSRF refusals (private, loopback,
-// link-local, metadata, localhost, other schemes), and delivery pinned to the checked address.
+// link-local, metadata, localhost, other schemes, every range that embeds or translates IPv4),
+// the DNS time limit, and delivery pinned to the checked address.
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
 import type { LookupAddress } from "node:dns";
 import { once } from "node:events";
+import { mkdtempSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { Webhook } from "standardwebhooks";
+import { jobsSchema } from "../../src/config/schema.js";
 import { isModelportError } from "../../src/errors.js";
 import type { WebhookState } from "../../src/jobs/job.js";
 import {
@@ -16,10 +24,16 @@ import {
   checkCallbackUrl,
   type DeliverWebhookOptions,
   deliverWebhook,
+  privateKind,
+  resolveWebhookSecret,
+  signStandardWebhook,
   signWebhook,
   verifyWebhook,
+  webhookKey,
 } from "../../src/notify/webhook.js";
 import { VERSION } from "../../src/version.js";
+import { testModels } from "../helpers/models.js";
+import { postJson, startInProcess } from "../helpers/server.js";
 
 const SECRET = "whsec-test-0123456789abcdef";
 const LOOPBACK = ["127.0.0.1"];
@@ -540,5 +554,267 @@ describe("checkCallbackUrl", () => {
       checkCallbackUrl("http://8.8.8.8/", ["10.0.0.0/33"]),
       /MP_ERR_CONFIG_INVALID|allowPrivate/,
     );
+  });
+});
+
+/** A Standard Webhooks secret: whsec_ and 24 random-looking bytes in base64. */
+const WHSEC = `whsec_${Buffer.from("modelport-test-key-24byte").toString("base64")}`;
+
+/** What a receiver with the standardwebhooks library does with one request; true when it verifies. */
+function standardVerifies(secret: Webhook, r: Received, headers = r.headers): boolean {
+  try {
+    secret.verify(r.body, headers as Record<string, string>);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe("Standard Webhooks format", () => {
+  it("webhook-id, webhook-timestamp and a webhook-signature the standardwebhooks library verifies (whsec_ secret)", async () => {
+    receiver.reset(status(204));
+    const state = await deliverWebhook(
+      fast({ url: receiver.url, secret: WHSEC, deliveryId: "job-7:job.finished" }),
+    );
+    assert.ok(state.deliveredAt, state.lastError);
+    const r = receiver.received[0]!;
+    assert.equal(r.headers["webhook-id"], "job-7:job.finished");
+    assert.match(String(r.headers["webhook-timestamp"]), /^\d{10}$/);
+    assert.ok(Math.abs(Number(r.headers["webhook-timestamp"]) - Date.now() / 1000) < 600);
+    assert.match(String(r.headers["webhook-signature"]), /^v1,[A-Za-z0-9+/]{43}=$/);
+    const wh = new Webhook(WHSEC);
+    assert.deepEqual(wh.verify(r.body, r.headers as Record<string, string>), JSON.parse(r.body));
+    // The deprecated headers are still there for one release, and still verify.
+    assert.equal(r.headers["x-modelport-delivery"], "job-7:job.finished");
+    assert.ok(verifyWebhook(WHSEC, String(r.headers["x-modelport-signature"]), r.body));
+  });
+
+  it("the delivery id is signed: a replay under another webhook-id (or time, or body) does not verify", async () => {
+    receiver.reset(status(200));
+    await deliverWebhook(fast({ url: receiver.url, secret: WHSEC, deliveryId: "job-8:job.finished" }));
+    const r = receiver.received[0]!;
+    const wh = new Webhook(WHSEC);
+    assert.ok(standardVerifies(wh, r));
+    assert.equal(standardVerifies(wh, r, { ...r.headers, "webhook-id": "job-8:job.finished:replay" }), false);
+    const ts = Number(r.headers["webhook-timestamp"]);
+    assert.equal(standardVerifies(wh, r, { ...r.headers, "webhook-timestamp": String(ts + 1) }), false);
+    assert.equal(standardVerifies(wh, { ...r, body: r.body.replace("succeeded", "failed") }), false);
+    assert.equal(
+      standardVerifies(
+        new Webhook(`whsec_${Buffer.from("another-key-of-24-bytes!!").toString("base64")}`),
+        r,
+      ),
+      false,
+    );
+    // The deprecated header signs no id: the same replay passes it. This is why it goes.
+    assert.ok(verifyWebhook(WHSEC, String(r.headers["x-modelport-signature"]), r.body));
+  });
+
+  it("one webhook-id across the retries of one delivery, each attempt signed afresh", async () => {
+    receiver.reset((res, n) => status(n < 3 ? 503 : 200)(res, n, undefined as never));
+    const state = await deliverWebhook(fast({ url: receiver.url, secret: WHSEC }));
+    assert.equal(state.attempts, 3);
+    const ids = new Set(receiver.received.map((r) => r.headers["webhook-id"]));
+    assert.equal(ids.size, 1);
+    assert.match(String([...ids][0]), /^[0-9a-f-]{36}$/, "a random UUID when none is given");
+    const wh = new Webhook(WHSEC);
+    for (const r of receiver.received) assert.ok(standardVerifies(wh, r));
+  });
+
+  it("a plain secret is the raw key: it verifies with { format: 'raw' }, not as base64", async () => {
+    receiver.reset(status(200));
+    await deliverWebhook(fast({ url: receiver.url, secret: SECRET }));
+    const r = receiver.received[0]!;
+    assert.ok(standardVerifies(new Webhook(SECRET, { format: "raw" }), r));
+    // Read as base64 it is another key (or, as here with "-", not base64 at all).
+    assert.throws(() => new Webhook(SECRET), /Base64/);
+    const base64ish = "plainsecretABCDEFGHIJ0123";
+    await deliverWebhook(fast({ url: receiver.url, secret: base64ish }));
+    const r2 = receiver.received[1]!;
+    assert.ok(standardVerifies(new Webhook(base64ish, { format: "raw" }), r2));
+    assert.equal(standardVerifies(new Webhook(base64ish), r2), false);
+  });
+
+  it("no secret: webhook-id and webhook-timestamp, no signature headers", async () => {
+    receiver.reset(status(200));
+    await deliverWebhook(fast({ url: receiver.url, secret: "", deliveryId: "d-1" }));
+    const r = receiver.received[0]!;
+    assert.equal(r.headers["webhook-id"], "d-1");
+    assert.ok(r.headers["webhook-timestamp"]);
+    assert.equal(r.headers["webhook-signature"], undefined);
+    assert.equal(r.headers["x-modelport-signature"], undefined);
+  });
+
+  it("signStandardWebhook is HMAC-SHA256 over '<id>.<t>.<body>' with the decoded whsec_ key", () => {
+    const key = Buffer.from("modelport-test-key-24byte");
+    const expected = createHmac("sha256", key).update("id-1.1700000000.{}").digest("base64");
+    assert.equal(signStandardWebhook(WHSEC, "id-1", 1_700_000_000.9, "{}"), `v1,${expected}`);
+    assert.deepEqual(webhookKey(WHSEC), key);
+    assert.deepEqual(webhookKey("plain-secret-0123456789"), Buffer.from("plain-secret-0123456789"));
+  });
+
+  it("a malformed or short whsec_ secret is a configuration error, before any attempt", async () => {
+    for (const bad of ["whsec_not base64!!", "whsec_abc", `whsec_${Buffer.alloc(8).toString("base64")}`])
+      assert.throws(() => webhookKey(bad), /MP_ERR_CONFIG_INVALID|whsec_/);
+    receiver.reset(status(200));
+    await assert.rejects(deliverWebhook(fast({ url: receiver.url, secret: "whsec_abc" })), /whsec_/);
+    assert.equal(receiver.received.length, 0);
+    assert.throws(() => resolveWebhookSecret(undefined, { MODELPORT_WEBHOOK_SECRET: "whsec_abc" }), /whsec_/);
+  });
+
+  it("the config refuses a malformed whsec_ secret and a malformed allowPrivate CIDR; dnsTimeoutMs defaults to 3 s", () => {
+    const parse = (webhooks: object) => jobsSchema.safeParse({ webhooks });
+    assert.equal(parse({ secret: WHSEC }).success, true);
+    assert.equal(parse({ secret: "plain-secret-0123456789" }).success, true);
+    assert.equal(parse({ secret: "whsec_not-base64-at-all!!" }).success, false);
+    assert.equal(parse({ secret: `whsec_${Buffer.alloc(12).toString("base64")}` }).success, false);
+    assert.equal(parse({ allowPrivate: ["10.0.0.0/33"] }).success, false);
+    assert.equal(parse({ allowPrivate: ["10.0.0.0/8", "hooks.internal", "::1"] }).success, true);
+    assert.equal(jobsSchema.parse({}).webhooks.dnsTimeoutMs, 3000);
+  });
+
+  it("resolveWebhookSecret: the configured one, else MODELPORT_WEBHOOK_SECRET, else none", () => {
+    assert.equal(
+      resolveWebhookSecret("from-config-0123456789", { MODELPORT_WEBHOOK_SECRET: WHSEC }),
+      "from-config-0123456789",
+    );
+    assert.equal(resolveWebhookSecret(undefined, { MODELPORT_WEBHOOK_SECRET: WHSEC }), WHSEC);
+    assert.equal(resolveWebhookSecret(undefined, { MODELPORT_WEBHOOK_SECRET: "" }), undefined);
+    assert.equal(resolveWebhookSecret(undefined, {}), undefined);
+  });
+});
+
+describe("MODELPORT_WEBHOOK_SECRET through a real server", () => {
+  it("a job's webhook is signed with the environment's secret when the config has none", async () => {
+    const models = await testModels();
+    const dir = mkdtempSync(join(tmpdir(), "modelport-webhook-env-"));
+    const file = join(dir, "modelport.yaml");
+    writeFileSync(
+      file,
+      [
+        "jobs:",
+        `  sqlitePath: ${join(dir, "jobs.db")}`,
+        `  blobs: {backend: fs, dir: ${join(dir, "blobs")}}`,
+        '  webhooks: {allowPrivate: ["127.0.0.1"]}',
+        "models:",
+        `  - {name: tree, path: ${join(models, "churn-tree.onnx")}}`,
+      ].join("\n"),
+    );
+    const previous = process.env["MODELPORT_WEBHOOK_SECRET"];
+    process.env["MODELPORT_WEBHOOK_SECRET"] = WHSEC;
+    let srv: Awaited<ReturnType<typeof startInProcess>> | undefined;
+    try {
+      srv = await startInProcess({ file });
+      receiver.reset(status(200));
+      const sub = await postJson(`${srv.url}/v1/models/tree/jobs`, {
+        rows: [[3, 95, 4, 1, 0, 20]],
+        callback_url: `${receiver.url}/hook`,
+      });
+      assert.equal(sub.status, 202, JSON.stringify(sub.body));
+      const deadline = Date.now() + 30_000;
+      while (receiver.received.length === 0 && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 50));
+      const r = receiver.received[0];
+      assert.ok(r, "the webhook arrived");
+      assert.equal(r.path, "/hook");
+      assert.equal(r.headers["webhook-id"], `${sub.body.id}:job.finished`);
+      const payload = new Webhook(WHSEC).verify(r.body, r.headers as Record<string, string>) as {
+        job: { id: string; status: string };
+      };
+      assert.equal(payload.job.id, sub.body.id);
+      assert.equal(payload.job.status, "succeeded");
+    } finally {
+      if (previous === undefined) delete process.env["MODELPORT_WEBHOOK_SECRET"];
+      else process.env["MODELPORT_WEBHOOK_SECRET"] = previous;
+      await srv?.close();
+    }
+  });
+});
+
+describe("the address check fails closed (only ipaddr.js 'unicast' passes)", () => {
+  const refused: [string, RegExp][] = [
+    ["http://[2002:7f00:1::1]/", /6to4/], // 6to4 carrying 127.0.0.1
+    ["http://[2002:0808:0808::1]/", /6to4/], // 6to4 carrying a public address: still not plain unicast
+    ["http://[64:ff9b::7f00:1]/", /NAT64/], // NAT64 well-known prefix, 127.0.0.1
+    ["http://[64:ff9b:1::a00:1]/", /NAT64/], // NAT64 local-use prefix (64:ff9b:1::/48)
+    ["http://[::ffff:0:7f00:1]/", /IPv4-translated/], // ::ffff:0:0:0/96
+    ["http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/", /Teredo/],
+    ["http://[::7f00:1]/", /IPv4-compatible/], // ::/96, which ipaddr.js calls unicast
+    ["http://[::ffff:127.0.0.1]/", /loopback/], // IPv4-mapped
+    ["http://[::ffff:a9fe:a9fe]/", /link-local/], // IPv4-mapped metadata address, hex form
+    ["http://127.0.0.1/", /loopback/],
+    ["http://[::1]/", /loopback/],
+    ["http://169.254.169.254/", /link-local/],
+    ["http://[fe80::1]/", /link-local/],
+    ["http://10.1.2.3/", /private/],
+    ["http://172.20.0.1/", /private/],
+    ["http://192.168.7.7/", /private/],
+    ["http://[fd12::1]/", /unique-local/],
+    ["http://224.0.0.251/", /multicast/],
+    ["http://[ff02::1]/", /multicast/],
+    ["http://255.255.255.255/", /broadcast/],
+    ["http://192.0.2.10/", /reserved/], // documentation range
+    ["http://[2001:db8::1]/", /reserved/],
+    ["http://[fec0::1]/", /site-local/],
+    ["http://[100::1]/", /discard/],
+  ];
+  for (const [url, kind] of refused)
+    it(`refuses ${url}`, async () => {
+      const { message, details } = await refusal(checkCallbackUrl(url, []));
+      assert.match(message, kind);
+      assert.equal(details?.["reason"], "private");
+    });
+
+  it("accepts public unicast, IPv4 and IPv6, also IPv4-mapped", async () => {
+    for (const address of ["8.8.8.8", "93.184.215.14", "2606:4700:4700::1111", "::ffff:1.1.1.1"])
+      assert.equal(privateKind(address), undefined, address);
+    await checkCallbackUrl("http://1.1.1.1/", []);
+    await checkCallbackUrl("https://[2606:4700:4700::1111]:8443/x", []);
+  });
+
+  it("refuses what cannot be parsed or carries a zone id", () => {
+    assert.equal(privateKind("not-an-ip"), "unparseable");
+    assert.match(privateKind("fe80::1%eth0") ?? "", /zone/);
+  });
+
+  it("the allow-list (net.BlockList) admits exactly its ranges, also through IPv4-mapped forms", async () => {
+    await checkCallbackUrl("http://[::ffff:127.0.0.1]/", ["127.0.0.0/8"]);
+    await checkCallbackUrl("http://127.0.0.1/", ["::ffff:127.0.0.0/104"]);
+    await checkCallbackUrl("http://[2002:7f00:1::1]/", ["2002::/16"]);
+    await refusal(checkCallbackUrl("http://[2002:7f00:1::1]/", ["127.0.0.0/8"]));
+    await refusal(checkCallbackUrl("http://[::ffff:10.0.0.1]/", ["127.0.0.0/8"]));
+    await refusal(checkCallbackUrl("http://[::2]/", ["::1"]));
+  });
+});
+
+describe("DNS time limit", () => {
+  const never: (host: string) => Promise<LookupAddress[]> = () => new Promise(() => {});
+
+  it("a lookup that never answers is refused as unresolvable after lookupTimeoutMs", async () => {
+    const { message, details } = await refusal(
+      checkCallbackUrl("http://stuck.modelport-test.invalid/", [], { lookup: never, lookupTimeoutMs: 100 }),
+    );
+    assert.equal(details?.["reason"], "unresolvable");
+    assert.match(message, /timed out after 100 ms/);
+  });
+
+  it("at delivery, a stuck lookup fails the attempt and the next attempt is made", async () => {
+    receiver.reset(status(200));
+    const port = new URL(receiver.url).port;
+    let calls = 0;
+    const lookup = (host: string): Promise<LookupAddress[]> => {
+      calls += 1;
+      return calls === 1 ? never(host) : Promise.resolve([{ address: "127.0.0.1", family: 4 }]);
+    };
+    const opts = fast({
+      url: `http://slow-dns.modelport-test.invalid:${port}/`,
+      lookup,
+      lookupTimeoutMs: 100,
+    });
+    const state = await deliverWebhook(opts);
+    assert.equal(state.attempts, 2);
+    assert.ok(state.deliveredAt);
+    assert.match(opts.attempts[0]!.lastError ?? "", /could not be resolved \(timed out after 100 ms\)/);
+    assert.equal(opts.sleeps.length, 1, "backed off once, as for a network error");
   });
 });
