@@ -20,6 +20,14 @@ export const limitsSchema = z
 /** Per-model overrides of the limits; the body size limit is server-wide. */
 const modelLimitsSchema = limitsSchema.omit({ maxBodyBytes: true }).partial().strict();
 
+/** The top-level `limits` block: the per-model defaults plus limits that only apply server-wide. */
+export const serverLimitsSchema = limitsSchema
+  .extend({
+    /** Deepest nesting of arrays and objects in a JSON body; deeper bodies get 400 before parsing. */
+    maxJsonDepth: positiveInt.max(10_000).default(128),
+  })
+  .strict();
+
 export const batchingSchema = z
   .object({
     /** Join concurrent requests into one inference; default: on when the model has a dynamic batch dim. */
@@ -129,6 +137,36 @@ export const modelSchema = z
   })
   .strict();
 
+/** Server-wide limits on client connections: slow or idle clients and connection floods. */
+export const connectionsSchema = z
+  .object({
+    /** All request headers must arrive within this long of the connection's request start, else 408 and close. */
+    headersTimeoutMs: positiveInt.max(3_600_000).default(10_000),
+    /**
+     * The whole request (headers and body) must arrive within this long, else 408 and close. It
+     * covers receiving only: a response (a stream, a long-poll) may last longer.
+     */
+    requestTimeoutMs: positiveInt.max(3_600_000).default(60_000),
+    /** An idle kept-alive connection is closed after this long without a new request. */
+    keepAliveTimeoutMs: positiveInt.max(3_600_000).default(65_000),
+    /**
+     * A connection with no bytes in either direction for this long is closed, even mid-response
+     * (a client that stops reading). 0: off, since a response may be silent up to the request's deadline.
+     */
+    idleTimeoutMs: z.number().int().nonnegative().max(86_400_000).default(0),
+    /** Open client connections; over it a new connection gets 503 MP_ERR_SERVER_TOO_MANY_CONNECTIONS and is closed. */
+    maxConnections: positiveInt.max(1_000_000).default(4096),
+    /** Requests served on one kept-alive connection before it is closed (spreads load behind a balancer); 0: no limit. */
+    maxRequestsPerSocket: z.number().int().nonnegative().default(0),
+  })
+  .strict()
+  .refine((c) => c.headersTimeoutMs <= c.requestTimeoutMs, {
+    message: "headersTimeoutMs must not exceed requestTimeoutMs",
+    path: ["headersTimeoutMs"],
+  });
+
+export type ConnectionsConfig = z.output<typeof connectionsSchema>;
+
 export const serverSchema = z
   .object({
     host: z.string().min(1).default("127.0.0.1"),
@@ -162,6 +200,8 @@ export const serverSchema = z
     runnerPollMs: positiveInt.max(60_000).default(1000),
     /** This process's name in logs, metrics and the X-Modelport-Instance header; default host:pid. */
     instanceId: z.string().min(1).max(128).optional(),
+    /** Timeouts and the connection cap (docs/Guarantees.md, "Connections and request timeouts"). */
+    connections: connectionsSchema.default(connectionsSchema.parse({})),
   })
   .strict();
 
@@ -241,7 +281,7 @@ export type JobsConfig = z.output<typeof jobsSchema>;
 export const configSchema = z
   .object({
     server: serverSchema.default(serverSchema.parse({})),
-    limits: limitsSchema.default(limitsSchema.parse({})),
+    limits: serverLimitsSchema.default(serverLimitsSchema.parse({})),
     jobs: jobsSchema.default(jobsSchema.parse({})),
     models: z.array(modelSchema).min(1, "serve at least one model"),
   })
@@ -317,11 +357,12 @@ export interface ServerConfig {
   readonly runners: readonly string[];
   readonly runnerPollMs: number;
   readonly instanceId?: string;
+  readonly connections: Readonly<ConnectionsConfig>;
 }
 
 export interface Config {
   readonly server: ServerConfig;
-  readonly limits: Readonly<z.output<typeof limitsSchema>>;
+  readonly limits: Readonly<z.output<typeof serverLimitsSchema>>;
   readonly jobs: Readonly<JobsConfig>;
   /** Tensor models (onnx, custom), served by the ModelRegistry. */
   readonly models: readonly ModelConfig[];
