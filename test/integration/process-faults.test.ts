@@ -118,6 +118,45 @@ describe("last-resort handlers", () => {
   });
 });
 
+describe("a fault in a handler's runner", () => {
+  it("an unhandled rejection from a handler's timer restarts only its runner; the server keeps answering", async () => {
+    const handler = join(dir, "faulty-handler.mjs");
+    writeFileSync(
+      handler,
+      `export function load() {
+  return {
+    inputs: [{ name: "x", datatype: "FP32", shape: [-1, 1] }],
+    outputs: [{ name: "y", datatype: "FP32", shape: [-1, 1] }],
+    batchable: false,
+  };
+}
+export async function predict(batch) {
+  const x = batch.x.data;
+  // Outside the request path: the answer is already sent when the timer rejects.
+  if (x[0] === 13) setTimeout(() => Promise.reject(new Error("handler timer fault")), 10);
+  return { y: { datatype: "FP32", shape: [x.length, 1], data: x.map((v) => v * 2) } };
+}
+`,
+    );
+    const child = await startChild([handler]);
+    children.push(child);
+    assert.equal((await waitReady(child.url)).status, 200, child.output());
+    const url = `${child.url}/v1/models/faulty-handler/predict`;
+    assert.equal((await postJson(url, { inputs: { x: [[13]] } })).status, 200);
+    assert.ok(await until(() => child.output().includes("handler timer fault")), child.output());
+    // The runner comes back; the process never went away.
+    let answered = false;
+    for (let i = 0; i < 400 && !answered; i++) {
+      const res = await postJson(url, { inputs: { x: [[4]] } });
+      answered = res.status === 200 && res.body.outputs.y[0][0] === 8;
+      if (!answered) await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.ok(answered, child.output().slice(-2000));
+    assert.equal(child.proc.exitCode, null);
+    assert.doesNotMatch(child.output(), /"kind":"unhandledRejection"/);
+  });
+});
+
 /** GET /livez on a fresh connection; resolves to the answering process's pid, or undefined. */
 function livezPid(url: string): Promise<number | undefined> {
   return new Promise((resolve) => {
