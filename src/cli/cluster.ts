@@ -32,13 +32,13 @@ export interface Primary {
 }
 
 /** Runs the primary: forks the processes, replaces dead ones, and stops them on SIGTERM/SIGINT. */
-export function runPrimary(processes: number, logger: Logger): Primary {
+export function runPrimary(processes: number, logger: Logger, env: Record<string, string> = {}): Primary {
   let stopping = false;
   const slots: Slot[] = [];
   const fork = (slot: Slot) => {
     slot.restart = undefined;
     slot.startedAt = Date.now();
-    const worker = cluster.fork({ MODELPORT_PROCESS_INDEX: String(slot.index) });
+    const worker = cluster.fork({ ...env, MODELPORT_PROCESS_INDEX: String(slot.index) });
     slot.worker = worker;
     worker.once("exit", (code, signal) => {
       slot.worker = undefined;

@@ -81,7 +81,8 @@ export async function serve(args: string[]): Promise<number> {
   const format = (values["log-format"] ?? "auto") as "auto" | "json" | "pretty";
   const logger = createLogger(config.server.logLevel, format);
   const lastResort = installLastResort(logger, config.server.drainTimeoutMs + CLOSE_MARGIN_MS);
-  if (values["api-key"]?.length) hideApiKeys(args, logger);
+  const cmdlineKeys = values["api-key"] ?? [];
+  if (cmdlineKeys.length) hideApiKeys(args, logger);
   for (const w of threadBudget(config, availableParallelism()).warnings) logger.warn(`thread budget: ${w}`);
   if (config.server.role !== "all" && config.jobs.store === "sqlite") {
     logger.warn(
@@ -90,7 +91,16 @@ export async function serve(args: string[]): Promise<number> {
   }
   if (config.server.processes > 1 && cluster.isPrimary) {
     logger.info({ processes: config.server.processes }, "starting serving processes");
-    const primary = runPrimary(config.server.processes, logger);
+    // The serving processes get --api-key values through their environment (readable by this
+    // user only), not on their command lines; a key with a comma or outer spaces cannot travel that way.
+    const forkEnv: Record<string, string> = {};
+    if (cmdlineKeys.length && !cmdlineKeys.some((k) => k.includes(",") || k.trim() !== k)) {
+      cluster.setupPrimary({ args: ["serve", ...withoutApiKeys(args)] });
+      forkEnv.MODELPORT_API_KEYS = [...cmdlineKeys, process.env.MODELPORT_API_KEYS ?? ""]
+        .filter(Boolean)
+        .join(",");
+    }
+    const primary = runPrimary(config.server.processes, logger, forkEnv);
     lastResort.setDrain(() => {
       primary.stop("SIGTERM");
       return primary.done;
@@ -155,21 +165,24 @@ export async function serve(args: string[]): Promise<number> {
   return new Promise<number>(() => {}); // runs until a signal
 }
 
-/**
- * --api-key puts a secret on the command line, which other users read with `ps` or
- * /proc/PID/cmdline. On Linux, setting the process title overwrites that memory, so the key is
- * shown masked from here on (it was visible from exec until now); warn either way.
- */
-function hideApiKeys(args: string[], logger: ReturnType<typeof createLogger>): void {
-  const masked: string[] = [];
+/** `args` with every --api-key and its value removed. */
+function withoutApiKeys(args: string[]): string[] {
+  const out: string[] = [];
   for (let i = 0; i < args.length; i++) {
     const a = args[i]!;
-    if (a === "--api-key" && i + 1 < args.length) {
-      masked.push(a, "***");
-      i++;
-    } else masked.push(a.startsWith("--api-key=") ? "--api-key=***" : a);
+    if (a === "--api-key") i++;
+    else if (!a.startsWith("--api-key=")) out.push(a);
   }
-  process.title = ["modelport", "serve", ...masked].join(" ");
+  return out;
+}
+
+/**
+ * --api-key puts a secret on the command line, which other users read with `ps` or
+ * /proc/PID/cmdline. On Linux, setting the process title overwrites that memory, so the
+ * command line shows without its keys from here on (it was visible from exec until now); warn.
+ */
+function hideApiKeys(args: string[], logger: ReturnType<typeof createLogger>): void {
+  process.title = ["modelport", "serve", ...withoutApiKeys(args), "--api-key ***"].join(" ");
   if (cluster.isPrimary) {
     logger.warn(
       "--api-key shows the key on the command line, readable by other users of this machine until start-up masks it; use --api-key-file FILE or MODELPORT_API_KEYS",

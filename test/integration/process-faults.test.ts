@@ -181,14 +181,22 @@ async function pidsAnswering(url: string, want: number, tries = 400): Promise<Se
 }
 
 describe("--processes", () => {
-  it("replaces a SIGKILLed serving process, and all of them when all die; the server keeps answering", async () => {
+  it("replaces a SIGKILLed serving process, and all of them when all die; keys stay off command lines", async () => {
     const model = join(await testModels(), "churn-tree.onnx");
     // A fixed port: with port 0, the processes started after all died would pick a new one.
-    const child = await startChild([model, "--processes", "2"], {}, await freePort());
+    const key = "cluster-secret-key-2718";
+    const child = await startChild([model, "--processes", "2", "--api-key", key], {}, await freePort());
     children.push(child);
     assert.equal((await waitReady(child.url)).status, 200, child.output());
     const first = await pidsAnswering(child.url, 2);
     assert.equal(first.size, 2, `two processes answer: ${[...first]}`);
+    // The key reaches the serving processes through their environment, never their command line.
+    for (const pid of [child.proc.pid!, ...first])
+      assert.doesNotMatch(readFileSync(`/proc/${pid}/cmdline`, "utf8"), /cluster-secret/, `pid ${pid}`);
+    const predict = `${child.url}/v1/models/churn-tree/predict`;
+    const rows = { rows: [[1, 2, 3, 1, 0, 4]] };
+    assert.equal((await postJson(predict, rows, { authorization: `Bearer ${key}` })).status, 200);
+    assert.equal((await postJson(predict, rows)).status, 401);
     const [victim, survivor] = [...first] as [number, number];
     process.kill(victim, "SIGKILL");
     // The survivor keeps answering, and a replacement joins it.
@@ -208,6 +216,7 @@ describe("--processes", () => {
     assert.equal(after.size, 1, `the server answers again:\n${child.output().slice(-2000)}`);
     for (const pid of after) assert.ok(!before.has(pid));
     assert.equal(child.proc.exitCode, null, "the primary is still running");
+    assert.equal((await postJson(predict, rows, { authorization: `Bearer ${key}` })).status, 200);
     assert.equal(await child.stop("SIGTERM"), 0);
   });
 });
