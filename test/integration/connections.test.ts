@@ -136,6 +136,25 @@ describe("server.connections: timeouts", () => {
     assert.equal((await fetch(`${server.url}/livez`)).status, 200);
   });
 
+  it("closes a connection that sends nothing at all within the headers timeout", async () => {
+    const silent = new RawClient(server.url);
+    await silent.ready();
+    assert.ok(await silent.closedWithin(30_000), "a silent connection does not hold a slot forever");
+  });
+
+  it("serves the next request on a kept-alive connection idle longer than the request timeout", async () => {
+    const client = new RawClient(server.url);
+    await client.ready();
+    await client.write("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert.ok(await client.waitFor("HTTP/1.1 200"));
+    await new Promise((r) => setTimeout(r, REQUEST_TIMEOUT_MS + 1500));
+    assert.equal(client.closed, false, "idle within keepAliveTimeoutMs: still open");
+    client.received = "";
+    await client.write("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert.ok(await client.waitFor("HTTP/1.1 200"), client.received);
+    client.destroy();
+  });
+
   it("cuts off a body trickled slower than the request timeout with 408", async () => {
     const slow = new RawClient(server.url);
     await slow.ready();
