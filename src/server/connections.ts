@@ -10,7 +10,7 @@ import { type ErrorCode, ModelportError } from "../errors.js";
 
 /** Refused sockets kept open at once to deliver their 503; beyond it they are closed unanswered. */
 const MAX_REFUSING = 256;
-/** How long a refused or failed socket may take to read its answer before it is destroyed. */
+/** How long a refused socket may take to read its answer before it is destroyed. */
 const LINGER_MS = 2000;
 
 /** A complete HTTP/1.1 answer with a native error body, for sockets no route will see. */
@@ -25,7 +25,10 @@ function rawAnswer(code: ErrorCode, message: string): string {
   );
 }
 
-/** Writes `answer`, stops reading, and destroys the socket once sent or after LINGER_MS. */
+/**
+ * For a socket no parser reads: writes `answer`, discards what the client still sends, and
+ * destroys the socket when the client closes or after LINGER_MS.
+ */
 function answerAndClose(socket: Socket, answer: string): void {
   socket.on("error", () => {});
   const timer = setTimeout(() => socket.destroy(), LINGER_MS);
@@ -73,7 +76,10 @@ export function connectionOptions(
       } else {
         answer = rawAnswer("MP_ERR_REQUEST_INVALID", "the request is not valid HTTP/1.1");
       }
-      answerAndClose(socket, answer);
+      // The HTTP parser still owns this socket: send the answer, then destroy it, so nothing
+      // more it reads can become a request.
+      socket.on("error", () => {});
+      socket.end(answer, () => socket.destroy());
     },
   };
 }
