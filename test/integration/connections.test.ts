@@ -20,6 +20,7 @@ const MAX_CONNECTIONS = 6;
 let dir: string;
 let server: InProcessServer;
 let capped: InProcessServer;
+let idle: InProcessServer;
 
 function configFile(name: string, connections: Record<string, number>): string {
   const file = join(dir, `${name}.yaml`);
@@ -52,10 +53,12 @@ before(async () => {
     env: {},
   });
   capped = await startInProcess({ file: configFile("capped", { maxConnections: MAX_CONNECTIONS }), env: {} });
+  idle = await startInProcess({ file: configFile("idle", { idleTimeoutMs: 1000 }), env: {} });
 });
 after(async () => {
   await server.close();
   await capped.close();
+  await idle.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -264,5 +267,24 @@ describe("server.connections: maxConnections", () => {
     }
     assert.ok(served, "a new connection is served once there is room");
     for (const c of open) c.destroy();
+  });
+});
+
+describe("server.connections: idleTimeoutMs", () => {
+  it("closes a connection silent both ways for that long, even mid-response (why it is off by default)", async () => {
+    const client = new RawClient(idle.url);
+    await client.ready();
+    const body = JSON.stringify({ inputs: { x: [[1]] } });
+    await client.write(
+      `POST /v1/models/slow/predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+    );
+    // The answer would come after 3 s; the connection is silent after 1 s.
+    assert.ok(await client.closedWithin(30_000));
+    assert.doesNotMatch(client.received, /HTTP\/1\.1 200/);
+    // A request that answers at once is served.
+    assert.equal(
+      (await postJson(`${idle.url}/v1/models/fast/predict`, { inputs: { x: [[1]] } })).status,
+      200,
+    );
   });
 });
