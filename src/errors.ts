@@ -279,6 +279,25 @@ export const ERRORS = {
     retryable: true,
     summary: "The server is draining for shutdown; retry on another instance.",
   },
+  // Connections (server.connections)
+  MP_ERR_SERVER_TOO_MANY_CONNECTIONS: {
+    status: 503,
+    retryable: true,
+    summary:
+      "The server holds server.connections.maxConnections open connections; this one is answered and closed. Retry shortly or on another instance.",
+  },
+  MP_ERR_REQUEST_TIMEOUT: {
+    status: 408,
+    retryable: true,
+    summary:
+      "The request's headers or body did not arrive in time (server.connections.headersTimeoutMs, requestTimeoutMs); the connection is closed.",
+  },
+  MP_ERR_REQUEST_HEADERS_TOO_LARGE: {
+    status: 431,
+    retryable: false,
+    summary:
+      "The request line and headers are larger than Node's limit (16 KiB by default); the connection is closed.",
+  },
   MP_ERR_AUTH_REQUIRED: {
     status: 401,
     retryable: false,

@@ -1,4 +1,5 @@
 // Flag parsing shared by the commands: node's parseArgs plus number checks that name the flag.
+import { readFileSync } from "node:fs";
 import { type ParseArgsConfig, parseArgs } from "node:util";
 import type { ServeFlags } from "../config/load.js";
 
@@ -16,6 +17,8 @@ export const SERVE_OPTIONS = {
   sha256: { type: "string" },
   golden: { type: "string" },
   "api-key": { type: "string", multiple: true },
+  "api-key-file": { type: "string", multiple: true },
+  "max-connections": { type: "string" },
   "log-level": { type: "string" },
   "log-format": { type: "string" },
   "drain-timeout-ms": { type: "string" },
@@ -68,6 +71,22 @@ function onOff(flag: string, value: string | undefined): boolean | undefined {
   throw new UsageError(`--${flag} must be on or off, got '${value}'`);
 }
 
+/** --api-key-file: one key per line; blank lines and lines starting with # are skipped. */
+function apiKeysFromFile(file: string): string[] {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    throw new UsageError(`--api-key-file ${file}: ${(err as Error).message}`);
+  }
+  const keys = text
+    .split(/\r?\n/)
+    .map((l) => l.trim())
+    .filter((l) => l !== "" && !l.startsWith("#"));
+  if (keys.length === 0) throw new UsageError(`--api-key-file ${file} holds no key`);
+  return keys;
+}
+
 type ServeValues = ReturnType<typeof parse<typeof SERVE_OPTIONS>>["values"];
 
 /** The flags that shape the config, from parsed serve/check options. */
@@ -85,7 +104,9 @@ export function serveFlags(v: ServeValues): ServeFlags {
   set("maxBodyBytes", int("max-body-bytes", v["max-body-bytes"]));
   set("sha256", v.sha256);
   set("golden", v.golden);
-  set("apiKeys", v["api-key"]);
+  const keys = [...(v["api-key"] ?? []), ...(v["api-key-file"] ?? []).flatMap(apiKeysFromFile)];
+  set("apiKeys", keys.length ? keys : undefined);
+  set("maxConnections", int("max-connections", v["max-connections"]));
   set("logLevel", v["log-level"]);
   set("drainTimeoutMs", int("drain-timeout-ms", v["drain-timeout-ms"]));
   set("processes", int("processes", v.processes));

@@ -7,6 +7,7 @@ import { threadBudget } from "../runner/threads.js";
 import { buildApp } from "../server/app.js";
 import { parse, SERVE_OPTIONS, serveFlags, UsageError } from "./args.js";
 import { runPrimary } from "./cluster.js";
+import { CLOSE_MARGIN_MS, installLastResort } from "./last-resort.js";
 import { createLogger } from "./logger.js";
 
 export const SERVE_HELP = `Usage: modelport serve [MODEL] [options]
@@ -29,7 +30,12 @@ Options:
       --golden FILE        golden file (single model)
       --max-batch-rows N   most rows per request (default 1024)
       --max-body-bytes N   largest request body (default 10485760)
-      --api-key KEY        require Authorization: Bearer KEY (repeatable; also MODELPORT_API_KEYS)
+      --api-key-file FILE  require Authorization: Bearer KEY for a KEY on a line of FILE (blank
+                           lines and # comments skipped; repeatable; also MODELPORT_API_KEYS=k1,k2)
+      --api-key KEY        as above with KEY itself (repeatable); other users of the machine can
+                           read a command line, so prefer --api-key-file or MODELPORT_API_KEYS
+      --max-connections N  open client connections; more get 503 and are closed (default 4096;
+                           timeouts: server.connections in the config file)
       --log-level LEVEL    fatal|error|warn|info|debug|trace|silent (default info)
       --log-format FORMAT  auto|json|pretty (default auto: pretty on a terminal)
       --drain-timeout-ms N how long SIGTERM waits for in-flight requests (default 10000)
@@ -74,6 +80,9 @@ export async function serve(args: string[]): Promise<number> {
   }
   const format = (values["log-format"] ?? "auto") as "auto" | "json" | "pretty";
   const logger = createLogger(config.server.logLevel, format);
+  const lastResort = installLastResort(logger, config.server.drainTimeoutMs + CLOSE_MARGIN_MS);
+  const cmdlineKeys = values["api-key"] ?? [];
+  if (cmdlineKeys.length) hideApiKeys(args, logger);
   for (const w of threadBudget(config, availableParallelism()).warnings) logger.warn(`thread budget: ${w}`);
   if (config.server.role !== "all" && config.jobs.store === "sqlite") {
     logger.warn(
@@ -82,11 +91,26 @@ export async function serve(args: string[]): Promise<number> {
   }
   if (config.server.processes > 1 && cluster.isPrimary) {
     logger.info({ processes: config.server.processes }, "starting serving processes");
-    const code = await runPrimary(config.server.processes, logger);
+    // The serving processes get --api-key values through their environment (readable by this
+    // user only), not on their command lines; a key with a comma or outer spaces cannot travel that way.
+    const forkEnv: Record<string, string> = {};
+    if (cmdlineKeys.length && !cmdlineKeys.some((k) => k.includes(",") || k.trim() !== k)) {
+      cluster.setupPrimary({ args: ["serve", ...withoutApiKeys(args)] });
+      forkEnv.MODELPORT_API_KEYS = [...cmdlineKeys, process.env.MODELPORT_API_KEYS ?? ""]
+        .filter(Boolean)
+        .join(",");
+    }
+    const primary = runPrimary(config.server.processes, logger, forkEnv);
+    lastResort.setDrain(() => {
+      primary.stop("SIGTERM");
+      return primary.done;
+    });
+    const code = await primary.done;
     await new Promise<void>((r) => logger.flush(() => r()));
     return code;
   }
   const server = buildApp(config, { logger });
+  lastResort.setDrain(() => server.close());
 
   let stopping = false;
   const stop = (signal: string) => {
@@ -139,4 +163,29 @@ export async function serve(args: string[]): Promise<number> {
     logger.info(`ready: ${served} model(s) loaded${checked}; docs at ${address}/docs`);
   } else logger.error({ reasons: readiness.reasons }, "NOT READY: /readyz answers 503 until this is fixed");
   return new Promise<number>(() => {}); // runs until a signal
+}
+
+/** `args` with every --api-key and its value removed. */
+function withoutApiKeys(args: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    if (a === "--api-key") i++;
+    else if (!a.startsWith("--api-key=")) out.push(a);
+  }
+  return out;
+}
+
+/**
+ * --api-key puts a secret on the command line, which other users read with `ps` or
+ * /proc/PID/cmdline. On Linux, setting the process title overwrites that memory, so the
+ * command line shows without its keys from here on (it was visible from exec until now); warn.
+ */
+function hideApiKeys(args: string[], logger: ReturnType<typeof createLogger>): void {
+  process.title = ["modelport", "serve", ...withoutApiKeys(args), "--api-key ***"].join(" ");
+  if (cluster.isPrimary) {
+    logger.warn(
+      "--api-key shows the key on the command line, readable by other users of this machine until start-up masks it; use --api-key-file FILE or MODELPORT_API_KEYS",
+    );
+  }
 }

@@ -42,6 +42,7 @@ export interface ServeFlags {
   apiKeys?: string[];
   logLevel?: string;
   drainTimeoutMs?: number;
+  maxConnections?: number;
   processes?: number;
   allowOversubscription?: boolean;
   role?: string;
@@ -158,6 +159,8 @@ function applyFlags(raw: Record<string, unknown>, flags: ServeFlags, env: NodeJS
   if (flags.logLevel !== undefined) server.logLevel = flags.logLevel;
   if (flags.drainTimeoutMs !== undefined) server.drainTimeoutMs = flags.drainTimeoutMs;
   if (flags.processes !== undefined) server.processes = flags.processes;
+  if (flags.maxConnections !== undefined)
+    server.connections = { ...(server.connections as object), maxConnections: flags.maxConnections };
   if (flags.allowOversubscription !== undefined) server.allowOversubscription = flags.allowOversubscription;
   const keys = [...((server.apiKeys as string[] | undefined) ?? []), ...(flags.apiKeys ?? [])];
   for (const k of (env.MODELPORT_API_KEYS ?? "").split(",")) if (k.trim()) keys.push(k.trim());

@@ -33,6 +33,8 @@ export const serverLimitsSchema = limitsSchema
     maxStreamMs: positiveInt.min(1000).default(900_000),
     /** Keep-alive comments on event streams and pings on WebSockets (a dead client is dropped). */
     streamHeartbeatMs: positiveInt.min(100).default(15_000),
+    /** Deepest nesting of arrays and objects in a JSON body; deeper bodies get 400 before parsing. */
+    maxJsonDepth: positiveInt.max(10_000).default(128),
   })
   .strict();
 
@@ -145,6 +147,36 @@ export const modelSchema = z
   })
   .strict();
 
+/** Server-wide limits on client connections: slow or idle clients and connection floods. */
+export const connectionsSchema = z
+  .object({
+    /** All request headers must arrive within this long of the connection's request start, else 408 and close. */
+    headersTimeoutMs: positiveInt.max(3_600_000).default(10_000),
+    /**
+     * The whole request (headers and body) must arrive within this long, else 408 and close. It
+     * covers receiving only: a response (a stream, a long-poll) may last longer.
+     */
+    requestTimeoutMs: positiveInt.max(3_600_000).default(60_000),
+    /** An idle kept-alive connection is closed after this long without a new request. */
+    keepAliveTimeoutMs: positiveInt.max(3_600_000).default(65_000),
+    /**
+     * A connection with no bytes in either direction for this long is closed, even mid-response
+     * (a client that stops reading). 0: off, since a response may be silent up to the request's deadline.
+     */
+    idleTimeoutMs: z.number().int().nonnegative().max(86_400_000).default(0),
+    /** Open client connections; over it a new connection gets 503 MP_ERR_SERVER_TOO_MANY_CONNECTIONS and is closed. */
+    maxConnections: positiveInt.max(1_000_000).default(4096),
+    /** Requests served on one kept-alive connection before it is closed (spreads load behind a balancer); 0: no limit. */
+    maxRequestsPerSocket: z.number().int().nonnegative().default(0),
+  })
+  .strict()
+  .refine((c) => c.headersTimeoutMs <= c.requestTimeoutMs, {
+    message: "headersTimeoutMs must not exceed requestTimeoutMs",
+    path: ["headersTimeoutMs"],
+  });
+
+export type ConnectionsConfig = z.output<typeof connectionsSchema>;
+
 export const serverSchema = z
   .object({
     host: z.string().min(1).default("127.0.0.1"),
@@ -178,6 +210,8 @@ export const serverSchema = z
     runnerPollMs: positiveInt.max(60_000).default(1000),
     /** This process's name in logs, metrics and the X-Modelport-Instance header; default host:pid. */
     instanceId: z.string().min(1).max(128).optional(),
+    /** Timeouts and the connection cap (docs/Guarantees.md, "Connections and request timeouts"). */
+    connections: connectionsSchema.default(connectionsSchema.parse({})),
   })
   .strict();
 
@@ -365,6 +399,7 @@ export interface ServerConfig {
   readonly runners: readonly string[];
   readonly runnerPollMs: number;
   readonly instanceId?: string;
+  readonly connections: Readonly<ConnectionsConfig>;
 }
 
 export interface Config {

@@ -17,7 +17,9 @@ import type { BlobStore } from "../storage/blob-store.js";
 import { createBlobStore } from "../storage/create-blob-store.js";
 import { VERSION } from "../version.js";
 import { OCTET_STREAM } from "./binary.js";
+import { connectionOptions, limitConnections } from "./connections.js";
 import type { AppContext } from "./context.js";
+import { registerJsonParser } from "./json-body.js";
 import { PROBE_PATHS, registerAuth } from "./plugins/auth.js";
 import { registerErrorHandling, sendError } from "./plugins/errors.js";
 import { RequestLogController, requestId } from "./plugins/request-log.js";
@@ -72,11 +74,14 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     requestIdHeader: false,
     bodyLimit: maxBodyBytes,
     return503OnClosing: true,
-    keepAliveTimeout: 65_000,
+    ...connectionOptions(config.server.connections),
   });
-  // JSON, and binary tensors as application/octet-stream (read whole, within bodyLimit; see
-  // binary.ts); 415 otherwise. Fastify's default text/plain parser would let strings through.
+  limitConnections(app.server, config.server.connections.maxConnections);
+  // JSON (nesting depth checked before parsing; see json-body.ts), and binary tensors as
+  // application/octet-stream (read whole, within bodyLimit; see binary.ts); 415 otherwise.
+  // Fastify's default text/plain parser would let strings through.
   app.removeContentTypeParser("text/plain");
+  registerJsonParser(app, config.limits.maxJsonDepth);
   app.addContentTypeParser(OCTET_STREAM, { parseAs: "buffer" }, (_req, body, done) => done(null, body));
   const metrics = new Metrics();
   // Split tiers: every metric says which tier and process it is from. `instance_id`, since
@@ -151,10 +156,15 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     });
     done();
   });
+  // The model label names only served models, and never on a 401 (the caller was not let in):
+  // a name taken from the URL as is would make one new series per random name, kept forever.
+  const served = new Set([...config.models, ...(config.languageModels ?? [])].map((m) => m.name));
   app.addHook("onResponse", (request, reply, done) => {
     const route = request.routeOptions.url ?? "unmatched";
-    const model = (request.params as { model?: string } | undefined)?.model ?? "";
-    metrics.requestDone(model, route, reply.statusCode, reply.elapsedTime / 1000);
+    const status = reply.statusCode;
+    const name = (request.params as { model?: string } | undefined)?.model;
+    const model = name !== undefined && status !== 401 && served.has(name) ? name : "";
+    metrics.requestDone(model, route, status, reply.elapsedTime / 1000);
     done();
   });
 

@@ -1,0 +1,94 @@
+// limits.maxJsonDepth: a body nested far deeper than any API needs ([[[[…]]]], 200,000 levels,
+// which once overflowed the stack of a recursive walker and answered 500) is a 400 with an
+// MP_ERR_* code on every JSON route, in the route's error style, and the server stays up.
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { jsonDepthExceeds } from "../../src/server/json-body.js";
+import { testModels } from "../helpers/models.js";
+import { type InProcessServer, postJson, startInProcess } from "../helpers/server.js";
+
+const DEEP = 200_000;
+const deep = `${"[".repeat(DEEP)}${"]".repeat(DEEP)}`;
+let dir: string;
+let server: InProcessServer;
+
+before(async () => {
+  dir = mkdtempSync(join(tmpdir(), "modelport-json-depth-"));
+  const file = join(dir, "modelport.yaml");
+  writeFileSync(
+    file,
+    JSON.stringify({
+      limits: { maxJsonDepth: 16 },
+      jobs: { sqlitePath: join(dir, "jobs.db"), blobs: { backend: "fs", dir: join(dir, "blobs") } },
+      models: [{ name: "churn-tree", path: join(await testModels(), "churn-tree.onnx") }],
+    }),
+  );
+  server = await startInProcess({ file, env: {} });
+});
+after(async () => {
+  await server.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe("limits.maxJsonDepth", () => {
+  const routes: [string, (inner: string) => string, (body: any) => string][] = [
+    ["/v1/models/churn-tree/predict", (d) => `{"rows":${d}}`, (b) => b.error.code],
+    ["/v2/models/churn-tree/infer", (d) => `{"inputs":${d}}`, (b) => b.code],
+    ["/v1/chat/completions", (d) => `{"model":"m","messages":${d}}`, (b) => b.error.code],
+    ["/v1/embeddings", (d) => `{"model":"m","input":${d}}`, (b) => b.error.code],
+    ["/v1/models/churn-tree/jobs", (d) => `{"inputs":${d}}`, (b) => b.error.code],
+    [
+      "/v1/models/churn-tree/jobs",
+      (d) => `{"rows":[[1,2,3,1,0,4]],"metadata":{"a":${d}}}`,
+      (b) => b.error.code,
+    ],
+  ];
+  for (const [path, wrap, codeOf] of routes) {
+    it(`POST ${path} with a 200,000-deep body: 400, server up`, async () => {
+      const res = await postJson(`${server.url}${path}`, wrap(deep));
+      assert.equal(res.status, 400, JSON.stringify(res.body));
+      assert.equal(codeOf(res.body), "MP_ERR_REQUEST_INVALID");
+      assert.match(JSON.stringify(res.body), /maxJsonDepth/);
+      assert.equal((await fetch(`${server.url}/livez`)).status, 200);
+    });
+  }
+
+  it("accepts a body exactly at the limit and refuses one level more", async () => {
+    // {"rows": [[...]]} is 3 levels; metadata adds its own.
+    const nested = (levels: number) => `${"[".repeat(levels)}1${"]".repeat(levels)}`;
+    const at = await postJson(
+      `${server.url}/v1/models/churn-tree/jobs`,
+      `{"rows":[[1,2,3,1,0,4]],"metadata":{"a":${nested(14)}}}`,
+    );
+    assert.equal(at.status, 202, JSON.stringify(at.body));
+    const over = await postJson(
+      `${server.url}/v1/models/churn-tree/jobs`,
+      `{"rows":[[1,2,3,1,0,4]],"metadata":{"a":${nested(15)}}}`,
+    );
+    assert.equal(over.status, 400);
+    assert.equal(over.body.error.code, "MP_ERR_REQUEST_INVALID");
+  });
+
+  it("counts brackets inside strings as text, not nesting", async () => {
+    const text = `"${"[{".repeat(100)}\\"]"`;
+    const res = await postJson(
+      `${server.url}/v1/models/churn-tree/jobs`,
+      `{"rows":[[1,2,3,1,0,4]],"metadata":{"note":${text}}}`,
+    );
+    assert.equal(res.status, 202, JSON.stringify(res.body));
+  });
+});
+
+describe("jsonDepthExceeds", () => {
+  it("measures the nesting of arrays and objects, skipping strings and escapes", () => {
+    assert.equal(jsonDepthExceeds("[[[]]]", 3), false);
+    assert.equal(jsonDepthExceeds("[[[[]]]]", 3), true);
+    assert.equal(jsonDepthExceeds('{"a":{"b":[1]}}', 3), false);
+    assert.equal(jsonDepthExceeds('{"a":{"b":[[1]]}}', 3), true);
+    assert.equal(jsonDepthExceeds('["[[[[[[", "\\"[[[[[["]', 1), false);
+    assert.equal(jsonDepthExceeds("[[1],[2],[3],[4],[5],[6]]", 2), false);
+  });
+});
