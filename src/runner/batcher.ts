@@ -399,6 +399,7 @@ export class Batcher {
     const done = (ok: boolean) => {
       this.inFlight--;
       this.running.delete(running);
+      if (this.running.size === 0) this.clearWatch();
       try {
         const ms = this.clock() - started;
         // Only answered batches teach the cost model: a batch that failed fast or was cut off
@@ -461,6 +462,12 @@ export class Batcher {
       this.settle(item, undefined, asError(err));
       return false;
     }
+  }
+
+  private clearWatch(): void {
+    if (this.watchTimer) clearTimeout(this.watchTimer);
+    this.watchTimer = undefined;
+    this.watchAt = Number.POSITIVE_INFINITY;
   }
 
   private armWatch(at: number, now: number): void {
