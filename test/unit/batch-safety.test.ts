@@ -89,7 +89,7 @@ describe("Batcher with mixed layouts", () => {
       ),
     );
     const answers = await Promise.all(sent.map((s) => b.submit(s)));
-    answers.forEach((a, i) => assert.deepEqual(a.y!.data, sent[i]!.x!.data, `request ${i}`));
+    for (const [i, a] of answers.entries()) assert.deepEqual(a.y!.data, sent[i]!.x!.data, `request ${i}`);
     // Oldest first: the width-2 batch, then width 8, then width 3; nobody of another width joined.
     assert.deepEqual(batches, [
       [3, 2],
