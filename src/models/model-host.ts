@@ -421,11 +421,11 @@ export class ModelHost implements ServedModel {
    * the recycle goes on. Otherwise a restart already owns the runner.
    */
   private onStuck(elapsedMs: number, rows: number): void {
-    const why = `it was stuck on a batch of ${rows} row(s) for ${Math.round(elapsedMs)} ms, past limits.hardTimeoutMs (${this.hardTimeoutMs} ms), and was stopped`;
+    const why = `was stuck on a batch of ${rows} row(s) for ${Math.round(elapsedMs)} ms, past limits.hardTimeoutMs (${this.hardTimeoutMs} ms), and was stopped`;
     const batcher = this.batcher;
     if (this.state !== "ready" || !batcher) return;
     if (this.recycling) {
-      void this.runner.terminate?.(why);
+      void this.runner.terminate?.(`it ${why}`);
       return;
     }
     this.recycling = true;
@@ -453,7 +453,7 @@ export class ModelHost implements ServedModel {
       `${c.name}: the runner ${why}; restarting it`,
     );
     try {
-      if (this.runner.terminate) await this.runner.terminate(why);
+      if (this.runner.terminate) await this.runner.terminate(`it ${why}`);
       else await this.runner.close();
       if (!current()) return;
       this.recycles++;
