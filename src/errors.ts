@@ -159,7 +159,7 @@ export const ERRORS = {
     status: 504,
     retryable: true,
     summary:
-      "The request's deadline (X-Request-Timeout-Ms or limits.timeoutMs) could not be met; it was dropped before inference.",
+      "The request's deadline (X-Request-Timeout-Ms or limits.timeoutMs) could not be met: dropped before inference, or answered at the deadline while the model still computed.",
   },
   MP_ERR_REQUEST_CANCELED: {
     status: 499,

@@ -15,8 +15,18 @@ export const limitsSchema = z
     maxQueueRows: positiveInt.default(4096),
     /** Default deadline of a request in ms (X-Request-Timeout-Ms overrides); late work is dropped with 504. */
     timeoutMs: positiveInt.default(30_000),
+    /**
+     * A runner still on one batch after this many ms is stuck: it is terminated (thread) or
+     * killed (child process), restarted and golden-checked again. Default: hardTimeoutMs(limits).
+     */
+    hardTimeoutMs: positiveInt.optional(),
   })
   .strict();
+
+/** The hard limit on one runner call when limits.hardTimeoutMs is not set: max(2 × timeoutMs, 60 s). */
+export function hardTimeoutMs(limits: { timeoutMs: number; hardTimeoutMs?: number | undefined }): number {
+  return limits.hardTimeoutMs ?? Math.max(2 * limits.timeoutMs, 60_000);
+}
 
 /** Per-model overrides of the limits; the body size limit is server-wide. */
 const modelLimitsSchema = limitsSchema.omit({ maxBodyBytes: true }).partial().strict();

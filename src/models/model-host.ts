@@ -4,9 +4,13 @@
 // and the model is ready again only after its golden check passes again. When the runner asks
 // to be recycled (a child process above its memory ceiling), the queue is paused and drained,
 // the runner restarted and golden-checked, and the queue resumed: no request is lost, and the
-// model stays ready throughout.
+// model stays ready throughout. When the runner is stuck on one batch past the hard limit
+// (limits.hardTimeoutMs), it is terminated (thread) or killed (child process) at once: the
+// model says not ready with the reason, the requests of that batch fail (503, retryable),
+// queued requests wait within their own deadlines, and once a fresh runner passes its golden
+// check the model is ready again and the queue runs on it.
 import type { Logger } from "pino";
-import type { ModelConfig } from "../config/schema.js";
+import { hardTimeoutMs, type ModelConfig } from "../config/schema.js";
 import { type ErrorCode, isModelportError, ModelportError } from "../errors.js";
 import { CostMeter } from "../metrics/cost.js";
 import type { Metrics } from "../metrics/metrics.js";
@@ -81,6 +85,9 @@ export class ModelHost implements ServedModel {
   private nextRecycleAt = 0;
   private readonly minRecycleIntervalMs: number;
   private warnedCeiling = false;
+  /** Bumped whenever a crash restart or close() takes the model over: a recycle that sees it change stops. */
+  private epoch = 0;
+  private readonly hardTimeoutMs: number;
   /** Compute time and its cost per request (src/metrics/cost.ts), fed by the batcher's observer. */
   readonly cost: CostMeter;
 
@@ -91,6 +98,7 @@ export class ModelHost implements ServedModel {
     this.metrics = options.metrics;
     this.cost = new CostMeter(config.name, { pricePerHour: config.pricePerHour }, options.metrics?.cost);
     this.minRecycleIntervalMs = options.minRecycleIntervalMs ?? MIN_RECYCLE_INTERVAL_MS;
+    this.hardTimeoutMs = hardTimeoutMs(config.limits);
     this.runner.onCrash((why) => this.onCrash(why));
     this.runner.onRecycleNeeded?.((why) => this.onRecycleNeeded(why));
   }
@@ -141,8 +149,9 @@ export class ModelHost implements ServedModel {
       },
       `loaded ${c.name}: ${((this.digest?.bytes ?? 0) / 1024).toFixed(1)} KiB in ${this.info.loadMs.toFixed(1)} ms, +${(this.info.memoryBytes / 1048576).toFixed(1)} MiB`,
     );
-    this.batcher = this.createBatcher(this.info.signature);
-    await this.checkGolden();
+    const batcher = this.createBatcher(this.info.signature);
+    this.batcher = batcher;
+    await this.checkGolden((inputs) => batcher.submit(inputs));
     this.crashStreak = 0;
     this.setState("ready", undefined, undefined);
   }
@@ -160,6 +169,9 @@ export class ModelHost implements ServedModel {
       batchable: enabled,
       maxQueueRows: this.config.limits.maxQueueRows,
       observer: this.observer(),
+      hardTimeoutMs: this.hardTimeoutMs,
+      onStuck: (ms, rows) => this.onStuck(ms, rows),
+      onInternalError: (err) => this.log.error({ err }, `${this.config.name}: batcher error (contained)`),
     });
   }
 
@@ -196,10 +208,12 @@ export class ModelHost implements ServedModel {
     );
   }
 
-  /** Scores the golden example through the queue, or straight on the runner (`run`) while the queue is paused. */
-  private async checkGolden(
-    run: (inputs: TensorMap) => Promise<TensorMap> = (inputs) => this.batcher!.submit(inputs),
-  ): Promise<void> {
+  /**
+   * Scores the golden example through the queue, or straight on the runner (`run`) while the
+   * queue is paused. A runner that does not answer within the hard limit is terminated and the
+   * check fails: a model that hangs on its own golden example is not ready.
+   */
+  private async checkGolden(run: (inputs: TensorMap) => Promise<TensorMap>): Promise<void> {
     const c = this.config;
     if (!c.golden) {
       this.golden = "none";
@@ -209,7 +223,7 @@ export class ModelHost implements ServedModel {
       return;
     }
     const golden = await readGolden(c.golden);
-    const outputs = await run(goldenInputs(golden, this.info!.signature));
+    const outputs = await this.withinHardLimit(run(goldenInputs(golden, this.info!.signature)));
     const diffs = compareGolden(golden, outputs, c.tolerance);
     if (diffs.length) {
       this.golden = "failed";
@@ -222,6 +236,24 @@ export class ModelHost implements ServedModel {
     this.golden = "passed";
     this.goldenDiff = undefined;
     this.log.info({ golden: c.golden }, `${c.name} matches its golden example`);
+  }
+
+  /** `call`, or a rejection after the hard limit, when the runner is terminated. */
+  private async withinHardLimit<T>(call: Promise<T>): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    const limit = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const why = `the golden example did not finish within limits.hardTimeoutMs (${this.hardTimeoutMs} ms)`;
+        call.catch(() => {}); // it fails when the runner is terminated
+        void this.runner.terminate?.(why);
+        reject(new ModelportError("MP_ERR_MODEL_LOAD_FAILED", `${why}; the runner was stopped`));
+      }, this.hardTimeoutMs);
+    });
+    try {
+      return await Promise.race([call, limit]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /**
@@ -278,6 +310,7 @@ export class ModelHost implements ServedModel {
   }
 
   async close(): Promise<void> {
+    this.epoch++;
     if (this.restartTimer) clearTimeout(this.restartTimer);
     this.setState("closed", "closed", "MP_ERR_SERVER_SHUTTING_DOWN");
     this.batcher?.failQueued(
@@ -291,6 +324,7 @@ export class ModelHost implements ServedModel {
 
   private onCrash(why: string): void {
     if (this.state === "closed") return;
+    this.epoch++;
     this.batcher?.failQueued(
       new ModelportError(
         "MP_ERR_RUNNER_CRASHED",
@@ -375,6 +409,73 @@ export class ModelHost implements ServedModel {
       if (!current()) return; // a crash restart or shutdown owns the model now
       const e = isModelportError(err) ? err : new ModelportError("MP_ERR_MODEL_LOAD_FAILED", String(err));
       this.fail(e.code, `recycling the runner failed: ${e.message}`);
+      batcher.failQueued(this.notReadyError());
+    } finally {
+      batcher.resume();
+    }
+  }
+
+  /**
+   * The batcher reports a batch on the runner past the hard limit. While ready: recycle the
+   * runner. During a memory recycle (which waits for that batch to drain): stop the runner so
+   * the recycle goes on. Otherwise a restart already owns the runner.
+   */
+  private onStuck(elapsedMs: number, rows: number): void {
+    const why = `was stuck on a batch of ${rows} row(s) for ${Math.round(elapsedMs)} ms, past limits.hardTimeoutMs (${this.hardTimeoutMs} ms), and was stopped`;
+    const batcher = this.batcher;
+    if (this.state !== "ready" || !batcher) return;
+    if (this.recycling) {
+      void this.runner.terminate?.(`it ${why}`);
+      return;
+    }
+    this.recycling = true;
+    void this.recycleStuck(why, batcher).finally(() => {
+      this.recycling = false;
+    });
+  }
+
+  /**
+   * Stop the stuck runner at once (the requests of its batches fail with a retryable 503),
+   * report not ready with the reason, start a fresh runner, check the golden example, and
+   * resume the queue: requests that were waiting run on the new runner within their own
+   * deadlines (those the recycle outlasts get 504). A failed restart leaves the model not ready
+   * and fails the queue, as a failed restart after a crash does.
+   */
+  private async recycleStuck(why: string, batcher: Batcher): Promise<void> {
+    const c = this.config;
+    const epoch = this.epoch;
+    const current = () => this.epoch === epoch && this.state !== "closed";
+    const started = performance.now();
+    batcher.pause();
+    this.setState("restarting", `the runner ${why}; restarting it`, "MP_ERR_RUNNER_CRASHED");
+    this.log.error(
+      { recycles: this.recycles, queuedRows: batcher.depth.queuedRows, hardTimeoutMs: this.hardTimeoutMs },
+      `${c.name}: the runner ${why}; restarting it`,
+    );
+    try {
+      if (this.runner.terminate) await this.runner.terminate(`it ${why}`);
+      else await this.runner.close();
+      if (!current()) return;
+      this.recycles++;
+      const info = await this.runner.start();
+      if (this.state === "closed") {
+        await this.runner.close();
+        return;
+      }
+      if (!current()) return;
+      this.info = info;
+      this.checkCeiling(info);
+      await this.checkGolden((inputs) => this.runner.predict(inputs));
+      if (!current()) return;
+      this.setState("ready", undefined, undefined);
+      this.log.info(
+        { recycles: this.recycles, ms: Math.round(performance.now() - started) },
+        `${c.name}: stuck runner replaced in ${(performance.now() - started).toFixed(0)} ms; serving again`,
+      );
+    } catch (err) {
+      if (!current()) return;
+      const e = isModelportError(err) ? err : new ModelportError("MP_ERR_MODEL_LOAD_FAILED", String(err));
+      this.fail(e.code, `restarting the stuck runner failed: ${e.message}`);
       batcher.failQueued(this.notReadyError());
     } finally {
       batcher.resume();

@@ -42,7 +42,7 @@ export interface ModelStatus {
   goldenDiff?: { output: string; problem: string }[];
   /** Times the runner was restarted after dying. */
   restarts: number;
-  /** Times the runner was recycled (drained and restarted while ready) for its memory ceiling. */
+  /** Times the runner was recycled: drained and restarted for its memory ceiling, or stopped and restarted when stuck past limits.hardTimeoutMs. */
   recycles: number;
   /**
    * Where the model runs; `pid` is the runner's own process (placement "process", while it runs);

@@ -1,11 +1,16 @@
 // One model's request queue: admits work within its limits (503 with Retry-After beyond them),
 // drops work whose deadline can no longer be met (504) or whose client left, joins requests
-// into batches by the adaptive policy, and hands each caller its own rows back.
+// of the same layout into batches by the adaptive policy, and hands each caller its own rows
+// back. A deadline bounds the whole wait, the runner call included: a request still computing
+// at its deadline is answered 504 at once (its rows are discarded when they come back), and a
+// batch on the runner longer than the hard limit is reported (onStuck) so the runner can be
+// replaced. Nothing in the batch path can escape as an unhandled rejection: every failure
+// becomes an error for the requests it concerns.
 import { ModelportError } from "../errors.js";
 import type { TensorMap } from "../tensor.js";
 import { ArrivalRate, type BatchSettings, CostModel, decide } from "./batch-policy.js";
 import type { CancelHandle } from "./cancel.js";
-import { concatBatch, sliceRows, splitBatch } from "./tensor-batch.js";
+import { checkOutputs, concatBatch, joinable, sliceRows, splitBatch } from "./tensor-batch.js";
 
 export interface SubmitOptions {
   /** Absolute deadline on the batcher's clock (ms); Infinity for none. */
@@ -32,6 +37,12 @@ export interface BatcherOptions extends BatchSettings {
   batchable: boolean;
   clock?: () => number;
   observer?: BatcherObserver;
+  /** A batch on the runner longer than this (ms) is stuck: onStuck is called once for it. Default: never. */
+  hardTimeoutMs?: number;
+  /** Called once per batch that has been on the runner longer than hardTimeoutMs. */
+  onStuck?: (elapsedMs: number, rows: number) => void;
+  /** Called with a failure of the batcher's own bookkeeping (a bug), which is contained, not thrown. */
+  onInternalError?: (err: unknown) => void;
 }
 
 interface Item {
@@ -44,6 +55,15 @@ interface Item {
   done: boolean;
   background: boolean;
   detach?: () => void;
+}
+
+/** A batch sent to the runner and not yet answered. */
+interface Running {
+  rows: number;
+  started: number;
+  items: Item[];
+  /** onStuck was called for it. */
+  stuck: boolean;
 }
 
 /** Estimates are inflated by this factor when judging deadlines, so "accepted" means "will make it". */
@@ -69,9 +89,13 @@ export class Batcher {
   private paused = false;
   private readonly idleWaiters: (() => void)[] = [];
   /** Batches on the runner now, to estimate when queued work can start. */
-  private readonly running = new Set<{ rows: number; started: number }>();
+  private readonly running = new Set<Running>();
   private timer: NodeJS.Timeout | undefined;
   private timerAt = Number.POSITIVE_INFINITY;
+  /** One timer for everything that can happen while batches are on the runner: deadlines and the hard limit. */
+  private watchTimer: NodeJS.Timeout | undefined;
+  private watchAt = Number.POSITIVE_INFINITY;
+  private readonly hardTimeoutMs: number;
   private readonly cost = new CostModel();
   private readonly arrivals = new ArrivalRate();
   /** Completed rows per ms, for Retry-After. */
@@ -86,6 +110,7 @@ export class Batcher {
   ) {
     this.clock = options.clock ?? (() => performance.now());
     this.observer = options.observer ?? noopObserver;
+    this.hardTimeoutMs = options.hardTimeoutMs ?? Number.POSITIVE_INFINITY;
     // A model that cannot be batched takes one request per call.
     this.settings = options.batchable
       ? options
@@ -139,11 +164,17 @@ export class Batcher {
     }
     if (rows <= max) return this.enqueue(inputs, rows, now, deadline, opts.cancel, opts.background);
     const pieces: Promise<TensorMap>[] = [];
-    for (let from = 0; from < rows; from += max) {
-      const to = Math.min(rows, from + max);
-      pieces.push(
-        this.enqueue(sliceRows(inputs, from, to), to - from, now, deadline, opts.cancel, opts.background),
-      );
+    try {
+      for (let from = 0; from < rows; from += max) {
+        const to = Math.min(rows, from + max);
+        pieces.push(
+          this.enqueue(sliceRows(inputs, from, to), to - from, now, deadline, opts.cancel, opts.background),
+        );
+      }
+    } catch (err) {
+      // Pieces already queued still run; their answers are dropped with this rejection.
+      for (const p of pieces) p.catch(() => {});
+      return Promise.reject(err);
     }
     return Promise.all(pieces).then(concatBatch);
   }
@@ -186,6 +217,8 @@ export class Batcher {
       this.queuedRows += rows;
       this.arrivals.observe(rows, now);
       this.observer.queueDepth(this.queuedRows);
+      // Behind batches on the runner the queue may not move before this deadline: watch it.
+      if (this.inFlight > 0) this.armWatch(deadline, now);
       this.schedule();
     });
   }
@@ -308,77 +341,199 @@ export class Batcher {
     this.timerAt = Number.POSITIVE_INFINITY;
   }
 
-  /** Takes whole requests, oldest first, up to `rows`; drops those whose deadline cannot be met. */
+  /**
+   * Takes whole requests up to `rows`: the oldest request, then, oldest first, those of the same
+   * layout (input names, datatypes, dims after dim 0); requests of another layout keep their
+   * place and head a later batch, so none starves. Drops requests whose deadline cannot be met.
+   */
   private dispatch(rows: number, now: number): void {
+    const queue = this.queue;
     const batch: Item[] = [];
     let taken = 0;
     let batchDeadline = Number.POSITIVE_INFINITY;
     // With batches already on the runner, this one starts when they finish.
     const startAt = this.runnerFreeAt(now);
-    while (this.queue.length > 0 && taken + this.queue[0]!.rows <= rows) {
-      const item = this.queue[0]!;
+    let head: TensorMap | undefined;
+    // Compaction in place: items kept in the queue are written back from index `kept`.
+    let kept = 0;
+    let i = 0;
+    for (; i < queue.length; i++) {
+      const item = queue[i]!;
+      if (taken >= rows) break;
       if (startAt + this.safeCost(item.rows) > item.deadline) {
         // Too late even alone: drop it before it costs any compute.
-        this.queue.shift();
-        this.minDeadlineStale = true;
         this.queuedRows -= item.rows;
+        this.minDeadlineStale = true;
         this.observer.rejected("deadline");
         this.settle(item, undefined, deadlineError(item.deadline - item.enqueuedAt));
         continue;
       }
-      // A bigger batch takes longer: stop before it would make anyone in it late.
-      const deadline = Math.min(batchDeadline, item.deadline);
-      if (batch.length > 0 && startAt + this.safeCost(taken + item.rows) > deadline) break;
-      this.queue.shift();
-      this.minDeadlineStale = true;
+      if (head !== undefined) {
+        if (!joinable(head, item.inputs)) {
+          queue[kept++] = item; // another layout: it waits for a batch of its own
+          continue;
+        }
+        if (taken + item.rows > rows) break;
+        // A bigger batch takes longer: stop before it would make anyone in it late.
+        if (startAt + this.safeCost(taken + item.rows) > Math.min(batchDeadline, item.deadline)) break;
+      } else head = item.inputs;
       this.queuedRows -= item.rows;
-      batchDeadline = deadline;
+      this.minDeadlineStale = true;
+      if (item.deadline < batchDeadline) batchDeadline = item.deadline;
       batch.push(item);
       taken += item.rows;
       this.observer.queueWait(now - item.enqueuedAt);
+    }
+    if (kept < i) {
+      // Close the gap left by the items taken or dropped.
+      queue.copyWithin(kept, i);
+      queue.length -= i - kept;
     }
     this.observer.queueDepth(this.queuedRows);
     if (batch.length === 0) return;
     this.inFlight++;
     const started = this.clock();
-    const running = { rows: taken, started };
+    const running: Running = { rows: taken, started, items: batch, stuck: false };
     this.running.add(running);
-    this.execute(batch).finally(() => {
-      const ms = this.clock() - started;
+    this.armWatch(Math.min(batchDeadline, started + this.hardTimeoutMs), started);
+    const done = (ok: boolean) => {
       this.inFlight--;
       this.running.delete(running);
-      this.cost.observe(taken, ms);
-      this.drain.observe(taken, this.clock());
-      this.observer.batch(taken, batch.length, ms);
-      if (this.inFlight === 0) for (const wake of this.idleWaiters.splice(0)) wake();
-      this.schedule();
+      if (this.running.size === 0) this.clearWatch();
+      try {
+        const ms = this.clock() - started;
+        // Only answered batches teach the cost model: a batch that failed fast or was cut off
+        // by the hard limit says nothing about what a batch costs.
+        if (ok) {
+          this.cost.observe(taken, ms);
+          this.drain.observe(taken, this.clock());
+        }
+        this.observer.batch(taken, batch.length, ms);
+        if (this.inFlight === 0) for (const wake of this.idleWaiters.splice(0)) wake();
+        this.schedule();
+      } catch (err) {
+        this.options.onInternalError?.(err);
+      }
+    };
+    this.execute(batch).then(done, (err) => {
+      this.options.onInternalError?.(err);
+      done(false);
     });
   }
 
-  private async execute(batch: Item[]): Promise<void> {
-    const inputs = this.options.batchable ? concatBatch(batch.map((i) => i.inputs)) : batch[0]!.inputs;
+  /**
+   * Runs one batch and settles every request in it; resolves true when the runner answered
+   * the batch. Never rejects: a failure to join, run or split becomes each request's error.
+   */
+  private async execute(batch: Item[]): Promise<boolean> {
+    if (batch.length === 1) return this.runOne(batch[0]!);
+    let outputs: TensorMap;
     try {
-      const outputs = await this.run(inputs);
-      const pieces = splitBatch(
+      outputs = await this.run(concatBatch(batch.map((i) => i.inputs)));
+    } catch (err) {
+      // One request's bad rows must not fail its neighbours: retry each alone.
+      if (err instanceof ModelportError && !err.retryable) {
+        await Promise.all(batch.map((item) => this.runOne(item)));
+        return false;
+      }
+      for (const item of batch) this.settle(item, undefined, asError(err));
+      return false;
+    }
+    let pieces: TensorMap[];
+    try {
+      pieces = splitBatch(
         outputs,
         batch.map((i) => i.rows),
       );
-      for (let k = 0; k < batch.length; k++) this.settle(batch[k]!, pieces[k]);
     } catch (err) {
-      // One request's bad rows must not fail its neighbours: retry each alone.
-      if (batch.length > 1 && err instanceof ModelportError && !err.retryable) {
-        await Promise.all(
-          batch.map((item) =>
-            this.run(item.inputs).then(
-              (out) => this.settle(item, out),
-              (e: Error) => this.settle(item, undefined, e),
-            ),
-          ),
-        );
-        return;
-      }
-      for (const item of batch) this.settle(item, undefined, err as Error);
+      for (const item of batch) this.settle(item, undefined, asError(err));
+      return false;
     }
+    for (let k = 0; k < batch.length; k++) this.settle(batch[k]!, pieces[k]);
+    return true;
+  }
+
+  /** Runs one request alone and settles it; resolves true when the runner answered. */
+  private async runOne(item: Item): Promise<boolean> {
+    try {
+      this.settle(item, checkOutputs(await this.run(item.inputs)));
+      return true;
+    } catch (err) {
+      this.settle(item, undefined, asError(err));
+      return false;
+    }
+  }
+
+  private clearWatch(): void {
+    if (this.watchTimer) clearTimeout(this.watchTimer);
+    this.watchTimer = undefined;
+    this.watchAt = Number.POSITIVE_INFINITY;
+  }
+
+  private armWatch(at: number, now: number): void {
+    if (at >= this.watchAt) return;
+    if (this.watchTimer) clearTimeout(this.watchTimer);
+    this.watchAt = at;
+    this.watchTimer = setTimeout(
+      () => {
+        this.watchTimer = undefined;
+        this.watchAt = Number.POSITIVE_INFINITY;
+        try {
+          this.watch();
+        } catch (err) {
+          this.options.onInternalError?.(err);
+        }
+      },
+      Math.max(0, Math.ceil(at - now)),
+    );
+    this.watchTimer.unref();
+  }
+
+  /**
+   * While batches are on the runner: answers 504 to every request whose deadline has passed,
+   * running or queued (the runner's late answer is discarded), reports batches past the hard
+   * limit, and wakes up again for the next of these.
+   */
+  private watch(): void {
+    if (this.running.size === 0) return;
+    const now = this.clock();
+    let next = Number.POSITIVE_INFINITY;
+    for (const r of this.running) {
+      for (const item of r.items) {
+        if (item.done) continue;
+        if (item.deadline <= now) {
+          this.observer.rejected("deadline");
+          this.settle(item, undefined, lateError(item.deadline - item.enqueuedAt));
+        } else if (item.deadline < next) next = item.deadline;
+      }
+      if (!r.stuck) {
+        const hard = r.started + this.hardTimeoutMs;
+        if (hard <= now) {
+          r.stuck = true;
+          this.options.onStuck?.(now - r.started, r.rows);
+        } else if (hard < next) next = hard;
+      }
+    }
+    // Queued requests wait for the runner too: their deadlines end the wait.
+    if (this.earliestDeadline() <= now) this.expireQueued(now);
+    const queued = this.earliestDeadline();
+    if (queued < next) next = queued;
+    if (this.running.size > 0 && next < Number.POSITIVE_INFINITY) this.armWatch(next, now);
+  }
+
+  /** Answers 504 to every queued request whose deadline has passed. */
+  private expireQueued(now: number): void {
+    let kept = 0;
+    for (const item of this.queue) {
+      if (item.deadline <= now) {
+        this.queuedRows -= item.rows;
+        this.observer.rejected("deadline");
+        this.settle(item, undefined, deadlineError(item.deadline - item.enqueuedAt));
+      } else this.queue[kept++] = item;
+    }
+    this.queue.length = kept;
+    this.minDeadlineStale = true;
+    this.observer.queueDepth(this.queuedRows);
   }
 
   private settle(item: Item, outputs: TensorMap | undefined, err?: Error): void {
@@ -416,6 +571,18 @@ function deadlineError(budgetMs: number): ModelportError {
     "MP_ERR_DEADLINE_EXCEEDED",
     `the request's deadline (${Math.max(0, Math.round(budgetMs))} ms) cannot be met; it was dropped before inference. Raise X-Request-Timeout-Ms or retry when the model is less busy`,
   );
+}
+
+function lateError(budgetMs: number): ModelportError {
+  return new ModelportError(
+    "MP_ERR_DEADLINE_EXCEEDED",
+    `the request's deadline (${Math.max(0, Math.round(budgetMs))} ms) passed while the model was computing it; its answer will be discarded. Raise X-Request-Timeout-Ms or retry when the model is less busy`,
+  );
+}
+
+function asError(err: unknown): Error {
+  if (err instanceof Error) return err;
+  return new ModelportError("MP_ERR_SERVER_INTERNAL", `the batch failed: ${String(err)}`);
 }
 
 function canceledError(): ModelportError {

@@ -3,7 +3,8 @@
 // child is a fork of process-main.js speaking the worker protocol over IPC with V8 ("advanced")
 // serialization, so typed arrays, BigInt64Array included, cross intact. With a memory ceiling
 // (maxRssMb) the child reports its RSS with every answer, and the runner asks its owner for a
-// recycle (onRecycleNeeded) when the RSS is above the ceiling.
+// recycle (onRecycleNeeded) when the RSS is above the ceiling. terminate() SIGKILLs a child
+// stuck past the hard limit, whatever it is stuck in.
 import { type ChildProcess, fork } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { ModelportError, reviveError } from "../errors.js";
@@ -160,6 +161,26 @@ export class ProcessRunner implements Runner {
 
   onRecycleNeeded(listener: (reason: string) => void): void {
     this.recycleListeners.push(listener);
+  }
+
+  async terminate(reason: string): Promise<void> {
+    const child = this.child;
+    if (!child) return;
+    // Detached first: its exit is not a crash, and late answers find no pending call.
+    this.child = undefined;
+    this.loaded = false;
+    this.pending.failAll(this.spec.name, reason);
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+    child.kill("SIGKILL");
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      exited,
+      new Promise((r) => {
+        timer = setTimeout(r, this.closeTimeoutMs);
+      }),
+    ]);
+    clearTimeout(timer);
   }
 
   close(): Promise<void> {

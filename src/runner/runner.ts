@@ -45,6 +45,12 @@ export interface Runner {
    * memory passed the ceiling). May fire again with every answer until it is restarted.
    */
   onRecycleNeeded?(listener: (reason: string) => void): void;
+  /**
+   * Stops the runner at once, without waiting for the call in progress (one stuck past the
+   * hard limit): calls in flight fail with MP_ERR_RUNNER_CRASHED naming `reason`; never fires
+   * onCrash. start() then runs a fresh copy.
+   */
+  terminate?(reason: string): Promise<void>;
   /** Closes the model and stops the runner; idempotent; never fires onCrash. */
   close(): Promise<void>;
 }

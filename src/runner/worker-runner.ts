@@ -1,5 +1,8 @@
 // A Runner that owns its model in a worker thread of the server process: onnxruntime's
 // session.run blocks whatever thread calls it, so that thread must not be the HTTP one.
+// terminate() stops a thread stuck in JavaScript at once (V8 interrupts even `while (true)`);
+// a thread stuck inside a native call stops only when that call returns, so it is abandoned
+// (it keeps its memory and a core until then) and a fresh one is started beside it.
 import { Worker } from "node:worker_threads";
 import { ModelportError, reviveError } from "../errors.js";
 import type { TensorMap } from "../tensor.js";
@@ -9,6 +12,9 @@ import type { FromWorker, ToWorker, WorkerData } from "./worker-protocol.js";
 import { transferables } from "./worker-protocol.js";
 
 const WORKER_URL = new URL("./worker-main.js", import.meta.url);
+
+/** How long terminate() waits for the thread to stop before abandoning it (stuck in native code). */
+const TERMINATE_WAIT_MS = 2000;
 
 export class WorkerRunner implements Runner {
   readonly spec: RunnerSpec;
@@ -22,6 +28,8 @@ export class WorkerRunner implements Runner {
   }
 
   start(): Promise<RunnerLoadInfo> {
+    // A fresh generation: close() or terminate() applied to the thread they found.
+    this.closing = undefined;
     const data: WorkerData = { spec: this.spec };
     const worker = new Worker(WORKER_URL, { workerData: data, name: `model:${this.spec.name}` });
     this.worker = worker;
@@ -61,7 +69,9 @@ export class WorkerRunner implements Runner {
         this.pending.failAll(this.spec.name, reason);
         if (!this.closing) for (const l of this.crashListeners) l(reason);
       };
-      worker.on("error", (err) => die(err.message));
+      worker.on("error", (err) => {
+        if (this.worker === worker) die(err.message);
+      });
       worker.on("exit", (code) => {
         if (this.worker === worker) die(`worker exited with code ${code}`);
       });
@@ -86,6 +96,22 @@ export class WorkerRunner implements Runner {
 
   onCrash(listener: (reason: string) => void): void {
     this.crashListeners.push(listener);
+  }
+
+  async terminate(reason: string): Promise<void> {
+    const worker = this.worker;
+    if (!worker) return;
+    // Detached first: its exit is not a crash, and late answers find no pending call.
+    this.worker = undefined;
+    this.pending.failAll(this.spec.name, reason);
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      worker.terminate().catch(() => {}),
+      new Promise((r) => {
+        timer = setTimeout(r, TERMINATE_WAIT_MS);
+      }),
+    ]);
+    clearTimeout(timer);
   }
 
   close(): Promise<void> {
