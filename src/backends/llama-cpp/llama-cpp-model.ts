@@ -124,7 +124,7 @@ export class LlamaCppModel implements LanguageModel {
         waiting: this.slots?.waiting ?? 0,
         limit: this.config.llm.sequences,
       },
-      ...(this.context ? { contextSize: this.context.contextSize } : {}),
+      ...(this.context ? { contextSize: this.context.contextSize, batchSize: this.context.batchSize } : {}),
     };
   }
 
@@ -207,7 +207,8 @@ export class LlamaCppModel implements LanguageModel {
 
   private async checkGolden(path: string): Promise<void> {
     const golden = await readLlmGolden(path);
-    const got = await this.run(goldenRequest(golden), {});
+    // The golden budget is the file's own: llm.maxTokens caps clients, not the model's check.
+    const got = await this.run(goldenRequest(golden), {}, false);
     if (got.text !== golden.text) {
       this.golden = "failed";
       throw new ModelportError(
@@ -237,8 +238,15 @@ export class LlamaCppModel implements LanguageModel {
     return this.run(request, options);
   }
 
-  /** Waits for a sequence, generates, frees the sequence; used by requests and the golden check. */
-  private async run(request: GenerateRequest, options: GenerateOptions): Promise<GenerateResult> {
+  /**
+   * Waits for a sequence, generates, frees the sequence; used by requests and the golden check
+   * (`capped` false: llm.maxTokens does not apply).
+   */
+  private async run(
+    request: GenerateRequest,
+    options: GenerateOptions,
+    capped = true,
+  ): Promise<GenerateResult> {
     const input = request.messages ? this.renderChat(request.messages) : undefined;
     const slot = await this.slots!.acquire(options.signal);
     // One controller per generation, aborted by the client's signal or by close(): a plain
@@ -248,7 +256,7 @@ export class LlamaCppModel implements LanguageModel {
     const onAbort = () => ac.abort();
     if (client?.aborted) ac.abort();
     else client?.addEventListener("abort", onAbort, { once: true });
-    const work = this.generateOn(slot, request, input, ac.signal, options.onDelta);
+    const work = this.generateOn(slot, request, input, ac.signal, options.onDelta, capped);
     this.running.set(work, ac);
     try {
       return await work;
@@ -265,6 +273,7 @@ export class LlamaCppModel implements LanguageModel {
     chat: { text: LlamaText; stops: LlamaText[] } | undefined,
     signal: AbortSignal,
     onDelta: ((text: string) => void) | undefined,
+    capped: boolean,
   ): Promise<GenerateResult> {
     const model = this.model!;
     const { sequence, completion } = slot;
@@ -285,7 +294,8 @@ export class LlamaCppModel implements LanguageModel {
         { promptTokens, contextSize: sequence.contextSize },
       );
     }
-    const maxTokens = Math.min(room, request.maxTokens ?? room, this.config.llm.maxTokens ?? room);
+    const cap = capped ? this.config.llm.maxTokens : undefined;
+    const maxTokens = Math.min(room, request.maxTokens ?? room, cap ?? room);
     const outputBefore = sequence.tokenMeter.usedOutputTokens;
     const greedy = !request.temperature;
     // The client's stop strings are matched on the text by StopScanner (node-llama-cpp's own

@@ -309,6 +309,7 @@ export function describeLanguageModel(m: LanguageModel): Record<string, unknown>
     status: { state: s.state, ready: s.ready, reason: s.reason, code: s.code, golden: s.golden },
     concurrency: s.concurrency,
     context_length: s.contextSize,
+    batch_size: s.batchSize,
     file: { path: s.path, bytes: s.bytes, sha256: s.sha256 },
     load_ms: s.loadMs,
     // Requests, compute ms, tokens and estimated dollars so far (docs/Cost.md).
