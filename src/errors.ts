@@ -183,7 +183,7 @@ export const ERRORS = {
     status: 400,
     retryable: false,
     summary:
-      "The prompt (with the chat template) does not fit the model's context window (llm.contextSize), or its UTF-8 size, checked before tokenizing, is over contextSize × llm.maxPromptBytesPerToken or llm.maxPromptBytes; shorten it.",
+      "The prompt does not fit the model's context (llm.contextSize): in tokens, or in UTF-8 bytes checked before tokenizing (llm.maxPromptBytesPerToken, llm.maxPromptBytes).",
   },
   MP_ERR_LLM_CAPABILITY_UNSUPPORTED: {
     status: 400,
@@ -201,7 +201,7 @@ export const ERRORS = {
     status: 502,
     retryable: false,
     summary:
-      "The upstream server behind an `upstream` model refused the request with a 4xx other than 429 (a bad key, an unknown model, a parameter it does not take); its message is quoted with credentials redacted, at most 300 characters.",
+      "The upstream server behind an `upstream` model refused the request with a 4xx other than 429 (a bad key, an unknown model or a parameter); its message is quoted, keys redacted.",
   },
   // Jobs
   MP_ERR_JOB_NOT_FOUND: {
