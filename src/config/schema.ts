@@ -93,7 +93,7 @@ export const upstreamSchema = z
     maxBackoffMs: positiveInt.default(30_000),
     /** Longest Server-Sent Events line or event a stream may send (characters); beyond it the stream is cut with MP_ERR_LLM_UPSTREAM_FAILED. */
     maxEventChars: positiveInt.max(1 << 28).default(1 << 20),
-    /** Largest non-streamed answer read from the upstream (bytes); beyond it MP_ERR_LLM_UPSTREAM_FAILED. */
+    /** Largest non-streamed answer (embeddings, the /models probe) read from the upstream, in bytes; beyond it MP_ERR_LLM_UPSTREAM_FAILED. */
     maxResponseBytes: positiveInt.max(1 << 30).default(64 << 20),
   })
   .strict();

@@ -17,7 +17,7 @@ import { stringify } from "yaml";
 import { type OpenAiStub, startOpenAiStub } from "../helpers/openai-stub.js";
 import { type InProcessServer, startInProcess, waitReady } from "../helpers/server.js";
 
-type Mode = "cr" | "endless" | "gated" | "error-event";
+type Mode = "cr" | "endless" | "gated" | "error-event" | "big";
 
 /** A minimal OpenAI-compatible upstream whose streamed bytes each test chooses. */
 interface RawUpstream {
@@ -61,6 +61,13 @@ async function startRawUpstream(): Promise<RawUpstream> {
       return;
     }
     up.posts++;
+    if (up.mode === "big") {
+      // A non-streamed (embeddings) answer of about 1 MB.
+      res.writeHead(200, { "content-type": "application/json" });
+      const embedding = Array.from({ length: 1 << 16 }, (_, i) => i / 7);
+      res.end(JSON.stringify({ data: [{ index: 0, embedding }], usage: { prompt_tokens: 1 } }));
+      return;
+    }
     res.writeHead(200, { "content-type": "text/event-stream" });
     switch (up.mode) {
       case "cr":
@@ -102,8 +109,10 @@ async function startRawUpstream(): Promise<RawUpstream> {
         });
         res.write(`data: ${chunk("first")}\n\n`);
         up.gated.firstSent = true;
-        // The rest only once the test saw the first chunk, or after 5 s if it never does.
-        await Promise.race([go, new Promise((r) => setTimeout(r, 5000))]);
+        // The rest only once the test saw the first chunk, or after 20 s if it never does.
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([go, new Promise((r) => (timer = setTimeout(r, 20_000)))]);
+        clearTimeout(timer);
         up.gated.restSent = true;
         for (const t of [" second", " third"]) res.write(`data: ${chunk(t)}\n\n`);
         res.end("data: [DONE]\n\n");
@@ -158,7 +167,14 @@ describe("upstream streams (raw SSE upstream, real server)", () => {
         {
           name: "raw",
           backend: "upstream",
-          upstream: { url: up.url, model: "raw", backoffMs: 10, retries: 2, maxEventChars: 65536 },
+          upstream: {
+            url: up.url,
+            model: "raw",
+            backoffMs: 10,
+            retries: 2,
+            maxEventChars: 65536,
+            maxResponseBytes: 100_000,
+          },
         },
       ],
     });
@@ -199,6 +215,19 @@ describe("upstream streams (raw SSE upstream, real server)", () => {
     assert.equal((await fetch(`${server.url}/livez`)).status, 200);
     up.mode = "cr";
     assert.deepEqual(await streamChat(client, "raw"), ["Hel", "lo", " there"]);
+  });
+
+  it("refuses a non-streamed answer over upstream.maxResponseBytes without retrying", async () => {
+    up.mode = "big";
+    const before = up.posts;
+    await assert.rejects(client.embeddings.create({ model: "raw", input: "hi" }), (err: unknown) => {
+      assert.ok(err instanceof OpenAI.APIError);
+      assert.equal(err.status, 502);
+      assert.equal(err.code, "MP_ERR_LLM_UPSTREAM_FAILED");
+      assert.match(err.message, /larger than 100000 bytes \(upstream\.maxResponseBytes\)/);
+      return true;
+    });
+    assert.equal(up.posts - before, 1);
   });
 
   it("passes each chunk on as it arrives: the client sees the first before the upstream sent the rest", async () => {
