@@ -72,6 +72,34 @@ function streamedError(error: OpenAiAnswer["error"], secrets: readonly (string |
   return raw ? safeUpstreamText(raw, secrets) : "an error without a message";
 }
 
+/**
+ * The upstream's embeddings in input order: one per input, each index 0…n-1 exactly once, each
+ * vector an array of finite numbers.
+ * @throws ModelportError MP_ERR_LLM_UPSTREAM_FAILED for anything else.
+ */
+function orderedEmbeddings(data: unknown, n: number): number[][] {
+  const bad = (why: string) =>
+    new ModelportError("MP_ERR_LLM_UPSTREAM_FAILED", `the upstream's embeddings answer is unusable: ${why}`);
+  if (!Array.isArray(data)) throw bad("`data` is not an array");
+  if (data.length !== n) throw bad(`${data.length} embeddings for ${n} inputs`);
+  const out = new Array<number[] | undefined>(n);
+  for (const d of data as { index?: unknown; embedding?: unknown }[]) {
+    const i = d?.index;
+    if (typeof i !== "number" || !Number.isInteger(i) || i < 0 || i >= n || out[i])
+      throw bad("the indexes are not 0…n-1, each once");
+    const v = d.embedding;
+    if (!Array.isArray(v) || !v.every((x) => typeof x === "number" && Number.isFinite(x)))
+      throw bad(`embedding ${i} is not an array of finite numbers`);
+    out[i] = v as number[];
+  }
+  return out as number[][];
+}
+
+/** A token count the upstream reported, when it is a whole number that can be one. */
+function count(v: unknown): number | undefined {
+  return typeof v === "number" && Number.isSafeInteger(v) && v >= 0 ? v : undefined;
+}
+
 /** Rough token count for an upstream that reports no usage: about 4 characters per token (an estimate). */
 function estimateTokens(text: string): number {
   return Math.ceil(text.length / 4);
@@ -441,7 +469,8 @@ export class UpstreamLanguageModel implements LanguageModel {
         if (!stream) {
           const answer = await readJson<OpenAiAnswer>(attempt, u.timeoutMs, u.maxResponseBytes, secrets);
           const choice = answer.choices?.[0];
-          const text = (chat ? choice?.message?.content : choice?.text) ?? "";
+          const raw = chat ? choice?.message?.content : choice?.text;
+          const text = typeof raw === "string" ? raw : "";
           return { text, finishReason: finishReason(choice?.finish_reason), usage: answer.usage };
         }
         let text = "";
@@ -471,7 +500,8 @@ export class UpstreamLanguageModel implements LanguageModel {
             if (chunk.usage) usage = chunk.usage;
             const choice = chunk.choices?.[0];
             if (!choice) continue;
-            const delta = (chat ? choice.delta?.content : choice.text) ?? "";
+            const raw = chat ? choice.delta?.content : choice.text;
+            const delta = typeof raw === "string" ? raw : "";
             if (choice.finish_reason) reason = choice.finish_reason;
             if (delta) {
               progressed();
@@ -495,8 +525,8 @@ export class UpstreamLanguageModel implements LanguageModel {
         attempt.done();
       }
     });
-    const promptTokens = value.usage?.prompt_tokens ?? estimateTokens(promptText);
-    const completionTokens = value.usage?.completion_tokens ?? estimateTokens(value.text);
+    const promptTokens = count(value.usage?.prompt_tokens) ?? estimateTokens(promptText);
+    const completionTokens = count(value.usage?.completion_tokens) ?? estimateTokens(value.text);
     this.meter.tokens(promptTokens, completionTokens, ms);
     return { text: value.text, finishReason: value.finishReason, usage: { promptTokens, completionTokens } };
   }
@@ -524,15 +554,10 @@ export class UpstreamLanguageModel implements LanguageModel {
         attempt.done();
       }
     });
-    const data = [...(value.data ?? [])].sort((a, b) => a.index - b.index);
-    if (data.length !== inputs.length) {
-      throw new ModelportError(
-        "MP_ERR_LLM_UPSTREAM_FAILED",
-        `the upstream returned ${data.length} embeddings for ${inputs.length} inputs`,
-      );
-    }
-    const promptTokens = value.usage?.prompt_tokens ?? inputs.reduce((n, t) => n + estimateTokens(t), 0);
+    const vectors = orderedEmbeddings(value?.data, inputs.length);
+    const promptTokens =
+      count(value.usage?.prompt_tokens) ?? inputs.reduce((n, t) => n + estimateTokens(t), 0);
     this.meter.tokens(promptTokens, 0, ms);
-    return { vectors: data.map((d) => d.embedding), promptTokens };
+    return { vectors, promptTokens };
   }
 }
