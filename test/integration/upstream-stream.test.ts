@@ -3,7 +3,8 @@
 // and CRLF line endings, `event:`/`id:`/comment lines, an endless line without a newline, an
 // `event: error` frame, and a producer that holds its second chunk until told to go on, which
 // proves chunks are passed on as they arrive (an event from the producer, not a clock) both by
-// a single server and through the API tier to a runner. The shared OpenAI stub answers errors
+// a single server and through the API tier to a runner; and embeddings answers that are too
+// large, out of order or inconsistent. The shared OpenAI stub answers errors
 // that quote the API key: the key must appear nowhere in answers, logs or /readyz.
 import assert from "node:assert/strict";
 import { mkdtempSync, writeFileSync } from "node:fs";
@@ -17,7 +18,7 @@ import { stringify } from "yaml";
 import { type OpenAiStub, startOpenAiStub } from "../helpers/openai-stub.js";
 import { type InProcessServer, startInProcess, waitReady } from "../helpers/server.js";
 
-type Mode = "cr" | "endless" | "gated" | "error-event" | "big";
+type Mode = "cr" | "endless" | "gated" | "error-event" | "big" | "reversed" | "duplicate";
 
 /** A minimal OpenAI-compatible upstream whose streamed bytes each test chooses. */
 interface RawUpstream {
@@ -54,13 +55,23 @@ async function startRawUpstream(): Promise<RawUpstream> {
     close: async () => {},
   };
   const server: Server = createServer(async (req: IncomingMessage, res) => {
-    for await (const _ of req);
+    let raw = "";
+    for await (const c of req) raw += c;
     if (req.method === "GET") {
       res.writeHead(200, { "content-type": "application/json" });
       res.end(JSON.stringify({ object: "list", data: [{ id: "raw", object: "model" }] }));
       return;
     }
     up.posts++;
+    if (up.mode === "reversed" || up.mode === "duplicate") {
+      // Embeddings answered last input first (each with its index), or with an index twice.
+      const input = (JSON.parse(raw) as { input: string[] }).input;
+      const data = input.map((t, index) => ({ index, embedding: [t.length, index] })).reverse();
+      if (up.mode === "duplicate") data[0]!.index = data[1]!.index;
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify({ data, usage: { prompt_tokens: input.length } }));
+      return;
+    }
     if (up.mode === "big") {
       // A non-streamed (embeddings) answer of about 1 MB.
       res.writeHead(200, { "content-type": "application/json" });
@@ -228,6 +239,28 @@ describe("upstream streams (raw SSE upstream, real server)", () => {
       return true;
     });
     assert.equal(up.posts - before, 1);
+  });
+
+  it("puts embeddings answered out of order back in input order; refuses an answer with an index twice", async () => {
+    up.mode = "reversed";
+    const input = ["a", "bb", "ccc"];
+    const r = await client.embeddings.create({ model: "raw", input, encoding_format: "float" });
+    assert.deepEqual(
+      r.data.map((d) => d.embedding),
+      [
+        [1, 0],
+        [2, 1],
+        [3, 2],
+      ],
+    );
+    up.mode = "duplicate";
+    await assert.rejects(client.embeddings.create({ model: "raw", input }), (err: unknown) => {
+      assert.ok(err instanceof OpenAI.APIError);
+      assert.equal(err.status, 502);
+      assert.equal(err.code, "MP_ERR_LLM_UPSTREAM_FAILED");
+      assert.match(err.message, /indexes are not 0…n-1, each once/);
+      return true;
+    });
   });
 
   it("passes each chunk on as it arrives: the client sees the first before the upstream sent the rest", async () => {
