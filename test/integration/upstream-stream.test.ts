@@ -350,6 +350,8 @@ describe("upstream error text never carries the key (OpenAI stub)", () => {
         assert.equal(err.status, 502);
         assert.equal(err.code, "MP_ERR_LLM_UPSTREAM_REJECTED");
         assert.match(err.message, /HTTP 401: Incorrect API key provided: \[redacted\]/);
+        // The upstream's error type stays (the stub answers type "server_error").
+        assert.match(err.message, /\(type server_error\)/);
         assert.doesNotMatch(err.message, /sk-other-9876543210/);
         return true;
       },

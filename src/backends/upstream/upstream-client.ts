@@ -175,8 +175,9 @@ export async function fetchAttempt(o: AttemptOptions): Promise<Attempt> {
     const said = errorBody(text, secrets);
     // Not JSON: a short, redacted excerpt (an HTML error page, a proxy's text).
     const shown = said.message ?? (text ? safeUpstreamText(text, secrets, 200) : "");
+    const kind = [said.type ? `type ${said.type}` : "", said.code ? `code ${said.code}` : ""].filter(Boolean);
     throw new AttemptFailure(
-      `${o.method} ${safeUrl(o.url)} answered HTTP ${response.status}${shown ? `: ${shown}` : ""}`,
+      `${o.method} ${safeUrl(o.url)} answered HTTP ${response.status}${shown ? `: ${shown}` : ""}${kind.length ? ` (${kind.join(", ")})` : ""}`,
       retryableStatus(response.status),
       response.status,
       parseRetryAfter(response.headers.get("retry-after")),
