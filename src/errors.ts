@@ -183,7 +183,7 @@ export const ERRORS = {
     status: 400,
     retryable: false,
     summary:
-      "The prompt (with the chat template) does not fit the model's context window (llm.contextSize); shorten it.",
+      "The prompt does not fit the model's context (llm.contextSize): in tokens, or in UTF-8 bytes checked before tokenizing (llm.maxPromptBytesPerToken, llm.maxPromptBytes).",
   },
   MP_ERR_LLM_CAPABILITY_UNSUPPORTED: {
     status: 400,
@@ -194,13 +194,14 @@ export const ERRORS = {
   MP_ERR_LLM_UPSTREAM_FAILED: {
     status: 502,
     retryable: true,
-    summary: "The upstream server behind an `upstream` model failed or could not be reached.",
+    summary:
+      "The upstream server behind an `upstream` model failed or could not be reached, or its answer broke a limit (upstream.maxEventChars, upstream.maxResponseBytes).",
   },
   MP_ERR_LLM_UPSTREAM_REJECTED: {
     status: 502,
     retryable: false,
     summary:
-      "The upstream server behind an `upstream` model refused the request with a 4xx other than 429 (a bad key, an unknown model, a parameter it does not take); its message is quoted.",
+      "The upstream server behind an `upstream` model refused the request with a 4xx other than 429 (a bad key, an unknown model or a parameter); its message is quoted, keys redacted.",
   },
   // Jobs
   MP_ERR_JOB_NOT_FOUND: {

@@ -34,6 +34,15 @@ export interface PromSample {
   value: number;
 }
 
+/**
+ * A label value as the text format writes it, unescaped: the three escapes (backslash before a
+ * backslash, a quote or "n") are read left to right in one pass, so an escaped backslash followed
+ * by "n" stays a backslash and an "n", never a newline.
+ */
+export function unescapeLabel(raw: string): string {
+  return raw.replace(/\\(.)/g, (_, c: string) => (c === "n" ? "\n" : c));
+}
+
 /** Parses Prometheus text exposition: one sample per non-comment line. */
 export function parsePrometheus(text: string): PromSample[] {
   const out: PromSample[] = [];
@@ -43,7 +52,7 @@ export function parsePrometheus(text: string): PromSample[] {
     if (!m) continue;
     const labels: Record<string, string> = {};
     for (const l of (m[2] ?? "").matchAll(/([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) {
-      labels[l[1]!] = l[2]!.replace(/\\n/g, "\n").replace(/\\(.)/g, "$1");
+      labels[l[1]!] = unescapeLabel(l[2]!);
     }
     out.push({ name: m[1]!, labels, value: Number(m[3]) });
   }

@@ -80,6 +80,21 @@ export const llmSchema = z
     maxTokens: positiveInt.optional(),
     /** Tokens evaluated per batch while reading a prompt (llama-cpp batchSize); default: the library's. */
     batchSize: positiveInt.max(65_536).optional(),
+    /**
+     * Prompt size checked before any templating or tokenizing: a prompt (all message contents, or
+     * the completion prompt) of more UTF-8 bytes than contextSize × maxPromptBytesPerToken (for
+     * models that know their context: llama-cpp) or than maxPromptBytes gets 400
+     * MP_ERR_LLM_CONTEXT_OVERFLOW at once. No real tokenizer averages 32 bytes a token.
+     */
+    maxPromptBytesPerToken: positiveInt.max(1024).default(32),
+    /** Absolute cap on a prompt's UTF-8 bytes, for every language backend (upstream included); default: none beyond the above and limits.maxBodyBytes. */
+    maxPromptBytes: positiveInt.optional(),
+    /** Most messages in one chat request; more: 400 MP_ERR_REQUEST_INVALID. */
+    maxMessages: positiveInt.max(1_000_000).default(1024),
+    /** Most stop sequences in one request; more: 400 MP_ERR_REQUEST_INVALID. */
+    maxStops: positiveInt.max(1024).default(16),
+    /** Longest stop sequence (characters); longer: 400 MP_ERR_REQUEST_INVALID. */
+    maxStopChars: positiveInt.max(1_000_000).default(1000),
   })
   .strict();
 
@@ -104,6 +119,10 @@ export const upstreamSchema = z
     /** First backoff; doubles each attempt (a Retry-After header wins, up to maxBackoffMs). */
     backoffMs: positiveInt.default(500),
     maxBackoffMs: positiveInt.default(30_000),
+    /** Longest Server-Sent Events line or event a stream may send (characters); beyond it the stream is cut with MP_ERR_LLM_UPSTREAM_FAILED. */
+    maxEventChars: positiveInt.max(1 << 28).default(1 << 20),
+    /** Largest non-streamed answer (embeddings, the /models probe) read from the upstream, in bytes; beyond it MP_ERR_LLM_UPSTREAM_FAILED. */
+    maxResponseBytes: positiveInt.max(1 << 30).default(64 << 20),
   })
   .strict();
 

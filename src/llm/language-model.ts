@@ -120,6 +120,8 @@ export interface LanguageModelStatus {
   readonly concurrency: { readonly active: number; readonly waiting: number; readonly limit: number };
   /** Context window in tokens, when known. */
   readonly contextSize?: number;
+  /** Prompt tokens evaluated per batch, as the backend runs it (llama-cpp: the context's batch size). */
+  readonly batchSize?: number;
   /** Requests, compute time, tokens and estimated dollars so far (src/metrics/cost.ts), when the backend counts them. */
   readonly cost?: CostSnapshot;
 }

@@ -191,17 +191,25 @@ describe("OpenAI-compatible routes on llama.cpp", () => {
     assert.equal(finish, "stop");
   });
 
-  it("samples with temperature and seed: the same seed gives the same text", async () => {
-    const ask = (seed: number) =>
-      client.completions.create({
-        model: "tiny-llama",
-        prompt: " the",
-        max_tokens: 20,
-        temperature: 1.5,
-        top_p: 0.95,
-        seed,
-      });
-    assert.equal((await ask(7)).choices[0]!.text, (await ask(7)).choices[0]!.text);
+  it("samples with temperature and seed: the same seed repeats, other seeds and greedy differ", async () => {
+    const ask = async (seed: number, temperature = 1.5) =>
+      (
+        await client.completions.create({
+          model: "tiny-llama",
+          prompt: " the",
+          max_tokens: 40,
+          temperature,
+          top_p: 0.95,
+          seed,
+        })
+      ).choices[0]!.text;
+    const seven = await ask(7);
+    assert.equal(await ask(7), seven, "the same seed gives the same text");
+    // Ignoring temperature or seed would make these all equal (greedy text).
+    const texts = [seven, await ask(8), await ask(9), await ask(10)];
+    assert.equal(new Set(texts).size, texts.length, `each seed its own text: ${JSON.stringify(texts)}`);
+    const greedy = await ask(7, 0);
+    assert.ok(!texts.includes(greedy), "greedy (temperature 0) differs from every sampled text");
   });
 
   it("answers an unknown model with an OpenAI-shaped 404", async () => {

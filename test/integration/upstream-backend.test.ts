@@ -136,10 +136,17 @@ describe("upstream backend (real HTTP stub)", () => {
     assert.equal(r.text, "Hello from the stub.");
   });
 
-  it("forwards embeddings in input order", async () => {
-    const r = await model.embed(["abc", "hello"]);
-    assert.equal(r.vectors.length, 2);
-    assert.equal(r.promptTokens, 6);
+  it("forwards embeddings in input order: each vector is the one for that input sent alone", async () => {
+    const inputs = ["abc", "hello", "zzz top"];
+    const r = await model.embed(inputs);
+    assert.equal(r.vectors.length, inputs.length);
+    assert.equal(r.promptTokens, 9);
+    for (const [i, text] of inputs.entries()) {
+      const alone = await model.embed([text]);
+      assert.deepEqual(Array.from(r.vectors[i]!), Array.from(alone.vectors[0]!), `input ${i}`);
+    }
+    // The inputs embed differently, so a swapped order could not pass.
+    assert.equal(new Set(r.vectors.map((v) => JSON.stringify(Array.from(v)))).size, inputs.length);
   });
 
   it("gives up with MP_ERR_LLM_UPSTREAM_FAILED when the upstream keeps failing", async () => {

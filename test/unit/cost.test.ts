@@ -113,3 +113,25 @@ describe("modelport cost: reading /metrics", () => {
     assert.deepEqual(s, { name: "m", labels: { model: 'a"b', x: "1" }, value: 3 });
   });
 });
+
+describe("modelport cost: label escapes", () => {
+  it("reads escapes left to right: an escaped backslash before n stays a backslash and an n", () => {
+    // Text form `a\\n` is the value a, backslash, n; `b\n` is b, newline.
+    const [s] = parsePrometheus('m{x="a\\\\n",y="b\\n",z="q\\"\\\\"} 1');
+    assert.deepEqual(s?.labels, { x: "a\\n", y: "b\n", z: 'q"\\' });
+  });
+
+  it("round-trips label values written by prom-client (backslash-n, newline, quote)", async () => {
+    const metrics = new Metrics({ processMetrics: false });
+    const values = ["C:\\new\\table", "two\nlines", 'say "hi"', "\\\\n\\"];
+    const m = new CostMeter("x", { pricePerHour: 1 }, metrics.cost);
+    m.batch(1, 1);
+    for (const v of values) new CostMeter(v, { pricePerHour: 1 }, metrics.cost).batch(1, 1);
+    const text = await metrics.registry.metrics();
+    const models = parsePrometheus(text)
+      .filter((s) => s.name === "modelport_cost_requests_total")
+      .map((s) => s.labels.model);
+    for (const v of values)
+      assert.ok(models.includes(v), `${JSON.stringify(v)} in ${JSON.stringify(models)}`);
+  });
+});

@@ -18,7 +18,7 @@ import {
 import { buildTinyLlama, TINY_LLAMA } from "../../examples/build/models/tiny-llama.js";
 import { GgmlType, llamaMetadataProblems, readGgufHeader } from "../../src/backends/llama-cpp/gguf-file.js";
 import { LlamaCppModel } from "../../src/backends/llama-cpp/llama-cpp-model.js";
-import type { LanguageModelConfig } from "../../src/config/schema.js";
+import { type LanguageModelConfig, llmSchema } from "../../src/config/schema.js";
 
 const dir = mkdtempSync(join(tmpdir(), "modelport-gguf-"));
 
@@ -124,7 +124,7 @@ describe("llama metadata check", () => {
       version: "1",
       threads: 1,
       limits: { maxBodyBytes: 1024, maxBatchRows: 1, maxQueueRows: 1, timeoutMs: 1000 },
-      llm: { contextSize: 256, sequences: 1, maxWaiting: 0 },
+      llm: llmSchema.parse({ contextSize: 256, sequences: 1, maxWaiting: 0 }),
       options: {},
     };
     const model = new LlamaCppModel(config, { log: pino({ level: "silent" }) });

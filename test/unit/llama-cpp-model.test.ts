@@ -3,7 +3,7 @@
 import { join } from "node:path";
 import { pino } from "pino";
 import { LlamaCppModel } from "../../src/backends/llama-cpp/llama-cpp-model.js";
-import type { LanguageModelConfig } from "../../src/config/schema.js";
+import { type LanguageModelConfig, llmSchema } from "../../src/config/schema.js";
 import { languageModelConformance } from "../conformance/language-model.conformance.js";
 import { testModels } from "../helpers/models.js";
 
@@ -19,7 +19,7 @@ for (const sequences of [1, 2]) {
       golden: join(dir, "tiny-llama.golden.json"),
       threads: 1,
       limits: { maxBodyBytes: 1 << 20, maxBatchRows: 1, maxQueueRows: 1, timeoutMs: 60_000 },
-      llm: { contextSize: 8192, sequences, maxWaiting },
+      llm: llmSchema.parse({ contextSize: 8192, sequences, maxWaiting }),
       options: {},
     };
     const model = new LlamaCppModel(config, { log: pino({ level: "silent" }) });

@@ -39,6 +39,9 @@ type NodeLlamaCpp = typeof import("node-llama-cpp");
 
 let driver: Promise<{ mod: NodeLlamaCpp; llama: Llama }> | undefined;
 
+/** Characters tokenized at a time by the early context check (refuseFarOverContext). */
+const PRECHECK_SLICE = 4096;
+
 /**
  * node-llama-cpp and one Llama instance per process, loaded on first use. CPU only, never
  * building from source; maxThreads 0 makes each context's `threads` the exact count it uses.
@@ -124,7 +127,7 @@ export class LlamaCppModel implements LanguageModel {
         waiting: this.slots?.waiting ?? 0,
         limit: this.config.llm.sequences,
       },
-      ...(this.context ? { contextSize: this.context.contextSize } : {}),
+      ...(this.context ? { contextSize: this.context.contextSize, batchSize: this.context.batchSize } : {}),
     };
   }
 
@@ -207,7 +210,8 @@ export class LlamaCppModel implements LanguageModel {
 
   private async checkGolden(path: string): Promise<void> {
     const golden = await readLlmGolden(path);
-    const got = await this.run(goldenRequest(golden), {});
+    // The golden budget is the file's own: llm.maxTokens caps clients, not the model's check.
+    const got = await this.run(goldenRequest(golden), {}, false);
     if (got.text !== golden.text) {
       this.golden = "failed";
       throw new ModelportError(
@@ -237,8 +241,16 @@ export class LlamaCppModel implements LanguageModel {
     return this.run(request, options);
   }
 
-  /** Waits for a sequence, generates, frees the sequence; used by requests and the golden check. */
-  private async run(request: GenerateRequest, options: GenerateOptions): Promise<GenerateResult> {
+  /**
+   * Waits for a sequence, generates, frees the sequence; used by requests and the golden check
+   * (`capped` false: llm.maxTokens does not apply).
+   */
+  private async run(
+    request: GenerateRequest,
+    options: GenerateOptions,
+    capped = true,
+  ): Promise<GenerateResult> {
+    this.refuseFarOverContext(request);
     const input = request.messages ? this.renderChat(request.messages) : undefined;
     const slot = await this.slots!.acquire(options.signal);
     // One controller per generation, aborted by the client's signal or by close(): a plain
@@ -248,7 +260,7 @@ export class LlamaCppModel implements LanguageModel {
     const onAbort = () => ac.abort();
     if (client?.aborted) ac.abort();
     else client?.addEventListener("abort", onAbort, { once: true });
-    const work = this.generateOn(slot, request, input, ac.signal, options.onDelta);
+    const work = this.generateOn(slot, request, input, ac.signal, options.onDelta, capped);
     this.running.set(work, ac);
     try {
       return await work;
@@ -265,6 +277,7 @@ export class LlamaCppModel implements LanguageModel {
     chat: { text: LlamaText; stops: LlamaText[] } | undefined,
     signal: AbortSignal,
     onDelta: ((text: string) => void) | undefined,
+    capped: boolean,
   ): Promise<GenerateResult> {
     const model = this.model!;
     const { sequence, completion } = slot;
@@ -285,7 +298,8 @@ export class LlamaCppModel implements LanguageModel {
         { promptTokens, contextSize: sequence.contextSize },
       );
     }
-    const maxTokens = Math.min(room, request.maxTokens ?? room, this.config.llm.maxTokens ?? room);
+    const cap = capped ? this.config.llm.maxTokens : undefined;
+    const maxTokens = Math.min(room, request.maxTokens ?? room, cap ?? room);
     const outputBefore = sequence.tokenMeter.usedOutputTokens;
     const greedy = !request.temperature;
     // The client's stop strings are matched on the text by StopScanner (node-llama-cpp's own
@@ -336,6 +350,43 @@ export class LlamaCppModel implements LanguageModel {
       throw new ModelportError("MP_ERR_INFERENCE_FAILED", `llama.cpp failed: ${(err as Error).message}`);
     } finally {
       signal.removeEventListener("abort", onAbort);
+    }
+  }
+
+  /**
+   * Refuses a prompt clearly longer than the context before it is templated and tokenized whole:
+   * the texts are tokenized in slices of about PRECHECK_SLICE characters (cut at a space) and
+   * counting stops once the count passes the context with a margin. Tokenizing runs on the event
+   * loop and grows faster than linearly with the text, so this keeps the work per request near
+   * what a prompt of the context's size costs, however large the prompt (within the route's byte
+   * bound). Slices can count a few tokens more or fewer than the whole text; the margin keeps
+   * prompts that might fit for the exact check.
+   * @throws ModelportError MP_ERR_LLM_CONTEXT_OVERFLOW
+   */
+  private refuseFarOverContext(request: GenerateRequest): void {
+    const model = this.model;
+    const contextSize = this.context?.contextSize;
+    if (!model || !contextSize) return;
+    const limit = Math.ceil(contextSize * 1.25) + 64;
+    const texts = request.messages ? request.messages.map((m) => m.content) : [request.prompt ?? ""];
+    let count = 0;
+    for (const text of texts) {
+      for (let i = 0; i < text.length; ) {
+        let end = Math.min(text.length, i + PRECHECK_SLICE);
+        if (end < text.length) {
+          const space = text.lastIndexOf(" ", end);
+          if (space > i) end = space;
+        }
+        count += model.tokenize(text.slice(i, end), false, "trimLeadingSpace").length;
+        if (count > limit) {
+          throw new ModelportError(
+            "MP_ERR_LLM_CONTEXT_OVERFLOW",
+            `the prompt takes more than ${limit} tokens (counting stopped there); model '${this.name}' has a context of ${contextSize} per request (llm.contextSize)`,
+            { contextSize },
+          );
+        }
+        i = end;
+      }
     }
   }
 

@@ -1,9 +1,13 @@
 // HTTP to an OpenAI-compatible upstream: one attempt with its own timeout (fetchAttempt), the
-// retry loop around attempts (withRetries), and the Server-Sent Events reader that turns a
-// streamed answer into chunks as they arrive. Failures of one attempt are AttemptFailures that
-// say whether another attempt may help; the language model turns the last one into a
-// ModelportError.
+// retry loop around attempts (withRetries), bounded body reads, and the Server-Sent Events
+// reader (eventsource-parser) that turns a streamed answer into events as they arrive. Failures
+// of one attempt are AttemptFailures that say whether another attempt may help; the language
+// model turns the last one into a ModelportError. Nothing an upstream sends is repeated
+// verbatim: its messages pass through redact.ts (the key and token-shaped strings removed,
+// length bounded), and every body is read with a size limit.
 import { setTimeout as sleep } from "node:timers/promises";
+import { createParser, type EventSourceMessage } from "eventsource-parser";
+import { safeIdentifier, safeUpstreamText, safeUrl } from "./redact.js";
 import { type BackoffSettings, backoffDelay, parseRetryAfter, retryableStatus } from "./retry.js";
 
 /** Why one attempt failed, and whether trying again may help. */
@@ -13,10 +17,12 @@ export class AttemptFailure extends Error {
     readonly retryable: boolean,
     readonly status?: number,
     readonly retryAfterMs?: number,
-    /** The upstream's own error message, when its body had one. */
+    /** The upstream's own error message, when its body had one: redacted and bounded. */
     readonly upstreamMessage?: string,
     /** The upstream's own error code (OpenAI's error.code; MP_ERR_* from another modelport). */
     readonly upstreamCode?: string,
+    /** The upstream's error type (OpenAI's error.type), when it is a short identifier. */
+    readonly upstreamType?: string,
   ) {
     super(message);
     this.name = "AttemptFailure";
@@ -52,25 +58,59 @@ export interface Attempt {
   aborted(): "timeout" | "client" | undefined;
 }
 
-const MAX_ERROR_BODY = 2000;
+/** How much of an error answer's body is read: enough for any JSON error object. */
+const MAX_ERROR_BODY = 8192;
 
-function upstreamCode(text: string): string | undefined {
+/** What an error body says, each part safe to repeat (redacted, bounded), when it is JSON. */
+function errorBody(
+  text: string,
+  secrets: readonly (string | undefined)[],
+): { message?: string; code?: string; type?: string } {
+  let body: { error?: { message?: unknown; code?: unknown; type?: unknown } | string; message?: unknown };
   try {
-    const code = (JSON.parse(text) as { error?: { code?: unknown } }).error?.code;
-    return typeof code === "string" ? code : undefined;
+    body = JSON.parse(text) as typeof body;
   } catch {
-    return undefined;
+    return {};
   }
+  if (typeof body !== "object" || body === null) return {};
+  const raw =
+    typeof body.error === "string"
+      ? body.error
+      : typeof body.error?.message === "string"
+        ? body.error.message
+        : typeof body.message === "string"
+          ? body.message
+          : undefined;
+  const err = typeof body.error === "object" && body.error !== null ? body.error : undefined;
+  const code = safeIdentifier(err?.code);
+  const type = safeIdentifier(err?.type);
+  return {
+    ...(raw !== undefined ? { message: safeUpstreamText(raw, secrets) } : {}),
+    ...(code ? { code } : {}),
+    ...(type ? { type } : {}),
+  };
 }
 
-function upstreamMessage(text: string): string | undefined {
-  try {
-    const body = JSON.parse(text) as { error?: { message?: unknown } | string; message?: unknown };
-    if (typeof body.error === "string") return body.error;
-    if (body.error && typeof body.error.message === "string") return body.error.message;
-    if (typeof body.message === "string") return body.message;
-  } catch {}
-  return undefined;
+/** A body read with a size limit: the text (at most maxBytes bytes) and whether more was cut. */
+export async function readBounded(
+  response: Response,
+  maxBytes: number,
+): Promise<{ text: string; truncated: boolean }> {
+  if (!response.body) return { text: "", truncated: false };
+  const decoder = new TextDecoder();
+  let text = "";
+  let bytes = 0;
+  for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+    const room = maxBytes - bytes;
+    if (chunk.byteLength > room) {
+      text += decoder.decode(chunk.subarray(0, room));
+      // Leaving the loop cancels the body: the rest is never downloaded.
+      return { text, truncated: true };
+    }
+    bytes += chunk.byteLength;
+    text += decoder.decode(chunk, { stream: true });
+  }
+  return { text: text + decoder.decode(), truncated: false };
 }
 
 /**
@@ -117,28 +157,33 @@ export async function fetchAttempt(o: AttemptOptions): Promise<Attempt> {
     done();
     if (why === "client") throw new ClientAborted();
     if (why === "timeout") {
-      throw new AttemptFailure(`no answer from ${o.url} within ${o.timeoutMs} ms`, true);
+      throw new AttemptFailure(`no answer from ${safeUrl(o.url)} within ${o.timeoutMs} ms`, true);
     }
     const cause = (err as { cause?: { code?: string; message?: string } }).cause;
     throw new AttemptFailure(
-      `cannot reach ${o.url}: ${cause?.code ?? cause?.message ?? (err as Error).message}`,
+      `cannot reach ${safeUrl(o.url)}: ${safeUpstreamText(cause?.code ?? cause?.message ?? (err as Error).message, [o.apiKey])}`,
       true,
     );
   }
   if (!response.ok) {
     let text = "";
     try {
-      text = (await response.text()).slice(0, MAX_ERROR_BODY);
+      text = (await readBounded(response, MAX_ERROR_BODY)).text;
     } catch {}
     done();
-    const message = upstreamMessage(text);
+    const secrets = [o.apiKey];
+    const said = errorBody(text, secrets);
+    // Not JSON: a short, redacted excerpt (an HTML error page, a proxy's text).
+    const shown = said.message ?? (text ? safeUpstreamText(text, secrets, 200) : "");
+    const kind = [said.type ? `type ${said.type}` : "", said.code ? `code ${said.code}` : ""].filter(Boolean);
     throw new AttemptFailure(
-      `${o.method} ${o.url} answered HTTP ${response.status}${message ? `: ${message}` : text ? `: ${text.slice(0, 200)}` : ""}`,
+      `${o.method} ${safeUrl(o.url)} answered HTTP ${response.status}${shown ? `: ${shown}` : ""}${kind.length ? ` (${kind.join(", ")})` : ""}`,
       retryableStatus(response.status),
       response.status,
       parseRetryAfter(response.headers.get("retry-after")),
-      message,
-      upstreamCode(text),
+      said.message,
+      said.code,
+      said.type,
     );
   }
   return { response, touch: arm, done, aborted: () => why };
@@ -186,33 +231,46 @@ export async function withRetries<T>(
   }
 }
 
-/** One parsed SSE event's data, or "[DONE]". */
-export type SseData = string;
+/** One Server-Sent Event: its type (undefined when the upstream named none) and its data. */
+export type SseEvent = Pick<EventSourceMessage, "event" | "data">;
 
 /**
- * Reads `response`'s body as Server-Sent Events and yields each event's data as soon as its
- * blank line arrives. Calls `touch` per chunk read (the attempt's idle timeout).
+ * Reads `response`'s body as Server-Sent Events (eventsource-parser: LF, CRLF and bare-CR line
+ * endings, `event:`, `id:` and comment lines) and yields each event as soon as its blank line
+ * arrives. Calls `touch` per chunk read (the attempt's idle timeout). A line or an event longer
+ * than `maxEventChars` characters ends the stream with a non-retryable AttemptFailure and cancels
+ * the body, so an upstream that never sends a newline cannot grow memory without bound.
  */
-export async function* readSse(response: Response, touch: () => void): AsyncGenerator<SseData> {
+export async function* readSse(
+  response: Response,
+  touch: () => void,
+  maxEventChars: number,
+): AsyncGenerator<SseEvent> {
   if (!response.body) return;
   const decoder = new TextDecoder();
-  let buffer = "";
-  let data: string[] = [];
+  const events: SseEvent[] = [];
+  let overflow = false;
+  const parser = createParser({
+    maxBufferSize: maxEventChars,
+    onEvent: (e) => events.push({ event: e.event, data: e.data }),
+    onError: (e) => {
+      if (e.type === "max-buffer-size-exceeded") overflow = true;
+    },
+  });
+  const tooLong = () =>
+    new AttemptFailure(
+      `the upstream sent a Server-Sent Events line or event longer than ${maxEventChars} characters (upstream.maxEventChars); the stream was cut`,
+      false,
+    );
   for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
     touch();
-    buffer += decoder.decode(chunk, { stream: true });
-    let nl = buffer.indexOf("\n");
-    while (nl >= 0) {
-      const line = buffer.slice(0, nl).replace(/\r$/, "");
-      buffer = buffer.slice(nl + 1);
-      if (line === "") {
-        if (data.length) yield data.join("\n");
-        data = [];
-      } else if (line.startsWith("data:")) {
-        data.push(line.slice(5).replace(/^ /, ""));
-      }
-      nl = buffer.indexOf("\n");
-    }
+    parser.feed(decoder.decode(chunk, { stream: true }));
+    while (events.length > 0) yield events.shift()!;
+    // Throwing here leaves the for-await loop, which cancels the body.
+    if (overflow) throw tooLong();
   }
-  if (data.length) yield data.join("\n");
+  // An upstream that ends without the last blank line still gets its last event read.
+  parser.feed(`${decoder.decode()}\n\n`);
+  if (overflow) throw tooLong();
+  yield* events;
 }

@@ -3,7 +3,8 @@
 // weights: it is ready once GET {url}/models answered, retries 429, 5xx and connection failures
 // with exponential backoff (a Retry-After header wins) as long as nothing was streamed yet, and
 // passes streamed answers through chunk by chunk as deltas. Its cost is tokens × the configured
-// per-million prices.
+// per-million prices. What the upstream says in an error reaches clients and logs only redacted
+// and bounded (redact.ts); its status (/readyz) gives a generic reason without the upstream's text.
 import type { Logger } from "pino";
 import type { LanguageModelConfig, UpstreamConfig } from "../../config/schema.js";
 import { type ErrorCode, ModelportError } from "../../errors.js";
@@ -20,11 +21,13 @@ import type {
 } from "../../llm/language-model.js";
 import { CostMeter, type CostSnapshot } from "../../metrics/cost.js";
 import type { Metrics } from "../../metrics/metrics.js";
+import { safeUpstreamText, safeUrl } from "./redact.js";
 import {
   type Attempt,
   AttemptFailure,
   ClientAborted,
   fetchAttempt,
+  readBounded,
   readSse,
   withRetries,
 } from "./upstream-client.js";
@@ -60,7 +63,41 @@ interface ChatChoice {
 interface OpenAiAnswer {
   choices?: ChatChoice[];
   usage?: { prompt_tokens?: number; completion_tokens?: number } | null;
-  error?: { message?: string };
+  error?: { message?: unknown } | string;
+}
+
+/** An error object's message inside a streamed event, redacted and bounded. */
+function streamedError(error: OpenAiAnswer["error"], secrets: readonly (string | undefined)[]): string {
+  const raw = typeof error === "string" ? error : typeof error?.message === "string" ? error.message : "";
+  return raw ? safeUpstreamText(raw, secrets) : "an error without a message";
+}
+
+/**
+ * The upstream's embeddings in input order: one per input, each index 0…n-1 exactly once, each
+ * vector an array of finite numbers.
+ * @throws ModelportError MP_ERR_LLM_UPSTREAM_FAILED for anything else.
+ */
+function orderedEmbeddings(data: unknown, n: number): number[][] {
+  const bad = (why: string) =>
+    new ModelportError("MP_ERR_LLM_UPSTREAM_FAILED", `the upstream's embeddings answer is unusable: ${why}`);
+  if (!Array.isArray(data)) throw bad("`data` is not an array");
+  if (data.length !== n) throw bad(`${data.length} embeddings for ${n} inputs`);
+  const out = new Array<number[] | undefined>(n);
+  for (const d of data as { index?: unknown; embedding?: unknown }[]) {
+    const i = d?.index;
+    if (typeof i !== "number" || !Number.isInteger(i) || i < 0 || i >= n || out[i])
+      throw bad("the indexes are not 0…n-1, each once");
+    const v = d.embedding;
+    if (!Array.isArray(v) || !v.every((x) => typeof x === "number" && Number.isFinite(x)))
+      throw bad(`embedding ${i} is not an array of finite numbers`);
+    out[i] = v as number[];
+  }
+  return out as number[][];
+}
+
+/** A token count the upstream reported, when it is a whole number that can be one. */
+function count(v: unknown): number | undefined {
+  return typeof v === "number" && Number.isSafeInteger(v) && v >= 0 ? v : undefined;
 }
 
 /** Rough token count for an upstream that reports no usage: about 4 characters per token (an estimate). */
@@ -69,26 +106,40 @@ function estimateTokens(text: string): number {
 }
 
 /**
- * Reads an answer's JSON body. A body cut off by the attempt's timeout or a broken connection is
- * a retryable failure like a connection error; one that is not JSON is not.
+ * Reads an answer's JSON body, at most `maxBytes` of it. A body cut off by the attempt's timeout
+ * or a broken connection is a retryable failure like a connection error; one that is too large or
+ * not JSON is not.
  */
-async function readJson<T>(attempt: Attempt, timeoutMs: number): Promise<T> {
+async function readJson<T>(
+  attempt: Attempt,
+  timeoutMs: number,
+  maxBytes: number,
+  secrets: readonly (string | undefined)[],
+): Promise<T> {
   let text: string;
   try {
-    text = await attempt.response.text();
+    const read = await readBounded(attempt.response, maxBytes);
+    if (read.truncated) {
+      throw new AttemptFailure(
+        `the answer is larger than ${maxBytes} bytes (upstream.maxResponseBytes); it was not read further`,
+        false,
+      );
+    }
+    text = read.text;
   } catch (err) {
+    if (err instanceof AttemptFailure) throw err;
     if (attempt.aborted() === "client") throw new ClientAborted();
     throw new AttemptFailure(
       attempt.aborted() === "timeout"
         ? `the answer did not arrive in full within ${timeoutMs} ms`
-        : `the answer was cut off: ${(err as Error).message}`,
+        : `the answer was cut off: ${safeUpstreamText((err as Error).message, secrets)}`,
       true,
     );
   }
   try {
     return JSON.parse(text) as T;
   } catch {
-    throw new AttemptFailure(`the answer is not JSON: ${text.slice(0, 200)}`, false);
+    throw new AttemptFailure(`the answer is not JSON: ${safeUpstreamText(text, secrets, 200)}`, false);
   }
 }
 
@@ -176,33 +227,50 @@ export class UpstreamLanguageModel implements LanguageModel {
       const attempt = await fetchAttempt({ method: "GET", url, apiKey: this.apiKey, timeoutMs: u.timeoutMs });
       let listed: string[] | undefined;
       try {
-        const body = (await attempt.response.json()) as { data?: { id?: string }[] };
-        listed = body.data?.map((m) => String(m.id));
+        const body = await readJson<{ data?: unknown }>(attempt, u.timeoutMs, u.maxResponseBytes, [
+          this.apiKey,
+        ]);
+        if (Array.isArray(body?.data))
+          listed = body.data.map((m) => String((m as { id?: unknown } | null)?.id));
+      } catch (err) {
+        if (err instanceof AttemptFailure && err.status === undefined && !err.retryable) {
+          this.log.warn(`${this.name}: readiness probe: ${err.message}`);
+          throw new ModelportError(
+            "MP_ERR_LLM_UPSTREAM_FAILED",
+            `readiness probe failed: GET ${safeUrl(url)} answered 2xx with a body that is not a JSON model list (the log has details)`,
+          );
+        }
+        throw err;
       } finally {
         attempt.done();
       }
       if (listed && !listed.includes(this.upstreamModel)) {
+        const names = safeUpstreamText(listed.slice(0, 10).join(", "), [this.apiKey]);
         this.log.warn(
-          `upstream ${this.base} does not list model '${this.upstreamModel}' (it lists ${listed.slice(0, 10).join(", ")}); requests may fail`,
+          `upstream ${safeUrl(this.base)} does not list model '${this.upstreamModel}' (it lists ${names}); requests may fail`,
         );
       }
       this.state = "ready";
       this.reason = undefined;
       this.code = undefined;
       this.probeDelay = PROBE_RETRY_MS;
-      this.log.info(`${this.name}: upstream ${this.base} answered GET /models; ready`);
+      this.log.info(`${this.name}: upstream ${safeUrl(this.base)} answered GET /models; ready`);
     } catch (err) {
       if (err instanceof AttemptFailure) {
+        // The full (redacted) failure goes to the log; the status, which unauthenticated /readyz
+        // shows, says only what kind of failure it was: never the upstream's own words.
+        this.log.warn({ status: err.status }, `${this.name}: readiness probe failed: ${err.message}`);
+        const what =
+          err.status !== undefined
+            ? `GET ${safeUrl(url)} answered HTTP ${err.status}`
+            : `GET ${safeUrl(url)} failed (unreachable or no answer in time; the log has details)`;
         const hint =
           err.status === 404
             ? ": the upstream has no GET /models route, which modelport uses as its readiness probe; point upstream.url at the API's base (for example https://host/v1)"
             : err.status === 401 || err.status === 403
               ? `: the upstream refused the key${this.u?.apiKeyEnv ? ` in ${this.u.apiKeyEnv}` : " (set upstream.apiKeyEnv)"}`
               : "";
-        throw new ModelportError(
-          "MP_ERR_LLM_UPSTREAM_FAILED",
-          `readiness probe failed: ${err.message}${hint}`,
-        );
+        throw new ModelportError("MP_ERR_LLM_UPSTREAM_FAILED", `readiness probe failed: ${what}${hint}`);
       }
       throw err;
     }
@@ -260,7 +328,7 @@ export class UpstreamLanguageModel implements LanguageModel {
       golden: "none",
       ...(this.loadMs !== undefined ? { loadMs: this.loadMs } : {}),
       concurrency: { active: this.active, waiting: 0, limit: this.config.llm.sequences },
-      url: this.base,
+      url: safeUrl(this.base),
       upstreamModel: this.upstreamModel,
       cost: this.meter.snapshot(),
     };
@@ -334,6 +402,7 @@ export class UpstreamLanguageModel implements LanguageModel {
           attempts,
           ...(err.status !== undefined ? { upstreamStatus: err.status } : {}),
           ...(err.upstreamCode !== undefined ? { upstreamCode: err.upstreamCode } : {}),
+          ...(err.upstreamType !== undefined ? { upstreamType: err.upstreamType } : {}),
           ...(err.upstreamMessage !== undefined ? { upstreamMessage: err.upstreamMessage } : {}),
         };
         // A 4xx is the request's or the key's fault: say so; anything else is the upstream failing.
@@ -356,7 +425,7 @@ export class UpstreamLanguageModel implements LanguageModel {
       }
       throw new ModelportError(
         "MP_ERR_LLM_UPSTREAM_FAILED",
-        `the upstream ${what} call failed: ${String(err)}`,
+        `the upstream ${what} call failed: ${safeUpstreamText(String(err), [this.apiKey])}`,
       );
     } finally {
       this.active--;
@@ -385,6 +454,7 @@ export class UpstreamLanguageModel implements LanguageModel {
     const url = `${this.base}/${chat ? "chat/completions" : "completions"}`;
     const what = chat ? "chat" : "completion";
     const promptText = chat ? request.messages!.map((m) => m.content).join("\n") : (request.prompt ?? "");
+    const secrets = [this.apiKey];
     const { value, ms } = await this.call(what, options.signal, async (signal, progressed) => {
       const attempt = await fetchAttempt({
         method: "POST",
@@ -397,23 +467,41 @@ export class UpstreamLanguageModel implements LanguageModel {
       });
       try {
         if (!stream) {
-          const answer = await readJson<OpenAiAnswer>(attempt, u.timeoutMs);
+          const answer = await readJson<OpenAiAnswer>(attempt, u.timeoutMs, u.maxResponseBytes, secrets);
           const choice = answer.choices?.[0];
-          const text = (chat ? choice?.message?.content : choice?.text) ?? "";
+          const raw = chat ? choice?.message?.content : choice?.text;
+          const text = typeof raw === "string" ? raw : "";
           return { text, finishReason: finishReason(choice?.finish_reason), usage: answer.usage };
         }
         let text = "";
         let reason: string | null | undefined;
         let usage: OpenAiAnswer["usage"];
         try {
-          for await (const data of readSse(attempt.response, attempt.touch)) {
-            if (data === "[DONE]") break;
-            const chunk = JSON.parse(data) as OpenAiAnswer;
-            if (chunk.error) throw new AttemptFailure(`the stream reported: ${chunk.error.message}`, !text);
+          for await (const event of readSse(attempt.response, attempt.touch, u.maxEventChars)) {
+            // Unnamed and "message" events carry the answer; "error" ends it; other named events
+            // (keep-alives such as "ping") are not part of it.
+            if (event.event !== undefined && event.event !== "message" && event.event !== "error") continue;
+            if (event.data === "[DONE]") break;
+            let chunk: OpenAiAnswer;
+            try {
+              chunk = JSON.parse(event.data) as OpenAiAnswer;
+            } catch {
+              if (event.event === "error")
+                throw new AttemptFailure(
+                  `the stream reported: ${safeUpstreamText(event.data, secrets)}`,
+                  !text,
+                );
+              throw new AttemptFailure("the stream sent an event whose data is not JSON", false);
+            }
+            if (chunk === null || typeof chunk !== "object")
+              throw new AttemptFailure("the stream sent an event whose data is not a JSON object", false);
+            if (chunk.error || event.event === "error")
+              throw new AttemptFailure(`the stream reported: ${streamedError(chunk.error, secrets)}`, !text);
             if (chunk.usage) usage = chunk.usage;
             const choice = chunk.choices?.[0];
             if (!choice) continue;
-            const delta = (chat ? choice.delta?.content : choice.text) ?? "";
+            const raw = chat ? choice.delta?.content : choice.text;
+            const delta = typeof raw === "string" ? raw : "";
             if (choice.finish_reason) reason = choice.finish_reason;
             if (delta) {
               progressed();
@@ -428,7 +516,7 @@ export class UpstreamLanguageModel implements LanguageModel {
           throw new AttemptFailure(
             why === "timeout"
               ? `the stream stalled for ${u.timeoutMs} ms`
-              : `the stream broke: ${(err as Error).message}`,
+              : `the stream broke: ${safeUpstreamText((err as Error).message, secrets)}`,
             true,
           );
         }
@@ -437,8 +525,8 @@ export class UpstreamLanguageModel implements LanguageModel {
         attempt.done();
       }
     });
-    const promptTokens = value.usage?.prompt_tokens ?? estimateTokens(promptText);
-    const completionTokens = value.usage?.completion_tokens ?? estimateTokens(value.text);
+    const promptTokens = count(value.usage?.prompt_tokens) ?? estimateTokens(promptText);
+    const completionTokens = count(value.usage?.completion_tokens) ?? estimateTokens(value.text);
     this.meter.tokens(promptTokens, completionTokens, ms);
     return { text: value.text, finishReason: value.finishReason, usage: { promptTokens, completionTokens } };
   }
@@ -461,20 +549,15 @@ export class UpstreamLanguageModel implements LanguageModel {
         return await readJson<{
           data?: { index: number; embedding: number[] }[];
           usage?: { prompt_tokens?: number };
-        }>(attempt, u.timeoutMs);
+        }>(attempt, u.timeoutMs, u.maxResponseBytes, [this.apiKey]);
       } finally {
         attempt.done();
       }
     });
-    const data = [...(value.data ?? [])].sort((a, b) => a.index - b.index);
-    if (data.length !== inputs.length) {
-      throw new ModelportError(
-        "MP_ERR_LLM_UPSTREAM_FAILED",
-        `the upstream returned ${data.length} embeddings for ${inputs.length} inputs`,
-      );
-    }
-    const promptTokens = value.usage?.prompt_tokens ?? inputs.reduce((n, t) => n + estimateTokens(t), 0);
+    const vectors = orderedEmbeddings(value?.data, inputs.length);
+    const promptTokens =
+      count(value.usage?.prompt_tokens) ?? inputs.reduce((n, t) => n + estimateTokens(t), 0);
     this.meter.tokens(promptTokens, 0, ms);
-    return { vectors: data.map((d) => d.embedding), promptTokens };
+    return { vectors, promptTokens };
   }
 }

@@ -6,7 +6,7 @@
 // another runner.
 
 import { UpstreamLanguageModel } from "../../backends/upstream/upstream-language-model.js";
-import type { LanguageModelConfig } from "../../config/schema.js";
+import { type LanguageModelConfig, upstreamSchema } from "../../config/schema.js";
 import { ERRORS, type ErrorCode, isModelportError, ModelportError } from "../../errors.js";
 import type {
   EmbedResult,
@@ -165,7 +165,7 @@ export class RemoteLanguageModel implements LanguageModel {
         {
           ...c,
           backend: "upstream",
-          upstream: {
+          upstream: upstreamSchema.parse({
             url: `${ep.url}/v1`,
             model: c.name,
             ...(this.apiKey ? { apiKeyEnv: KEY_ENV } : {}),
@@ -174,7 +174,7 @@ export class RemoteLanguageModel implements LanguageModel {
             retries: 0,
             backoffMs: 100,
             maxBackoffMs: 1000,
-          },
+          }),
           // The runner admits and queues; the API tier passes everything on.
           llm: { ...c.llm, sequences: 1_000_000, maxWaiting: 0 },
         },

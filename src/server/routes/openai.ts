@@ -10,11 +10,17 @@
 // finish_reason, an optional usage chunk and `data: [DONE]`. A client that disconnects aborts
 // its generation, which frees the model's sequence for the next request.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { llmSchema } from "../../config/schema.js";
 import { ModelportError } from "../../errors.js";
 import type { GenerateResult, LanguageModel, TokenUsage } from "../../llm/language-model.js";
 import type { Metrics } from "../../metrics/metrics.js";
 import type { AppContext } from "../context.js";
-import { type OpenAiRequest, parseChatRequest, parseCompletionRequest } from "../openai-request.js";
+import {
+  type OpenAiRequest,
+  type PromptLimits,
+  parseChatRequest,
+  parseCompletionRequest,
+} from "../openai-request.js";
 import { openaiError } from "../plugins/errors.js";
 
 type Kind = "chat" | "completion";
@@ -74,6 +80,42 @@ function pickModel(ctx: AppContext, name: string, kind: Kind): LanguageModel {
     });
   }
   return model;
+}
+
+const DEFAULT_LLM = llmSchema.parse({});
+
+/**
+ * The size limits for a request to `name`: its llm.* settings, and a prompt byte bound of
+ * contextSize × llm.maxPromptBytesPerToken for models with a context of their own (llama-cpp:
+ * the context it loaded with, or the configured one on the API tier), capped by
+ * llm.maxPromptBytes. An upstream model's context is the upstream's: only llm.maxPromptBytes.
+ */
+function promptLimits(ctx: AppContext, name: string): PromptLimits {
+  const config = ctx.config.languageModels?.find((c) => c.name === name);
+  const llm = config?.llm ?? DEFAULT_LLM;
+  let fromContext: number | undefined;
+  if (config && config.backend !== "upstream") {
+    const loaded = ctx.languageModels.has(name)
+      ? ctx.languageModels.get(name).status().contextSize
+      : undefined;
+    fromContext = (loaded ?? llm.contextSize) * llm.maxPromptBytesPerToken;
+  }
+  const capped =
+    llm.maxPromptBytes !== undefined && (fromContext === undefined || llm.maxPromptBytes < fromContext);
+  const maxPromptBytes = capped ? llm.maxPromptBytes : fromContext;
+  return {
+    ...(maxPromptBytes !== undefined
+      ? {
+          maxPromptBytes,
+          maxPromptBytesSource: capped
+            ? "llm.maxPromptBytes"
+            : "the context size × llm.maxPromptBytesPerToken",
+        }
+      : {}),
+    maxMessages: llm.maxMessages,
+    maxStops: llm.maxStops,
+    maxStopChars: llm.maxStopChars,
+  };
 }
 
 /** Aborts when the client goes away before its answer is complete. */
@@ -267,6 +309,7 @@ export function describeLanguageModel(m: LanguageModel): Record<string, unknown>
     status: { state: s.state, ready: s.ready, reason: s.reason, code: s.code, golden: s.golden },
     concurrency: s.concurrency,
     context_length: s.contextSize,
+    batch_size: s.batchSize,
     file: { path: s.path, bytes: s.bytes, sha256: s.sha256 },
     load_ms: s.loadMs,
     // Requests, compute ms, tokens and estimated dollars so far (docs/Cost.md).
@@ -276,11 +319,12 @@ export function describeLanguageModel(m: LanguageModel): Record<string, unknown>
 
 export function openaiRoutes(app: FastifyInstance, ctx: AppContext): void {
   const config = { errorStyle: "openai" as const };
+  const limitsFor = (name: string) => promptLimits(ctx, name);
   app.post("/v1/chat/completions", { config }, (req, reply) =>
-    answer(ctx, "chat", parseChatRequest(req.body), req, reply),
+    answer(ctx, "chat", parseChatRequest(req.body, limitsFor), req, reply),
   );
   app.post("/v1/completions", { config }, (req, reply) =>
-    answer(ctx, "completion", parseCompletionRequest(req.body), req, reply),
+    answer(ctx, "completion", parseCompletionRequest(req.body, limitsFor), req, reply),
   );
   // POST /v1/embeddings lives in routes/openai-embeddings.ts (registered in app.ts).
 }
