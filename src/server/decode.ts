@@ -35,6 +35,8 @@ function describe(value: unknown): string {
   if (Array.isArray(value)) return "an array";
   if (typeof value === "string")
     return `the string ${JSON.stringify(value.length > 20 ? `${value.slice(0, 20)}…` : value)}`;
+  // Not String(value): a client's object can have its own "toString" key, and then String throws.
+  if (typeof value === "object") return "an object";
   return `${typeof value} ${String(value)}`;
 }
 
@@ -53,34 +55,54 @@ function flatten(input: string, value: unknown): { flat: unknown[]; shape: numbe
   }
   if (shape.length === 1) return { flat: value, shape };
   const flat: unknown[] = [];
-  // The index path is kept as numbers and only turned into text for an error message.
+  // Walked with an explicit stack, not recursion: the depth is the client's to choose, and a
+  // recursive walk overflows the call stack a few thousand levels down. `at` is the index path
+  // of the array being walked at each depth; `arrays` holds those arrays.
   const at: number[] = [];
-  const where = () => at.map((i) => `[${i}]`).join("");
-  const walk = (v: unknown, depth: number): void => {
-    if (depth === shape.length) {
-      if (Array.isArray(v)) {
-        throw new ModelportError(
-          "MP_ERR_INPUT_SHAPE",
-          `input '${input}': element ${where()} is nested deeper than its siblings; arrays must be rectangular`,
-        );
-      }
-      flat.push(v);
-      return;
-    }
+  const arrays: unknown[][] = [];
+  const where = (depth: number) =>
+    at
+      .slice(0, depth)
+      .map((i) => `[${i}]`)
+      .join("");
+  const enter = (v: unknown, depth: number): void => {
     if (!Array.isArray(v) || v.length !== shape[depth]) {
       throw new ModelportError(
         "MP_ERR_INPUT_SHAPE",
-        `input '${input}': element ${where()} has ${Array.isArray(v) ? `${v.length} items` : "no items"} but its siblings have ${shape[depth]}; arrays must be rectangular`,
+        `input '${input}': element ${where(depth)} has ${Array.isArray(v) ? `${v.length} items` : "no items"} but its siblings have ${shape[depth]}; arrays must be rectangular`,
         { input },
       );
     }
-    for (let i = 0; i < v.length; i++) {
-      at[depth] = i;
-      at.length = depth + 1;
-      walk(v[i], depth + 1);
-    }
+    arrays[depth] = v;
+    at[depth] = 0;
   };
-  walk(value, 0);
+  enter(value, 0);
+  let depth = 0;
+  while (depth >= 0) {
+    const list = arrays[depth]!;
+    const i = at[depth]!;
+    if (i === list.length) {
+      // This array is done: continue with the next sibling one level up.
+      depth--;
+      if (depth >= 0) at[depth]!++;
+      continue;
+    }
+    const v = list[i];
+    if (depth + 1 === shape.length) {
+      if (Array.isArray(v)) {
+        throw new ModelportError(
+          "MP_ERR_INPUT_SHAPE",
+          `input '${input}': element ${where(depth + 1)} is nested deeper than its siblings; arrays must be rectangular`,
+          { input },
+        );
+      }
+      flat.push(v);
+      at[depth]!++;
+    } else {
+      depth++;
+      enter(v, depth);
+    }
+  }
   return { flat, shape };
 }
 
@@ -248,7 +270,7 @@ export function checkInputs(
     }
   }
   for (const spec of signature.inputs) {
-    if (!tensors[spec.name]) {
+    if (!Object.hasOwn(tensors, spec.name)) {
       throw new ModelportError(
         "MP_ERR_INPUT_MISSING",
         `input '${spec.name}' is missing; the model expects ${spec.datatype} of shape ${formatShape(spec.shape)}`,
@@ -351,8 +373,9 @@ function rowsOfObjects(rows: unknown[], signature: ModelSignature): TensorMap {
  */
 export function decodeNative(body: unknown, signature: ModelSignature, limits: DecodeLimits): TensorMap {
   const obj = requireObject(body, "the request body");
-  const hasRows = "rows" in obj;
-  const hasInputs = "inputs" in obj;
+  // Own keys only: `in` also sees Object.prototype ("constructor", "toString", ...).
+  const hasRows = Object.hasOwn(obj, "rows");
+  const hasInputs = Object.hasOwn(obj, "inputs");
   if (hasRows === hasInputs) {
     throw new ModelportError(
       "MP_ERR_REQUEST_INVALID",
@@ -386,7 +409,7 @@ export function decodeNative(body: unknown, signature: ModelSignature, limits: D
     names = Object.keys(inputs);
     tensors = {};
     for (const spec of signature.inputs) {
-      if (!(spec.name in inputs)) continue;
+      if (!Object.hasOwn(inputs, spec.name)) continue;
       const v = inputs[spec.name];
       if (typeof v === "object" && v !== null && !Array.isArray(v)) {
         const t = v as Record<string, unknown>;
@@ -449,13 +472,14 @@ export function decodeOip(
       );
     }
     const size = binaryDataSize(inp, i);
-    if (size === undefined && !("data" in inp)) {
+    const hasData = Object.hasOwn(inp, "data");
+    if (size === undefined && !hasData) {
       throw new ModelportError(
         "MP_ERR_REQUEST_INVALID",
         `inputs[${i}] ('${inp.name}'): "data" is required (or parameters.binary_data_size in a binary request)`,
       );
     }
-    if (size !== undefined && "data" in inp) {
+    if (size !== undefined && hasData) {
       throw new ModelportError(
         "MP_ERR_REQUEST_INVALID",
         `inputs[${i}] ('${inp.name}') has both "data" and parameters.binary_data_size; send one`,
