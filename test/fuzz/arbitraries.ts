@@ -38,8 +38,14 @@ export function encode(v: Json | undefined): string {
   return JSON.stringify(v) ?? "null";
 }
 
-/** Deepest nesting the generators build (see DEEP_EXCLUDED for deeper). */
+/** Deepest nesting the generators build. */
 export const DEEP_MAX = 20_000;
+
+/**
+ * Nesting depth for routes that still overflow the stack on deep values (they echo or store the
+ * value with JSON.stringify): excluded until the deep-nesting fix lands, see those files.
+ */
+export const SHALLOW = 1000;
 
 /** Numbers at the edges: zero signs, integer and float limits, the first unsafe integer. */
 export const edgeNumber: fc.Arbitrary<number> = fc.oneof(
@@ -91,9 +97,11 @@ export const edgeString: fc.Arbitrary<string> = fc.oneof(
   ),
 );
 
-export const deep: fc.Arbitrary<Json> = fc
-  .tuple(fc.integer({ min: 2, max: DEEP_MAX }), fc.boolean(), fc.constantFrom("1", "null", '"x"', "[]", "{}"))
-  .map(([d, objects, leaf]) => new Deep(d, leaf, objects));
+/** Arrays or objects nested 2 to `max` deep. */
+export const deep = (max = DEEP_MAX): fc.Arbitrary<Json> =>
+  fc
+    .tuple(fc.integer({ min: 2, max }), fc.boolean(), fc.constantFrom("1", "null", '"x"', "[]", "{}"))
+    .map(([d, objects, leaf]) => new Deep(d, leaf, objects));
 
 /** An object whose own keys include the prototype-pollution ones (JSON.parse makes own keys). */
 export const protoObject: fc.Arbitrary<Json> = fc
@@ -106,21 +114,22 @@ export const protoObject: fc.Arbitrary<Json> = fc
   )
   .map((t) => JSON.parse(t) as Json);
 
-/** One value of any kind that does not belong where it is put. */
-export const nasty: fc.Arbitrary<Json> = fc.oneof(
-  { arbitrary: edgeNumber, weight: 4 },
-  { arbitrary: edgeString, weight: 3 },
-  { arbitrary: fc.constantFrom<Json>(null, true, false, [], {}, [[]], [null], [{}]), weight: 3 },
-  { arbitrary: protoObject, weight: 1 },
-  { arbitrary: deep, weight: 1 },
-  {
-    arbitrary: fc
-      .integer({ min: 0, max: 3000 })
-      .map((n) => Array.from({ length: n }, (_, i) => i % 7) as Json),
-    weight: 1,
-  },
-  { arbitrary: fc.jsonValue({ maxDepth: 3 }) as fc.Arbitrary<Json>, weight: 2 },
-);
+/** One value of any kind that does not belong where it is put; nesting up to `maxDepth`. */
+export const nasty = (maxDepth = DEEP_MAX): fc.Arbitrary<Json> =>
+  fc.oneof(
+    { arbitrary: edgeNumber, weight: 4 },
+    { arbitrary: edgeString, weight: 3 },
+    { arbitrary: fc.constantFrom<Json>(null, true, false, [], {}, [[]], [null], [{}]), weight: 3 },
+    { arbitrary: protoObject, weight: 1 },
+    { arbitrary: deep(maxDepth), weight: 1 },
+    {
+      arbitrary: fc
+        .integer({ min: 0, max: 3000 })
+        .map((n) => Array.from({ length: n }, (_, i) => i % 7) as Json),
+      weight: 1,
+    },
+    { arbitrary: fc.jsonValue({ maxDepth: 3 }) as fc.Arbitrary<Json>, weight: 2 },
+  );
 
 type Path = (string | number)[];
 
@@ -176,22 +185,23 @@ const KEYS = fc.oneof(
   fc.string({ unit: "grapheme", maxLength: 12 }),
 );
 
-const op = fc.record({
-  kind: fc.constantFrom(
-    "replace",
-    "replace",
-    "replace",
-    "delete",
-    "addKey",
-    "duplicate",
-    "wrap",
-    "number",
-    "empty",
-  ),
-  at: fc.nat(),
-  value: nasty,
-  key: KEYS,
-});
+const op = (maxDepth: number) =>
+  fc.record({
+    kind: fc.constantFrom(
+      "replace",
+      "replace",
+      "replace",
+      "delete",
+      "addKey",
+      "duplicate",
+      "wrap",
+      "number",
+      "empty",
+    ),
+    at: fc.nat(),
+    value: nasty(maxDepth),
+    key: KEYS,
+  });
 
 function apply(root: Json, m: { kind: string; at: number; value: Json; key: string }): Json {
   const all = paths(root);
@@ -234,9 +244,9 @@ function apply(root: Json, m: { kind: string; at: number; value: Json; key: stri
   }
 }
 
-/** 1 to 3 mutations of `valid` (a fresh copy each time). */
-export function mutated(valid: fc.Arbitrary<Json>): fc.Arbitrary<Json> {
-  return fc.tuple(valid, fc.array(op, { minLength: 1, maxLength: 3 })).map(([v, ops]) => {
+/** 1 to 3 mutations of `valid` (a fresh copy each time); nested values up to `maxDepth` deep. */
+export function mutated(valid: fc.Arbitrary<Json>, maxDepth = DEEP_MAX): fc.Arbitrary<Json> {
+  return fc.tuple(valid, fc.array(op(maxDepth), { minLength: 1, maxLength: 3 })).map(([v, ops]) => {
     let root = clone(v);
     for (const o of ops) root = apply(root, o);
     return root;

@@ -403,27 +403,27 @@ export function useFuzzServer(options: {
         const { baseline, fuzz } = result.probes;
         assert.deepEqual(result.failures, [], "every /livez probe answered 200");
         assert.ok(baseline.length >= 20 && fuzz.length >= 20, `probes: ${baseline.length} + ${fuzz.length}`);
-        // The bound. The probes share two busy cores with the fuzzer, the server's work and
-        // other processes, so single probes are delayed by the OS scheduler by tens of ms, and on
-        // this kind of machine by over 100 ms now and then, whatever the server does. An absolute
-        // bar would measure the machine. So the baseline is taken in the same run, seconds before,
-        // under the same kind of load (valid requests sent back to back, as the fuzzer sends its
-        // cases): it carries the machine's noise. What fuzz input adds is what must stay small:
-        // the 99th percentile of the probes while fuzzing may exceed the baseline's by at most
-        // 50 ms. Something that blocks the event loop (an unbounded synchronous parse, decode or
-        // tokenize: hundreds of ms to seconds) moves every probe that arrives meanwhile, so it
-        // shows in the p99 once it happens in more than 1 % of the time, and any single stall over
-        // 1 s fails the worst-probe bar, which scheduler noise does not reach.
-        const base99 = quantile(baseline, 0.99);
-        const p99 = quantile(fuzz, 0.99);
+        // The bound. The probes share two busy cores with the fuzzer, the server's work (its
+        // worker threads and llama.cpp's included) and other processes, so single probes are
+        // delayed by the OS scheduler by tens of ms, and on a shared machine by over 100 ms now
+        // and then, whatever the server does. An absolute bar would measure the machine. So the
+        // baseline is taken in the same run, seconds before, under the same kind of load (valid
+        // requests sent back to back, as the fuzzer sends its cases): it carries the machine's
+        // noise. What fuzz input adds must stay small: the 95th percentile of the probes while
+        // fuzzing may exceed the baseline's by at most 50 ms. Work that blocks the event loop on
+        // some inputs (an unbounded synchronous parse, decode or tokenize) delays every probe that
+        // arrives meanwhile, so it moves the p95 once it takes more than 5 % of the time, and any
+        // single stall over 1 s fails the worst-probe bar, which scheduler noise does not reach.
+        const base95 = quantile(baseline, 0.95);
+        const p95 = quantile(fuzz, 0.95);
         const worst = Math.max(...fuzz);
         t.diagnostic(
-          `/livez: baseline ${baseline.length} probes, p50 ${quantile(baseline, 0.5).toFixed(1)} ms, p99 ${base99.toFixed(1)} ms, worst ${Math.max(...baseline).toFixed(1)} ms; ` +
-            `fuzzing ${fuzz.length} probes, p50 ${quantile(fuzz, 0.5).toFixed(1)} ms, p99 ${p99.toFixed(1)} ms, worst ${worst.toFixed(1)} ms`,
+          `/livez: baseline ${baseline.length} probes, p50 ${quantile(baseline, 0.5).toFixed(1)} ms, p95 ${base95.toFixed(1)} ms, worst ${Math.max(...baseline).toFixed(1)} ms; ` +
+            `fuzzing ${fuzz.length} probes, p50 ${quantile(fuzz, 0.5).toFixed(1)} ms, p95 ${p95.toFixed(1)} ms, worst ${worst.toFixed(1)} ms`,
         );
         assert.ok(
-          p99 < base99 + 50,
-          `/livez p99 ${p99.toFixed(1)} ms while fuzzing ≥ baseline p99 ${base99.toFixed(1)} ms + 50 ms`,
+          p95 < base95 + 50,
+          `/livez p95 ${p95.toFixed(1)} ms while fuzzing ≥ baseline p95 ${base95.toFixed(1)} ms + 50 ms`,
         );
         assert.ok(
           worst < 1000,
