@@ -43,8 +43,8 @@ export const SHARES = {
   jobsSubmit: 0.06,
   jobsRead: 0.05,
   wsFrames: 0.05,
-  headers: 0.08,
-  rawSocket: 0.02,
+  headers: 0.09,
+  rawSocket: 0.01,
   config: 0.06,
 } as const;
 
@@ -402,7 +402,7 @@ export function useFuzzServer(options: {
         });
         const { baseline, fuzz } = result.probes;
         assert.deepEqual(result.failures, [], "every /livez probe answered 200");
-        assert.ok(baseline.length >= 20 && fuzz.length >= 20, `probes: ${baseline.length} + ${fuzz.length}`);
+        assert.ok(baseline.length >= 20 && fuzz.length >= 5, `probes: ${baseline.length} + ${fuzz.length}`);
         // The bound. The probes share two busy cores with the fuzzer, the server's work (its
         // worker threads and llama.cpp's included) and other processes, so single probes are
         // delayed by the OS scheduler by tens of ms, and on a shared machine by over 100 ms now
