@@ -22,6 +22,24 @@ export class Deep {
   }
 }
 
+/** `v` with Deep markers made real nested values (for writers other than `encode`). */
+export function materialize(v: Json): unknown {
+  if (v instanceof Deep) return JSON.parse(encode(v));
+  if (Array.isArray(v)) return v.map(materialize);
+  if (v && typeof v === "object") {
+    const out: Record<string, unknown> = {};
+    for (const k of Object.keys(v))
+      Object.defineProperty(out, k, {
+        value: materialize(v[k]!),
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+    return out;
+  }
+  return v;
+}
+
 /** JSON text of `v`, with Deep markers written out. */
 export function encode(v: Json | undefined): string {
   if (v instanceof Deep) {

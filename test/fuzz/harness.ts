@@ -45,7 +45,8 @@ export const SHARES = {
   wsFrames: 0.05,
   headers: 0.09,
   rawSocket: 0.01,
-  config: 0.06,
+  configText: 0.03,
+  config: 0.03,
 } as const;
 
 export type Share = keyof typeof SHARES;
