@@ -164,11 +164,15 @@ export function postJson(base: string, path: string, body: unknown, headers: Rec
 
 export type WireStyle = "native" | "oip" | "openai";
 
-/** The wire shape a path's errors take (docs/Errors.md "Wire shapes"). */
+/**
+ * The wire shape a path's errors take (docs/Errors.md "Wire shapes"), by the path as the server
+ * sees it ("/v2/models/../x" is "/v2/x"). A path no route matches answers in the native shape,
+ * whatever its prefix (the not-found handler is no OIP or OpenAI route).
+ */
 export function styleOf(path: string): WireStyle {
-  const p = path.split("?")[0]!;
+  const p = new URL(path, "http://x").pathname;
   if (p === "/v1/chat/completions" || p === "/v1/completions" || p === "/v1/embeddings") return "openai";
-  if (p.startsWith("/v2/") || p === "/v2") return "oip";
+  if (/^\/v2(\/models\/[^/]+(\/versions\/[^/]+)?(\/ready|\/infer)?)?$/.test(p)) return "oip";
   return "native";
 }
 
@@ -195,8 +199,6 @@ export function checkAnswer(res: Answer, style: WireStyle, options: CheckOptions
   if (res.status < 400) return undefined;
   assert.ok(res.json !== undefined, `error body is not JSON${what}`);
   const body = res.json as Record<string, any>;
-  // A path no route matches answers in the native shape, whatever its prefix.
-  if (res.status === 404 && body.error?.code === "MP_ERR_ROUTE_NOT_FOUND") style = "native";
   let code: unknown;
   if (style === "native") {
     assert.equal(typeof body.error, "object", `native error shape${what}`);

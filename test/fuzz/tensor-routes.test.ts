@@ -18,7 +18,7 @@ import {
   rows,
   WIDTHS,
 } from "./arbitraries.js";
-import { check, checkAnswer, postJson, send, useFuzzServer } from "./harness.js";
+import { check, checkAnswer, postJson, send, styleOf, useFuzzServer } from "./harness.js";
 
 const MODELS = ["tree", "mlp", "multi", "wide", "nope", "tree%00", "../tree", "%F0%9F%A6%80"];
 
@@ -50,7 +50,9 @@ describe("native predict", () => {
         nativeBody.chain(({ model, body }) => fc.tuple(target(model), mutated(fc.constant(body)))),
         async ([model, body]) => {
           const res = await postJson(server.url, `/v1/models/${model}/predict`, body);
-          checkAnswer(res, "native", { what: `${model} ${encode(body).slice(0, 300)}` });
+          checkAnswer(res, styleOf(`/v1/models/${model}/predict`), {
+            what: `${model} ${encode(body).slice(0, 300)}`,
+          });
         },
       ),
     ));
@@ -194,7 +196,8 @@ describe("Open Inference Protocol infer", () => {
         ),
         async ([model, body, version]) => {
           const res = await postJson(server.url, `/v2/models/${model}${version}/infer`, body);
-          checkAnswer(res, "oip", { what: `${model}${version} ${encode(body).slice(0, 300)}` });
+          const path = `/v2/models/${model}${version}/infer`;
+          checkAnswer(res, styleOf(path), { what: `${model}${version} ${encode(body).slice(0, 300)}` });
         },
       ),
     ));
