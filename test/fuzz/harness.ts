@@ -367,7 +367,10 @@ export function useFuzzServer(options: {
     while (performance.now() < baselineUntil) await options.warm?.(child.url);
     state.poller.postMessage("fuzz");
     state.started = performance.now();
-    process.stdout.write(`# fuzz seed ${SEED} (replay with FUZZ_SEED=${SEED}), suite runs ${SUITE_RUNS}\n`);
+    process.stdout.write(
+      `# fuzz seed ${SEED} (replay with FUZZ_SEED=${SEED}), suite runs ${SUITE_RUNS}` +
+        `${process.env.FUZZ_KEEP_LOG ? `, server log kept in ${join(dir, "server.log")}` : ""}\n`,
+    );
   });
   after(async () => {
     await state.poller?.terminate();
