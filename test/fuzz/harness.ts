@@ -14,6 +14,7 @@ import { ERRORS, type ErrorCode } from "../../src/errors.js";
 import { testModels } from "../helpers/models.js";
 import { type ChildServer, startChild, waitReady } from "../helpers/server.js";
 import { encode, type Json } from "./arbitraries.js";
+import { writeRaggedModel } from "./ragged-model.js";
 
 /**
  * Cases for the whole suite (every fuzz file together). Each property takes a share of it, so
@@ -33,7 +34,8 @@ export const SHARES = {
   nativeRows: 0.14,
   nativeInputs: 0.1,
   nativeRaw: 0.06,
-  nativeValid: 0.04,
+  nativeValid: 0.03,
+  raggedBatch: 0.01,
   oipJson: 0.12,
   oipBinary: 0.1,
   chat: 0.01,
@@ -261,6 +263,7 @@ export function fuzzConfig(models: string, dir: string, llm: boolean, extra: str
     `  - {name: mlp, path: ${join(models, "segment-mlp.onnx")}, threads: 1}`,
     `  - {name: multi, path: ${join(models, "multi-io.onnx")}, threads: 1}`,
     `  - {name: wide, path: ${join(models, "wide-mlp.onnx")}, threads: 1}`,
+    `  - {name: ragged, path: ${writeRaggedModel(join(dir, "ragged.onnx"))}, threads: 1}`,
     ...(llm
       ? [
           "  - name: tiny-llama",
