@@ -221,7 +221,10 @@ const op = (maxDepth: number) =>
     key: KEYS,
   });
 
-function apply(root: Json, m: { kind: string; at: number; value: Json; key: string }): Json {
+function apply(root: Json, op: { kind: string; at: number; value: Json; key: string }): Json {
+  // A copy: fc.constantFrom hands out the same [[]] and {} every time, and mutating them in place
+  // would change later cases (and can make a value contain itself).
+  const m = { ...op, value: clone(op.value) };
   const all = paths(root);
   const path = all[m.at % all.length]!;
   const target = get(root, path);
