@@ -1,7 +1,7 @@
 // Inputs the fuzz suite found that crashed request decoding with a 500, kept as fixed cases
 // through a real listening server so they stay fixed whatever the seed.
 import assert from "node:assert/strict";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -9,10 +9,11 @@ import { testModels } from "../helpers/models.js";
 import { type InProcessServer, postJson, startInProcess } from "../helpers/server.js";
 
 let srv: InProcessServer;
+let dir: string;
 
 before(async () => {
   const models = await testModels();
-  const dir = mkdtempSync(join(tmpdir(), "modelport-fuzz-regressions-"));
+  dir = mkdtempSync(join(tmpdir(), "modelport-fuzz-regressions-"));
   // A handler whose inputs are named like Object.prototype's keys.
   writeFileSync(
     join(dir, "proto.mjs"),
@@ -41,7 +42,10 @@ before(async () => {
   srv = await startInProcess({ file });
 });
 
-after(() => srv.close());
+after(async () => {
+  await srv.close();
+  rmSync(dir, { recursive: true, force: true });
+});
 
 const PREDICT = "/v1/models/tree/predict";
 const INFER = "/v2/models/tree/infer";
