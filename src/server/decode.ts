@@ -40,8 +40,14 @@ function describe(value: unknown): string {
   return `${typeof value} ${String(value)}`;
 }
 
+/** Dims shown in a message; a client can send a tensor nested 100,000 deep, and its shape with it. */
+const SHOWN_DIMS = 16;
+
 export function formatShape(shape: readonly number[] | undefined): string {
-  return shape ? `[${shape.map((d) => (d < 0 ? "-1" : d)).join(", ")}]` : "(any)";
+  if (!shape) return "(any)";
+  const dims = shape.slice(0, SHOWN_DIMS).map((d) => (d < 0 ? "-1" : String(d)));
+  if (shape.length > SHOWN_DIMS) dims.push(`… (${shape.length} dims)`);
+  return `[${dims.join(", ")}]`;
 }
 
 /** Flattens nested arrays row-major; returns the flat values and the shape they form. */
@@ -62,9 +68,9 @@ function flatten(input: string, value: unknown): { flat: unknown[]; shape: numbe
   const arrays: unknown[][] = [];
   const where = (depth: number) =>
     at
-      .slice(0, depth)
+      .slice(0, Math.min(depth, SHOWN_DIMS))
       .map((i) => `[${i}]`)
-      .join("");
+      .join("") + (depth > SHOWN_DIMS ? `… (${depth} levels down)` : "");
   const enter = (v: unknown, depth: number): void => {
     if (!Array.isArray(v) || v.length !== shape[depth]) {
       throw new ModelportError(
@@ -181,7 +187,11 @@ function checkShape(spec: TensorSpec, shape: readonly number[]): void {
     throw new ModelportError(
       "MP_ERR_INPUT_SHAPE",
       `input '${spec.name}' has shape ${formatShape(shape)}; the model expects ${formatShape(want)} (-1 = any size)`,
-      { input: spec.name, shape, expected: want },
+      {
+        input: spec.name,
+        shape: shape.length > SHOWN_DIMS ? shape.slice(0, SHOWN_DIMS) : shape,
+        expected: want,
+      },
     );
   }
 }
@@ -226,8 +236,8 @@ export function decodeTensor(spec: TensorSpec, value: unknown, shape?: unknown, 
     if (n !== flat.length) {
       throw new ModelportError(
         "MP_ERR_INPUT_SHAPE",
-        `input '${spec.name}': shape [${finalShape.join(", ")}] needs ${n} values but ${flat.length} were sent`,
-        { input: spec.name, shape },
+        `input '${spec.name}': shape ${formatShape(finalShape)} needs ${n} values but ${flat.length} were sent`,
+        { input: spec.name, shape: finalShape.slice(0, SHOWN_DIMS) },
       );
     }
   }

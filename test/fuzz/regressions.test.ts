@@ -59,8 +59,22 @@ async function expect400(path: string, text: string, code: string): Promise<void
 
 describe("decoding refuses, never crashes on", () => {
   // The nested arrays were walked recursively: 10,000 levels overflowed the stack (500, retryable).
-  it("rows nested 10,000 deep", () =>
-    expect400(PREDICT, `{"rows":${"[".repeat(10_000)}1${"]".repeat(10_000)}}`, "MP_ERR_INPUT_SHAPE"));
+  it("rows nested 10,000 deep, with a message of a few lines", async () => {
+    const text = `{"rows":${"[".repeat(10_000)}1${"]".repeat(10_000)}}`;
+    await expect400(PREDICT, text, "MP_ERR_INPUT_SHAPE");
+    const res = await postJson(`${srv.url}${PREDICT}`, text);
+    assert.match(res.body.error.message, /\(10000 dims\)/);
+    assert.ok(JSON.stringify(res.body).length < 1000, `${JSON.stringify(res.body).length} bytes of error`);
+  });
+
+  it("an explicit shape of 10,000 dims, with a message of a few lines", async () => {
+    const res = await postJson(`${srv.url}${PREDICT}`, {
+      inputs: { features: { data: [1, 2, 3, 4, 5, 6], shape: Array(10_000).fill(1) } },
+    });
+    assert.equal(res.status, 400);
+    assert.equal(res.body.error.code, "MP_ERR_INPUT_SHAPE");
+    assert.ok(JSON.stringify(res.body).length < 1000, `${JSON.stringify(res.body).length} bytes of error`);
+  });
 
   it("a named tensor nested 10,000 deep, with and without a shape", async () => {
     await expect400(
