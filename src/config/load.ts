@@ -151,9 +151,31 @@ function singleModelInput(modelPath: string, flags: ServeFlags, cwd: string): Mo
   return model;
 }
 
+/**
+ * The mapping `raw[key]` to apply flags to: created when absent; undefined when the file gave it as
+ * something else (a number, a list), which the schema then reports with its key. Writing into it
+ * would throw a TypeError instead of listing the problem.
+ */
+function section(raw: Record<string, unknown>, key: string): Record<string, unknown> | undefined {
+  raw[key] ??= {};
+  const value = raw[key];
+  return typeof value === "object" && value !== null && !Array.isArray(value)
+    ? (value as Record<string, unknown>)
+    : undefined;
+}
+
 function applyFlags(raw: Record<string, unknown>, flags: ServeFlags, env: NodeJS.ProcessEnv): void {
-  raw.server ??= {};
-  const server = raw.server as Record<string, unknown>;
+  const server = section(raw, "server");
+  if (server) applyServerFlags(server, flags, env);
+  const limits = section(raw, "limits");
+  if (!limits) return;
+  if (flags.maxBatchRows !== undefined) limits.maxBatchRows = flags.maxBatchRows;
+  if (flags.maxBodyBytes !== undefined) limits.maxBodyBytes = flags.maxBodyBytes;
+  if (flags.maxQueueRows !== undefined) limits.maxQueueRows = flags.maxQueueRows;
+  if (flags.timeoutMs !== undefined) limits.timeoutMs = flags.timeoutMs;
+}
+
+function applyServerFlags(server: Record<string, unknown>, flags: ServeFlags, env: NodeJS.ProcessEnv): void {
   if (flags.host !== undefined) server.host = flags.host;
   if (flags.port !== undefined) server.port = flags.port;
   if (flags.logLevel !== undefined) server.logLevel = flags.logLevel;
@@ -162,24 +184,23 @@ function applyFlags(raw: Record<string, unknown>, flags: ServeFlags, env: NodeJS
   if (flags.maxConnections !== undefined)
     server.connections = { ...(server.connections as object), maxConnections: flags.maxConnections };
   if (flags.allowOversubscription !== undefined) server.allowOversubscription = flags.allowOversubscription;
-  const keys = [...((server.apiKeys as string[] | undefined) ?? []), ...(flags.apiKeys ?? [])];
+  // A file's apiKeys or runners that are not lists are left for the schema to report.
+  const fileKeys =
+    server.apiKeys === undefined ? [] : Array.isArray(server.apiKeys) ? server.apiKeys : undefined;
+  const keys = [...(fileKeys ?? []), ...(flags.apiKeys ?? [])];
   for (const k of (env.MODELPORT_API_KEYS ?? "").split(",")) if (k.trim()) keys.push(k.trim());
-  if (keys.length) server.apiKeys = keys;
+  if (keys.length && fileKeys) server.apiKeys = keys;
   if (flags.role !== undefined) server.role = flags.role;
   if (flags.instanceId !== undefined) server.instanceId = flags.instanceId;
   // --runner replaces the file's list (a command line names the whole set); the env adds to it.
-  const runners = flags.runners ?? (server.runners as string[] | undefined) ?? [];
+  const fileRunners =
+    server.runners === undefined ? [] : Array.isArray(server.runners) ? server.runners : undefined;
+  const runners = flags.runners ?? fileRunners;
   const fromEnv = (env.MODELPORT_RUNNERS ?? "").split(",").map((r) => r.trim());
-  const allRunners = [...runners, ...fromEnv.filter((r) => r !== "")];
-  if (allRunners.length) server.runners = allRunners;
+  const allRunners = [...(runners ?? []), ...fromEnv.filter((r) => r !== "")];
+  if (allRunners.length && runners) server.runners = allRunners;
   if (env.MODELPORT_INSTANCE_ID && server.instanceId === undefined)
     server.instanceId = env.MODELPORT_INSTANCE_ID;
-  raw.limits ??= {};
-  const limits = raw.limits as Record<string, unknown>;
-  if (flags.maxBatchRows !== undefined) limits.maxBatchRows = flags.maxBatchRows;
-  if (flags.maxBodyBytes !== undefined) limits.maxBodyBytes = flags.maxBodyBytes;
-  if (flags.maxQueueRows !== undefined) limits.maxQueueRows = flags.maxQueueRows;
-  if (flags.timeoutMs !== undefined) limits.timeoutMs = flags.timeoutMs;
 }
 
 /** A file entry without `backend` whose path names a GGUF file is served by llama-cpp (not the onnx default). */

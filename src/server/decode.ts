@@ -35,11 +35,19 @@ function describe(value: unknown): string {
   if (Array.isArray(value)) return "an array";
   if (typeof value === "string")
     return `the string ${JSON.stringify(value.length > 20 ? `${value.slice(0, 20)}…` : value)}`;
+  // Not String(value): a client's object can have its own "toString" key, and then String throws.
+  if (typeof value === "object") return "an object";
   return `${typeof value} ${String(value)}`;
 }
 
+/** Dims shown in a message; a client can send a tensor nested 100,000 deep, and its shape with it. */
+const SHOWN_DIMS = 16;
+
 export function formatShape(shape: readonly number[] | undefined): string {
-  return shape ? `[${shape.map((d) => (d < 0 ? "-1" : d)).join(", ")}]` : "(any)";
+  if (!shape) return "(any)";
+  const dims = shape.slice(0, SHOWN_DIMS).map((d) => (d < 0 ? "-1" : String(d)));
+  if (shape.length > SHOWN_DIMS) dims.push(`… (${shape.length} dims)`);
+  return `[${dims.join(", ")}]`;
 }
 
 /** Flattens nested arrays row-major; returns the flat values and the shape they form. */
@@ -53,34 +61,54 @@ function flatten(input: string, value: unknown): { flat: unknown[]; shape: numbe
   }
   if (shape.length === 1) return { flat: value, shape };
   const flat: unknown[] = [];
-  // The index path is kept as numbers and only turned into text for an error message.
+  // Walked with an explicit stack, not recursion: the depth is the client's to choose, and a
+  // recursive walk overflows the call stack a few thousand levels down. `at` is the index path
+  // of the array being walked at each depth; `arrays` holds those arrays.
   const at: number[] = [];
-  const where = () => at.map((i) => `[${i}]`).join("");
-  const walk = (v: unknown, depth: number): void => {
-    if (depth === shape.length) {
-      if (Array.isArray(v)) {
-        throw new ModelportError(
-          "MP_ERR_INPUT_SHAPE",
-          `input '${input}': element ${where()} is nested deeper than its siblings; arrays must be rectangular`,
-        );
-      }
-      flat.push(v);
-      return;
-    }
+  const arrays: unknown[][] = [];
+  const where = (depth: number) =>
+    at
+      .slice(0, Math.min(depth, SHOWN_DIMS))
+      .map((i) => `[${i}]`)
+      .join("") + (depth > SHOWN_DIMS ? `… (${depth} levels down)` : "");
+  const enter = (v: unknown, depth: number): void => {
     if (!Array.isArray(v) || v.length !== shape[depth]) {
       throw new ModelportError(
         "MP_ERR_INPUT_SHAPE",
-        `input '${input}': element ${where()} has ${Array.isArray(v) ? `${v.length} items` : "no items"} but its siblings have ${shape[depth]}; arrays must be rectangular`,
+        `input '${input}': element ${where(depth)} has ${Array.isArray(v) ? `${v.length} items` : "no items"} but its siblings have ${shape[depth]}; arrays must be rectangular`,
         { input },
       );
     }
-    for (let i = 0; i < v.length; i++) {
-      at[depth] = i;
-      at.length = depth + 1;
-      walk(v[i], depth + 1);
-    }
+    arrays[depth] = v;
+    at[depth] = 0;
   };
-  walk(value, 0);
+  enter(value, 0);
+  let depth = 0;
+  while (depth >= 0) {
+    const list = arrays[depth]!;
+    const i = at[depth]!;
+    if (i === list.length) {
+      // This array is done: continue with the next sibling one level up.
+      depth--;
+      if (depth >= 0) at[depth]!++;
+      continue;
+    }
+    const v = list[i];
+    if (depth + 1 === shape.length) {
+      if (Array.isArray(v)) {
+        throw new ModelportError(
+          "MP_ERR_INPUT_SHAPE",
+          `input '${input}': element ${where(depth + 1)} is nested deeper than its siblings; arrays must be rectangular`,
+          { input },
+        );
+      }
+      flat.push(v);
+      at[depth]!++;
+    } else {
+      depth++;
+      enter(v, depth);
+    }
+  }
   return { flat, shape };
 }
 
@@ -159,7 +187,11 @@ function checkShape(spec: TensorSpec, shape: readonly number[]): void {
     throw new ModelportError(
       "MP_ERR_INPUT_SHAPE",
       `input '${spec.name}' has shape ${formatShape(shape)}; the model expects ${formatShape(want)} (-1 = any size)`,
-      { input: spec.name, shape, expected: want },
+      {
+        input: spec.name,
+        shape: shape.length > SHOWN_DIMS ? shape.slice(0, SHOWN_DIMS) : shape,
+        expected: want,
+      },
     );
   }
 }
@@ -204,8 +236,8 @@ export function decodeTensor(spec: TensorSpec, value: unknown, shape?: unknown, 
     if (n !== flat.length) {
       throw new ModelportError(
         "MP_ERR_INPUT_SHAPE",
-        `input '${spec.name}': shape [${finalShape.join(", ")}] needs ${n} values but ${flat.length} were sent`,
-        { input: spec.name, shape },
+        `input '${spec.name}': shape ${formatShape(finalShape)} needs ${n} values but ${flat.length} were sent`,
+        { input: spec.name, shape: finalShape.slice(0, SHOWN_DIMS) },
       );
     }
   }
@@ -248,7 +280,7 @@ export function checkInputs(
     }
   }
   for (const spec of signature.inputs) {
-    if (!tensors[spec.name]) {
+    if (!Object.hasOwn(tensors, spec.name)) {
       throw new ModelportError(
         "MP_ERR_INPUT_MISSING",
         `input '${spec.name}' is missing; the model expects ${spec.datatype} of shape ${formatShape(spec.shape)}`,
@@ -351,8 +383,9 @@ function rowsOfObjects(rows: unknown[], signature: ModelSignature): TensorMap {
  */
 export function decodeNative(body: unknown, signature: ModelSignature, limits: DecodeLimits): TensorMap {
   const obj = requireObject(body, "the request body");
-  const hasRows = "rows" in obj;
-  const hasInputs = "inputs" in obj;
+  // Own keys only: `in` also sees Object.prototype ("constructor", "toString", ...).
+  const hasRows = Object.hasOwn(obj, "rows");
+  const hasInputs = Object.hasOwn(obj, "inputs");
   if (hasRows === hasInputs) {
     throw new ModelportError(
       "MP_ERR_REQUEST_INVALID",
@@ -386,7 +419,7 @@ export function decodeNative(body: unknown, signature: ModelSignature, limits: D
     names = Object.keys(inputs);
     tensors = {};
     for (const spec of signature.inputs) {
-      if (!(spec.name in inputs)) continue;
+      if (!Object.hasOwn(inputs, spec.name)) continue;
       const v = inputs[spec.name];
       if (typeof v === "object" && v !== null && !Array.isArray(v)) {
         const t = v as Record<string, unknown>;
@@ -449,13 +482,14 @@ export function decodeOip(
       );
     }
     const size = binaryDataSize(inp, i);
-    if (size === undefined && !("data" in inp)) {
+    const hasData = Object.hasOwn(inp, "data");
+    if (size === undefined && !hasData) {
       throw new ModelportError(
         "MP_ERR_REQUEST_INVALID",
         `inputs[${i}] ('${inp.name}'): "data" is required (or parameters.binary_data_size in a binary request)`,
       );
     }
-    if (size !== undefined && "data" in inp) {
+    if (size !== undefined && hasData) {
       throw new ModelportError(
         "MP_ERR_REQUEST_INVALID",
         `inputs[${i}] ('${inp.name}') has both "data" and parameters.binary_data_size; send one`,

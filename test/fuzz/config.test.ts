@@ -1,0 +1,171 @@
+// Fuzzes configuration loading: random YAML text, mutations of a valid config and random
+// command-line flags go into loadConfig, which must return a Config or throw a ConfigError that
+// lists at least one problem, never another exception.
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import fc from "fast-check";
+import { stringify } from "yaml";
+import { ConfigError, loadConfig, type ServeFlags } from "../../src/config/load.js";
+import { testModels } from "../helpers/models.js";
+import { Deep, edgeNumber, edgeString, encode, type Json, mutated, SHALLOW } from "./arbitraries.js";
+import { caseCounts, check, SHARES } from "./harness.js";
+
+let dir: string;
+let models: string;
+
+before(async () => {
+  models = await testModels();
+  dir = mkdtempSync(join(tmpdir(), "modelport-fuzz-config-"));
+});
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+/** loadConfig's contract: a Config, or a ConfigError with its problems; anything else fails. */
+function load(options: Parameters<typeof loadConfig>[0], what: () => string): void {
+  try {
+    loadConfig({ cwd: dir, cores: 2, env: {}, ...options });
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      assert.ok(err.problems.length > 0, `a ConfigError without problems: ${what()}`);
+      for (const p of err.problems) assert.equal(typeof p, "string");
+      return;
+    }
+    assert.fail(`loadConfig threw ${(err as Error)?.stack ?? String(err)}\nfor ${what()}`);
+  }
+}
+
+/** YAML for configs without deep values (yaml's writer recurses per level), else JSON. */
+function yamlOrJson(config: Json): string {
+  const deep = (v: Json): boolean =>
+    v instanceof Deep ||
+    (v !== null && typeof v === "object" && Object.values(v).some((x) => deep(x as Json)));
+  return deep(config) ? encode(config) : stringify(config, { aliasDuplicateObjects: false });
+}
+
+const validConfig = (): fc.Arbitrary<Json> =>
+  fc.constant({
+    server: { host: "127.0.0.1", port: 0, requestLogging: false },
+    limits: { maxBodyBytes: 1048576, maxBatchRows: 64, timeoutMs: 1000 },
+    jobs: { sqlitePath: "jobs.db", concurrency: 2, blobs: { backend: "fs", dir: "blobs" } },
+    models: [
+      {
+        name: "tree",
+        path: "MODELS/churn-tree.onnx",
+        threads: 1,
+        batching: { enabled: true, maxDelayMs: 2 },
+      },
+      { name: "llm", path: "MODELS/tiny-llama.gguf", llm: { contextSize: 256, sequences: 1 } },
+      { name: "embed", backend: "transformers", path: "MODELS/tiny-embed" },
+      { name: "up", backend: "upstream", upstream: { url: "http://127.0.0.1:1/v1" } },
+    ],
+  } as Json);
+
+/** YAML-ish text: tabs, anchors, tags, merge keys, duplicate keys, garbage. */
+const yamlText = fc.oneof(
+  fc.string({ unit: "binary", maxLength: 200 }),
+  fc
+    .array(
+      fc.constantFrom(
+        "server:",
+        "  port: !!str 1",
+        "limits: &a {maxBatchRows: 1}",
+        "jobs: *a",
+        "<<: *a",
+        "models:",
+        "  - name: x",
+        "    path: [",
+        "\tport: 1",
+        "models: []",
+        "models: {}",
+        "server: null",
+        "server: 5",
+        "!!binary aGVsbG8=",
+        "? complex key",
+        "%YAML 1.2",
+        "---",
+        "...",
+        "models: [{name: a, path: b}, {name: a, path: b}]",
+        "x: &x [*x]",
+      ),
+      { maxLength: 8 },
+    )
+    .map((lines) => lines.join("\n")),
+);
+
+describe("loadConfig", () => {
+  it("random YAML text yields a Config or a ConfigError listing problems", () =>
+    check(
+      "configText",
+      fc.property(yamlText, fc.nat(), (text, n) => {
+        const file = join(dir, `text-${n % 8}.yaml`);
+        writeFileSync(file, text);
+        load({ file }, () => JSON.stringify(text));
+      }),
+    ));
+
+  it("mutated config files and random flags yield a Config or a ConfigError listing problems", () =>
+    check(
+      "config",
+      fc.property(
+        mutated(validConfig(), SHALLOW),
+        fc.record(
+          {
+            port: edgeNumber,
+            threads: edgeNumber,
+            maxBatchRows: edgeNumber,
+            maxBodyBytes: edgeNumber,
+            timeoutMs: edgeNumber,
+            processes: edgeNumber,
+            apiKeys: fc.array(edgeString, { maxLength: 2 }),
+            role: edgeString,
+            runners: fc.array(edgeString, { maxLength: 2 }),
+            logLevel: edgeString,
+          },
+          { requiredKeys: [] },
+        ),
+        fc.nat(),
+        (config, flags, n) => {
+          const file = join(dir, `mutated-${n % 8}.yaml`);
+          // JSON is YAML too, and is what deep values can be written as (yaml's writer recurses).
+          const text = (n % 2 ? encode(config) : yamlOrJson(config)).replaceAll("MODELS", models);
+          writeFileSync(file, text);
+          load({ file, flags: flags as ServeFlags }, () => `${text}\nflags ${JSON.stringify(flags)}`);
+        },
+      ),
+    ));
+
+  // Found by the property above: flags were written into `server` and `limits` whatever the file
+  // had there, so a number threw a TypeError and a string of API keys was split into one key per
+  // character.
+  it("a section that is not a mapping is a listed problem, with or without flags", () => {
+    const cases: [string, ServeFlags, RegExp][] = [
+      ["limits: 5", { maxBatchRows: 8 }, /limits/],
+      ["limits: 5", {}, /limits/],
+      ["server: 5", { port: 0 }, /server/],
+      ["server: [1]", {}, /server/],
+      ["server: {apiKeys: 5}", { apiKeys: ["k"] }, /apiKeys/],
+      ["server: {apiKeys: secret-key}", {}, /apiKeys/],
+      ["server: {runners: 5}", {}, /runners/],
+    ];
+    for (const [yaml, flags, problem] of cases) {
+      const file = join(dir, "section.yaml");
+      writeFileSync(file, `${yaml}\nmodels: [{name: tree, path: ${join(models, "churn-tree.onnx")}}]\n`);
+      assert.throws(
+        () => loadConfig({ file, flags, cwd: dir, cores: 2, env: {} }),
+        (err: unknown) => err instanceof ConfigError && err.problems.some((p) => problem.test(p)),
+        `${yaml} with ${JSON.stringify(flags)}`,
+      );
+    }
+  });
+
+  it("the properties' shares add up to the whole suite", () => {
+    const total = Object.values(SHARES).reduce((a, b) => a + b, 0);
+    assert.ok(Math.abs(total - 1) < 1e-9, `shares add up to ${total}`);
+  });
+
+  it("reports its case count", (t) => {
+    t.diagnostic(`cases: ${JSON.stringify(caseCounts())}`);
+  });
+});

@@ -1,0 +1,379 @@
+// Fuzzes the tensor routes of a real `modelport serve` process: native predict (rows, named
+// tensors, raw octet-stream with X-Tensor-Shape) and Open Inference Protocol infer (JSON and
+// the binary tensor extension). Every answer is a 2xx or a 4xx with an MP_ERR_* code in the
+// route's wire shape; valid inputs get one output row per input row.
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import fc from "fast-check";
+import {
+  edgeNumber,
+  edgeString,
+  encode,
+  type Json,
+  multiInputs,
+  mutated,
+  mutatedText,
+  nativeBody,
+  oipBody,
+  rows,
+  WIDTHS,
+} from "./arbitraries.js";
+import { check, checkAnswer, postJson, send, styleOf, useFuzzServer } from "./harness.js";
+
+const MODELS = ["tree", "mlp", "multi", "wide", "nope", "tree%00", "../tree", "%F0%9F%A6%80"];
+
+async function warm(url: string): Promise<void> {
+  await postJson(url, "/v1/models/tree/predict", { rows: [[1, 2, 3, 4, 5, 6]] });
+  await postJson(url, "/v1/models/multi/predict", {
+    inputs: { a: [[1, 2, 3]], b: [[1, 2, 3]], ids: [1], mask: [true], pixels: [[1, 2, 3, 4]], scale: 1 },
+  });
+  await postJson(url, "/v2/models/mlp/infer", {
+    inputs: [{ name: "features", datatype: "FP32", shape: [1, 4], data: [1, 2, 3, 4] }],
+  });
+  await postJson(url, "/v1/models/ragged/predict", { rows: [[1, 2]] });
+  await send(url, "POST", "/v1/models/tree/predict", {
+    headers: { "content-type": "application/octet-stream", "x-tensor-shape": "1,6" },
+    body: new Uint8Array(24),
+  });
+}
+
+const server = useFuzzServer({ warm });
+
+/** The model a mutated request goes to: usually the one its body was made for. */
+const target = (model: string) =>
+  fc.oneof({ arbitrary: fc.constant(model), weight: 9 }, fc.constantFrom(...MODELS));
+
+describe("native predict", () => {
+  it("mutated JSON bodies (rows and named tensors) get 2xx or a coded 4xx", () =>
+    check(
+      "nativeRows",
+      fc.asyncProperty(
+        nativeBody.chain(({ model, body }) => fc.tuple(target(model), mutated(fc.constant(body)))),
+        async ([model, body]) => {
+          const res = await postJson(server.url, `/v1/models/${model}/predict`, body);
+          checkAnswer(res, styleOf(`/v1/models/${model}/predict`), {
+            what: `${model} ${encode(body).slice(0, 300)}`,
+          });
+        },
+      ),
+    ));
+
+  it("mutated JSON text (NaN, truncation, garbage, empty) gets a coded 4xx or a 2xx", () =>
+    check(
+      "nativeInputs",
+      fc.asyncProperty(
+        nativeBody.chain(({ model, body }) => fc.tuple(fc.constant(model), mutatedText(fc.constant(body)))),
+        async ([model, text]) => {
+          const res = await postJson(server.url, `/v1/models/${model}/predict`, text);
+          checkAnswer(res, "native", { what: `${model} ${text.slice(0, 300)}` });
+        },
+      ),
+    ));
+
+  it("raw octet-stream bodies with any X-Tensor-Shape and datatype get 2xx or a coded 4xx", () =>
+    check(
+      "nativeRaw",
+      fc.asyncProperty(
+        fc.record({
+          model: fc.constantFrom("tree", "mlp", "wide", "multi"),
+          rowsN: fc.integer({ min: 0, max: 5 }),
+          extra: fc.oneof({ arbitrary: fc.constant(0), weight: 3 }, fc.integer({ min: -7, max: 7 })),
+          shape: fc.option(
+            fc.oneof(
+              fc.constantFrom(
+                "",
+                "1,6",
+                "2,4",
+                "1,32",
+                "-1,6",
+                "1.5,6",
+                "0,6",
+                "99999999999999999999,6",
+                "6",
+                "1,,6",
+                " 1 , 6 ",
+                "1,6,1",
+                "é",
+              ),
+              fc.array(fc.integer({ min: 0, max: 40 }), { maxLength: 4 }).map((d) => d.join(",")),
+              fc.string({ unit: "grapheme-ascii", maxLength: 12 }),
+            ),
+            { nil: undefined },
+          ),
+          datatype: fc.option(fc.constantFrom("FP32", "FP64", "INT64", "BYTES", "fp32", "", "X"), {
+            nil: undefined,
+          }),
+          accept: fc.option(
+            fc.constantFrom(
+              "application/octet-stream",
+              "application/json;q=0.1, application/octet-stream",
+              "*/*",
+              "garbage;;q=x",
+            ),
+            { nil: undefined },
+          ),
+          outputs: fc.option(fc.constantFrom("label", "probabilities", "label,probabilities", "nope", ","), {
+            nil: undefined,
+          }),
+          fill: fc.uint8Array({ maxLength: 8 }),
+        }),
+        async (c) => {
+          const width = WIDTHS[c.model as keyof typeof WIDTHS] ?? 3;
+          const length = Math.max(0, c.rowsN * width * 4 + c.extra);
+          const body = new Uint8Array(length);
+          for (let i = 0; i < length; i++) body[i] = c.fill[i % Math.max(1, c.fill.length)] ?? 0;
+          const headers: Record<string, string> = { "content-type": "application/octet-stream" };
+          if (c.shape !== undefined) headers["x-tensor-shape"] = c.shape;
+          if (c.datatype !== undefined) headers["x-tensor-datatype"] = c.datatype;
+          if (c.accept !== undefined) headers.accept = c.accept;
+          const query = c.outputs === undefined ? "" : `?outputs=${encodeURIComponent(c.outputs)}`;
+          const res = await send(server.url, "POST", `/v1/models/${c.model}/predict${query}`, {
+            headers,
+            body,
+          });
+          checkAnswer(res, "native", { what: JSON.stringify({ ...c, length }) });
+        },
+      ),
+    ));
+
+  it("valid inputs get 200 with one output row per input row, also when sent together", () =>
+    check(
+      "nativeValid",
+      fc.asyncProperty(
+        fc.array(
+          fc.oneof(
+            fc
+              .tuple(fc.constantFrom("tree", "mlp", "wide"), fc.integer({ min: 1, max: 5 }))
+              .chain(([model, n]) =>
+                rows(WIDTHS[model as keyof typeof WIDTHS], n).map((r) => ({
+                  model,
+                  n: r.length,
+                  body: { rows: r } as Json,
+                })),
+              ),
+            fc
+              .integer({ min: 1, max: 3 })
+              .chain((n) =>
+                multiInputs(n).map((inputs) => ({ model: "multi", n, body: { inputs } as Json })),
+              ),
+          ),
+          { minLength: 1, maxLength: 4 },
+        ),
+        async (batch) => {
+          const answers = await Promise.all(
+            batch.map((b) => postJson(server.url, `/v1/models/${b.model}/predict`, b.body)),
+          );
+          answers.forEach((res, i) => {
+            const b = batch[i]!;
+            assert.equal(
+              res.status,
+              200,
+              `${b.model} ${encode(b.body).slice(0, 200)} → ${res.text.slice(0, 300)}`,
+            );
+            const outputs = (res.json as { outputs: Record<string, unknown[]> }).outputs;
+            for (const [name, value] of Object.entries(outputs))
+              assert.equal(
+                value.length,
+                b.n,
+                `${b.model} output ${name} has ${value.length} rows for ${b.n}`,
+              );
+          });
+        },
+      ),
+    ));
+});
+
+/**
+ * Excluded until the batching fix lands: requests of different widths to a model whose input is
+ * [batch, seq] (both dynamic) are joined into one batch with the first one's width, which crashes
+ * the process (`RangeError: offset is out of bounds` in concatData) or answers a request with
+ * another's numbers. Set to true to generate bursts of mixed widths again.
+ */
+const MIXED_WIDTHS = false;
+
+describe("batching", () => {
+  it("concurrent requests to a [batch, seq] model each get exactly their own answer (y = x + x)", () =>
+    check(
+      "raggedBatch",
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 8 }),
+        fc.array(
+          fc.record({
+            width: fc.integer({ min: 1, max: 8 }),
+            rows: fc.integer({ min: 1, max: 3 }),
+            seed: fc.integer({ min: -1000, max: 1000 }),
+          }),
+          { minLength: 2, maxLength: 5 },
+        ),
+        async (width, burst) => {
+          const requests = burst.map((r, i) => {
+            const w = MIXED_WIDTHS ? r.width : width;
+            return Array.from({ length: r.rows }, (_, row) =>
+              Array.from({ length: w }, (_, c) => r.seed + i * 100 + row * 10 + c),
+            );
+          });
+          const answers = await Promise.all(
+            requests.map((rows) => postJson(server.url, "/v1/models/ragged/predict", { rows })),
+          );
+          answers.forEach((res, i) => {
+            assert.equal(res.status, 200, res.text.slice(0, 300));
+            const want = requests[i]!.map((row) => row.map((v) => v * 2));
+            assert.deepEqual(
+              (res.json as { outputs: { y: number[][] } }).outputs.y,
+              want,
+              `request ${i} got another's answer`,
+            );
+          });
+        },
+      ),
+    ));
+});
+
+describe("Open Inference Protocol infer", () => {
+  it("mutated JSON bodies and text get 2xx or a coded 4xx in the OIP shape", () =>
+    check(
+      "oipJson",
+      fc.asyncProperty(
+        oipBody.chain(({ model, body }) =>
+          fc.tuple(
+            target(model),
+            fc.oneof(mutated(fc.constant(body)), mutatedText(fc.constant(body))),
+            fc.constantFrom("", "/versions/1", "/versions/2", "/versions/%00"),
+          ),
+        ),
+        async ([model, body, version]) => {
+          const res = await postJson(server.url, `/v2/models/${model}${version}/infer`, body);
+          const path = `/v2/models/${model}${version}/infer`;
+          checkAnswer(res, styleOf(path), { what: `${model}${version} ${encode(body).slice(0, 300)}` });
+        },
+      ),
+    ));
+
+  it("binary tensor bodies with wrong header lengths, sizes, datatypes and bytes get 2xx or a coded 4xx", () =>
+    check(
+      "oipBinary",
+      fc.asyncProperty(
+        oipBody.chain(({ model, body }) =>
+          fc.tuple(
+            fc.constant(model),
+            fc.constant(body),
+            fc.record({
+              binaryMask: fc.nat(),
+              headerDelta: fc.oneof(
+                { arbitrary: fc.constant(0), weight: 4 },
+                fc.integer({ min: -20, max: 20 }),
+              ),
+              headerText: fc.option(
+                fc.constantFrom("", "0", "-1", "abc", "1e3", "99999999999999999999", " 5 ", "5,5"),
+                {
+                  nil: undefined,
+                },
+              ),
+              sizeDelta: fc.oneof({ arbitrary: fc.constant(0), weight: 4 }, fc.integer({ min: -9, max: 9 })),
+              sizeValue: fc.option(
+                fc.oneof(edgeNumber, edgeString, fc.constant(null)) as fc.Arbitrary<Json>,
+                {
+                  nil: undefined,
+                },
+              ),
+              trailing: fc.oneof(
+                { arbitrary: fc.constant(new Uint8Array(0)), weight: 4 },
+                fc.uint8Array({ maxLength: 9 }),
+              ),
+              cut: fc.oneof({ arbitrary: fc.constant(0), weight: 4 }, fc.integer({ min: 1, max: 30 })),
+              datatype: fc.option(
+                fc.constantFrom("FP32", "FP64", "INT64", "BOOL", "UINT8", "BYTES", "FP16", "INT8"),
+                {
+                  nil: undefined,
+                },
+              ),
+              randomBytes: fc.boolean(),
+              contentType: fc.constantFrom(
+                "application/octet-stream",
+                "application/json",
+                undefined,
+                "text/plain",
+              ),
+              binaryOut: fc.constantFrom(undefined, true, false, "yes"),
+            }),
+          ),
+        ),
+        async ([model, body, c]) => {
+          const { header, bytes } = binaryRequest(body as unknown as { inputs: OipInput[] }, c);
+          const headerText = JSON.stringify(header);
+          const headerBytes = Buffer.from(headerText);
+          let full = Buffer.concat([headerBytes, bytes, Buffer.from(c.trailing)]);
+          if (c.cut) full = full.subarray(0, Math.max(0, full.length - c.cut));
+          const headers: Record<string, string> = {
+            "inference-header-content-length": c.headerText ?? String(headerBytes.length + c.headerDelta),
+          };
+          if (c.contentType) headers["content-type"] = c.contentType;
+          const res = await send(server.url, "POST", `/v2/models/${model}/infer`, { headers, body: full });
+          checkAnswer(res, "oip", { what: `${model} ${headerText.slice(0, 300)} ${JSON.stringify(c)}` });
+        },
+      ),
+    ));
+});
+
+interface OipInput {
+  name: string;
+  datatype: string;
+  shape: number[];
+  data: (number | boolean)[];
+  parameters?: Record<string, Json>;
+}
+
+/** Bytes of `data` as `datatype` (little-endian), or random bytes of the same length. */
+function toBytes(datatype: string, data: (number | boolean)[], random: boolean): Buffer {
+  const n = data.length;
+  let out: Buffer;
+  switch (datatype) {
+    case "FP64":
+      out = Buffer.from(new Float64Array(data.map(Number)).buffer);
+      break;
+    case "INT64":
+      out = Buffer.from(new BigInt64Array(data.map((v) => BigInt(Math.trunc(Number(v))))).buffer);
+      break;
+    case "BOOL":
+    case "UINT8":
+      out = Buffer.from(new Uint8Array(data.map(Number)).buffer);
+      break;
+    default:
+      out = Buffer.from(new Float32Array(data.map(Number)).buffer);
+  }
+  if (random) for (let i = 0; i < out.length; i++) out[i] = (i * 131 + n * 7) & 0xff;
+  return out;
+}
+
+/** Turns some inputs of a valid OIP body into binary ones and applies the case's mutations. */
+function binaryRequest(
+  body: { inputs: OipInput[] },
+  c: {
+    binaryMask: number;
+    sizeDelta: number;
+    sizeValue?: Json;
+    datatype?: string;
+    randomBytes: boolean;
+    binaryOut: unknown;
+  },
+): { header: Json; bytes: Buffer } {
+  const chunks: Buffer[] = [];
+  const inputs = body.inputs.map((inp, i) => {
+    if (!((c.binaryMask >> i) & 1) && i !== 0) return inp as unknown as Json;
+    const bytes = toBytes(inp.datatype, inp.data, c.randomBytes);
+    chunks.push(bytes);
+    const size =
+      i === 0 && c.sizeValue !== undefined ? c.sizeValue : bytes.length + (i === 0 ? c.sizeDelta : 0);
+    return {
+      name: inp.name,
+      shape: inp.shape,
+      datatype: i === 0 && c.datatype ? c.datatype : inp.datatype,
+      parameters: { binary_data_size: size },
+    } as Json;
+  });
+  const header: Record<string, Json> = { inputs };
+  if (c.binaryOut !== undefined) header.parameters = { binary_data_output: c.binaryOut as Json };
+  return { header, bytes: Buffer.concat(chunks) };
+}
+
+server.finalCheck();
