@@ -1,10 +1,15 @@
 // A real `modelport serve` process: SIGTERM lets in-flight requests finish and exits 0, and a
 // model computing 50 ms inferences back to back never stalls /livez (the model owns a worker thread).
+// The drain is held open by a gated request (test/helpers/gate.ts), so "during the drain" is a
+// state the test controls: readiness and late requests are checked while it certainly lasts.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
+import { createGate, type Gate } from "../helpers/gate.js";
 import { testModels } from "../helpers/models.js";
 import { postJson, startReadyChild, stopStartedChildren } from "../helpers/server.js";
 
@@ -23,53 +28,76 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 }
 
+/** A served process with the slow model and a gated one, and a gated request in flight. */
+async function startHeld(): Promise<{
+  child: Awaited<ReturnType<typeof start>>;
+  gate: Gate;
+  held: ReturnType<typeof postJson>;
+}> {
+  const gate = createGate();
+  const file = join(mkdtempSync(join(tmpdir(), "modelport-lifecycle-")), "modelport.yaml");
+  writeFileSync(
+    file,
+    ["models:", `  - {name: slow, path: ${join(models, "slow.onnx")}}`, gate.modelYaml("gate")].join("\n"),
+  );
+  // A drain limit far beyond the test's span: the gate, not a timer, ends the drain.
+  const child = await start(["-c", file, "--drain-timeout-ms", "120000"]);
+  const held = postJson(`${child.url}/v1/models/gate/predict`, { rows: [[7]] });
+  await gate.started(7);
+  return { child, gate, held };
+}
+
+/** Polls /readyz until it is not 200; a refused connection fails (the drain is held open). */
+async function readinessAfterSignal(url: string): Promise<Response> {
+  for (let i = 0; ; i++) {
+    const res = await fetch(`${url}/readyz`);
+    if (res.status !== 200) return res;
+    assert.ok(i < 3000, "readiness never turned false after SIGTERM");
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 describe("lifecycle of a served process", () => {
-  it("50 concurrent requests then SIGTERM: all 50 succeed and the process exits 0", async () => {
-    const child = await start([join(models, "slow.onnx")]);
-    // ~50 ms each on one worker: the last answers ~2.5 s after the signal.
+  it("50 concurrent requests then SIGTERM: readiness turns 503, all 50 succeed and the process exits 0", async () => {
+    const { child, gate, held } = await startHeld();
+    // ~50 ms each on one worker: most are still queued or computing when the signal lands.
     const requests = Array.from({ length: 50 }, (_, i) =>
       postJson(`${child.url}/v1/models/slow/predict`, { rows: [[i, 1, 2, 3, 4, 5, 6, 7]] }),
     );
     await new Promise((r) => setTimeout(r, 150));
     const exit = child.stop("SIGTERM");
-    // Readiness turns false once the signal lands (on a busy machine that can take a moment).
-    let ready: Response | undefined;
-    for (let i = 0; i < 100; i++) {
-      ready = await fetch(`${child.url}/readyz`).catch(() => undefined);
-      if (ready?.status !== 200) break;
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    if (ready) {
-      assert.equal(ready.status, 503);
-      assert.match(JSON.stringify(await ready.json()), /shutting down/);
-    }
+    const ready = await readinessAfterSignal(child.url);
+    assert.equal(ready.status, 503);
+    assert.match(JSON.stringify(await ready.json()), /shutting down/);
     const results = await Promise.all(requests);
     assert.deepEqual(
       results.map((r) => r.status),
       new Array(50).fill(200),
     );
     for (const r of results) assert.equal(r.body.outputs.y[0].length, 8);
+    // The held request keeps the process draining until it is let go, then answers.
+    assert.equal(child.proc.exitCode, null);
+    gate.open(7);
+    const last = await held;
+    assert.equal(last.status, 200, JSON.stringify(last.body));
+    assert.deepEqual(last.body.outputs.y, [[14]]);
     assert.equal(await exit, 0, child.output().slice(-2000));
     assert.match(child.output(), /stopped cleanly/);
   });
 
   it("requests arriving during the drain get 503 MP_ERR_SERVER_SHUTTING_DOWN", async () => {
-    const child = await start([join(models, "slow.onnx")]);
-    const inflight = Array.from({ length: 10 }, () =>
-      postJson(`${child.url}/v1/models/slow/predict`, { rows: [[0, 1, 2, 3, 4, 5, 6, 7]] }),
-    );
-    await new Promise((r) => setTimeout(r, 100));
+    const { child, gate, held } = await startHeld();
     const exit = child.stop("SIGTERM");
-    await new Promise((r) => setTimeout(r, 50));
+    // Once readiness says so, the drain has begun; the held request keeps it going.
+    assert.equal((await readinessAfterSignal(child.url)).status, 503);
     const late = await postJson(`${child.url}/v1/models/slow/predict`, {
       rows: [[0, 1, 2, 3, 4, 5, 6, 7]],
-    }).catch(() => undefined);
-    if (late) {
-      assert.equal(late.status, 503);
-      assert.equal(late.body.error.code, "MP_ERR_SERVER_SHUTTING_DOWN");
-      assert.equal(late.body.error.retryable, true);
-    }
-    assert.ok((await Promise.all(inflight)).every((r) => r.status === 200));
+    });
+    assert.equal(late.status, 503);
+    assert.equal(late.body.error.code, "MP_ERR_SERVER_SHUTTING_DOWN");
+    assert.equal(late.body.error.retryable, true);
+    gate.open(7);
+    assert.equal((await held).status, 200);
     assert.equal(await exit, 0);
   });
 

@@ -1,11 +1,15 @@
 // Ten times more traffic than the model can serve: accepted requests still meet their
 // deadline, the excess gets a fast 503 with Retry-After, no other 5xx appears, memory stays
-// bounded, and the model is fine afterwards.
+// bounded, and the model is fine afterwards. Wall-clock bars that a busy machine can break are
+// not asserted here: "the refusal does not wait" is proven with a model held by a gate.
 import assert from "node:assert/strict";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { createGate } from "../helpers/gate.js";
 import { testModels } from "../helpers/models.js";
-import { type ChildServer, postJson, startChild, waitReady } from "../helpers/server.js";
+import { type ChildServer, postJson, startChild, startInProcess, waitReady } from "../helpers/server.js";
 
 let child: ChildServer;
 const TIMEOUT_MS = 1000;
@@ -31,7 +35,7 @@ async function rssBytes(): Promise<number> {
 }
 
 describe("overload", () => {
-  it("10× capacity: accepted requests meet their deadline, the rest get 503 + Retry-After, nothing else fails", async () => {
+  it("10× capacity: accepted requests meet their deadline, the rest get 503 + Retry-After, nothing else fails", async (t) => {
     const rssBefore = await rssBytes();
     const results: { status: number; ms: number; code?: string; retryAfter: string | null }[] = [];
     const pending: Promise<void>[] = [];
@@ -82,12 +86,10 @@ describe("overload", () => {
       overdue.length <= Math.max(1, Math.floor(ok.length * 0.05)),
       `${overdue.length} of ${ok.length} accepted requests overran the deadline; slowest ${slowest.toFixed(0)} ms (${summary})`,
     );
-    // Refusals are fast: the queue is full, nothing waits.
+    // How fast refusals came back depends on the machine: reported, not asserted (the next test
+    // proves that a refusal waits for no inference).
     const refusals = overloaded.map((r) => r.ms).sort((a, b) => a - b);
-    assert.ok(
-      refusals[Math.floor(refusals.length / 2)]! < 100,
-      `median refusal ${refusals[Math.floor(refusals.length / 2)]} ms`,
-    );
+    t.diagnostic(`median refusal ${refusals[Math.floor(refusals.length / 2)]?.toFixed(1)} ms (${summary})`);
 
     const rssAfter = await rssBytes();
     assert.ok(
@@ -104,6 +106,47 @@ describe("overload", () => {
     assert.equal((await fetch(`${child.url}/readyz`)).status, 200);
     const after = await postJson(`${child.url}/v1/models/slow/predict`, { rows: [[0, 1, 2, 3, 4, 5, 6, 7]] });
     assert.equal(after.status, 200);
+  });
+
+  it("beyond the queue limit the refusal waits for nothing: 503 while every accepted request is still held", async () => {
+    const gate = createGate();
+    const file = join(mkdtempSync(join(tmpdir(), "modelport-overload-")), "gate.yaml");
+    writeFileSync(file, ["limits: {maxQueueRows: 2}", "models:", gate.modelYaml("gate")].join("\n"));
+    const srv = await startInProcess({ file });
+    try {
+      const depth = async () => ((await (await fetch(`${srv.url}/v1/models/gate`)).json()) as any).batching;
+      const settled = new Set<number>();
+      const send = (x: number) =>
+        postJson(`${srv.url}/v1/models/gate/predict`, { rows: [[x]] }).finally(() => settled.add(x));
+      // Two requests on the runner (maxInFlight 2; the first is in the handler), two in the queue.
+      const accepted = [send(1)];
+      await gate.started(1);
+      accepted.push(send(2));
+      for (let i = 0; (await depth()).inFlight < 2; i++) {
+        assert.ok(i < 3000, "the second request never reached the runner");
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      accepted.push(send(3), send(4));
+      for (let i = 0; (await depth()).queuedRows < 2; i++) {
+        assert.ok(i < 3000, "the queue never filled");
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      const refused = await postJson(`${srv.url}/v1/models/gate/predict`, { rows: [[5]] });
+      assert.equal(refused.status, 503, JSON.stringify(refused.body));
+      assert.equal(refused.body.error.code, "MP_ERR_MODEL_OVERLOADED");
+      assert.ok(Number(refused.headers.get("retry-after")) >= 1, "Retry-After in seconds");
+      // Nothing ahead of it has finished: the gate is still shut.
+      assert.equal(settled.size, 0, `settled before the refusal: ${[...settled].join(",")}`);
+      gate.openAll();
+      const results = await Promise.all(accepted);
+      assert.deepEqual(
+        results.map((r) => r.body.outputs.y),
+        [[[2]], [[4]], [[6]], [[8]]],
+      );
+    } finally {
+      gate.openAll();
+      await srv.close();
+    }
   });
 
   it("a deadline the model cannot meet is answered 504 before inference", async () => {
