@@ -21,7 +21,9 @@ const wrappers = modules.map(() => ({}) as Record<string, unknown>);
 
 /** Puts the original methods back, or the counting wrappers. */
 function install(which: "originals" | "wrappers"): void {
-  modules.forEach((module, i) => Object.assign(module, which === "originals" ? originals[i] : wrappers[i]));
+  modules.forEach((module, i) => {
+    Object.assign(module, which === "originals" ? originals[i] : wrappers[i]);
+  });
 }
 
 modules.forEach((module, i) => {
