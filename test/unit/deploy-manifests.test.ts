@@ -4,7 +4,6 @@
 // above the drain, the model volume read-only, resources everywhere, and a modelport.yaml that
 // passes modelport's own configuration schema.
 import assert from "node:assert/strict";
-import { randomUUID } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 import { describe, it } from "node:test";
@@ -20,12 +19,12 @@ import { loadConfig } from "../../src/config/load.js";
 import { configSchema } from "../../src/config/schema.js";
 import { RedisJobStore } from "../../src/jobs/stores/redis-job-store.js";
 import { newJob, T0 } from "../conformance/job-store.conformance.js";
+import { deletePrefix, redisUrl, uniquePrefix } from "../helpers/redis.js";
 
 const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const DEPLOY = join(REPO_ROOT, "deploy");
 const K8S = join(DEPLOY, "kubernetes");
 const NAMESPACE = "modelport";
-const REDIS_URL = process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379";
 /**
  * The Redis job store keeps a model's runnable queued jobs in the sorted set `<prefix>q:<model>`
  * (default prefix "modelport:"); KEDA's redis scaler reads its length (ZCARD) to scale runners.
@@ -424,7 +423,7 @@ local count = {zset = 'zcard', set = 'scard', list = 'llen', hash = 'hlen', none
 return redis.call(count[t], KEYS[1])`;
 
   it("the store's default prefix is modelport:, so the triggers' keys are its queues", async () => {
-    const store = await RedisJobStore.open(REDIS_URL);
+    const store = await RedisJobStore.open(await redisUrl());
     try {
       assert.equal(`${store.prefix}q:`, QUEUE_KEY_PREFIX);
     } finally {
@@ -434,9 +433,10 @@ return redis.call(count[t], KEYS[1])`;
 
   it("KEDA's count of <prefix>q:<model> is the model's runnable queued jobs, through the real store", async () => {
     // A prefix of its own on the shared Redis; the layout under it is the default prefix's.
-    const prefix = `modelport-test:${randomUUID()}:`;
-    const store = await RedisJobStore.open(REDIS_URL, { prefix });
-    const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
+    const url = await redisUrl();
+    const prefix = uniquePrefix("keda");
+    const store = await RedisJobStore.open(url, { prefix });
+    const redis = new Redis(url, { maxRetriesPerRequest: 1 });
     const count = async (model: string) => Number(await redis.eval(KEDA_LENGTH, 1, `${prefix}q:${model}`));
     try {
       assert.equal(await count("churn"), 0);
@@ -455,13 +455,8 @@ return redis.call(count[t], KEYS[1])`;
       assert.equal(await count("churn"), 1);
     } finally {
       await store.close();
-      let cursor = "0";
-      do {
-        const [next, keys] = await redis.scan(cursor, "MATCH", `${prefix}*`, "COUNT", 1000);
-        cursor = next;
-        if (keys.length > 0) await redis.del(...keys);
-      } while (cursor !== "0");
       await redis.quit();
+      await deletePrefix(url, prefix);
     }
   });
 });
