@@ -1,14 +1,13 @@
 // A real `modelport serve` process: SIGTERM lets in-flight requests finish and exits 0, and a
-// model computing 50 ms inferences back to back never stalls /livez (the model owns a worker thread).
+// model computing never stalls /livez (the model owns a worker thread): probes are answered while
+// one long inference is still running, a state read from the server, not a latency bar.
 // The drain is held open by a gated request (test/helpers/gate.ts), so "during the drain" is a
 // state the test controls: readiness and late requests are checked while it certainly lasts.
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { fileURLToPath } from "node:url";
 import { createGate, type Gate } from "../helpers/gate.js";
 import { testModels } from "../helpers/models.js";
 import { postJson, startReadyChild, stopStartedChildren } from "../helpers/server.js";
@@ -22,7 +21,6 @@ before(async () => {
 after(stopStartedChildren);
 
 const start = startReadyChild;
-const LOAD_LOOP = join(dirname(fileURLToPath(import.meta.url)), "..", "helpers", "load-loop.js");
 
 function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
@@ -101,50 +99,49 @@ describe("lifecycle of a served process", () => {
     assert.equal(await exit, 0);
   });
 
-  it("while 50 ms inferences run back to back, /livez answers with p99 under 10 ms", async () => {
+  it("while the model computes, /livez keeps answering (the model owns a worker thread)", async (t) => {
     const child = await start([join(models, "slow.onnx")]);
-    // The load comes from another process, so that making it does not slow the probes timed here.
-    const body = JSON.stringify({ rows: [[1, 2, 3, 4, 5, 6, 7, 8]] });
-    const load = spawn(process.execPath, [LOAD_LOOP, `${child.url}/v1/models/slow/predict`, body, "2"], {
-      stdio: ["ignore", "pipe", "inherit"],
-    });
-    let loadOutput = "";
-    load.stdout.on("data", (c: Buffer) => {
-      loadOutput += c;
-    });
-    const loadExit = new Promise((r) => load.once("exit", r));
-    await new Promise((r) => setTimeout(r, 300));
-    // This machine is shared: another process can take a core for a while. A blocked event loop
-    // fails every window (each inference holds it 50 ms); a noisy neighbour rarely spoils five.
-    const windows: { p50: number; p99: number; n: number }[] = [];
-    for (let attempt = 0; attempt < 5; attempt++) {
-      const samples: number[] = [];
-      const until = Date.now() + 2500;
-      while (Date.now() < until) {
-        const t0 = performance.now();
-        const res = await fetch(`${child.url}/livez`);
-        await res.arrayBuffer();
-        samples.push(performance.now() - t0);
-        assert.equal(res.status, 200);
-        await new Promise((r) => setTimeout(r, 10));
-      }
-      samples.sort((a, b) => a - b);
-      windows.push({ p50: percentile(samples, 50), p99: percentile(samples, 99), n: samples.length });
-      if (windows.at(-1)!.p99 < 10) break;
+    // One batch of 64 rows: one inference of about 3 s on a quiet machine, longer on a busy one.
+    const rows = Array.from({ length: 64 }, (_, i) => [i, 1, 2, 3, 4, 5, 6, 7]);
+    const long = postJson(`${child.url}/v1/models/slow/predict`, { rows });
+    long.catch(() => {}); // awaited below; a failure before that must not surface as unhandled
+    const batching = async () =>
+      ((await (await fetch(`${child.url}/v1/models/slow`)).json()) as any).batching;
+    const finished = async () =>
+      Number(
+        /^modelport_batch_rows_count\{model="slow"\} (\d+)/m.exec(
+          await (await fetch(`${child.url}/metrics`)).text(),
+        )?.[1] ?? 0,
+      );
+    for (let i = 0; (await batching()).inFlight < 1; i++) {
+      assert.ok(i < 3000, "the inference never started");
+      await new Promise((r) => setTimeout(r, 10));
     }
-    load.kill("SIGTERM");
-    await loadExit;
-    const scored = JSON.parse(loadOutput) as { ok: number; failed: number };
-    const best = Math.min(...windows.map((w) => w.p99));
-    const report = windows
-      .map((w) => `p50 ${w.p50.toFixed(2)} ms, p99 ${w.p99.toFixed(2)} ms over ${w.n}`)
-      .join("; ");
-    assert.equal(scored.failed, 0);
-    assert.ok(scored.ok >= 20, `the model kept computing (${scored.ok} inferences)`);
-    assert.ok(
-      windows.every((w) => w.n >= 80),
-      report,
+    // Batches finished so far: the golden check at load went through the batcher too.
+    const before = await finished();
+    // Probes answered while that inference still computes (no batch has finished): a blocked
+    // event loop would answer none of them before the inference ended.
+    const samples: number[] = [];
+    let during = 0;
+    while (during < 20) {
+      const t0 = performance.now();
+      const res = await fetch(`${child.url}/livez`);
+      await res.arrayBuffer();
+      samples.push(performance.now() - t0);
+      assert.equal(res.status, 200);
+      if ((await finished()) > before) break;
+      during++;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    samples.sort((a, b) => a - b);
+    t.diagnostic(
+      `${during} probes answered during one inference; /livez p50 ${percentile(samples, 50).toFixed(2)} ms, p99 ${percentile(samples, 99).toFixed(2)} ms`,
     );
-    assert.ok(best < 10, `/livez ${report}`);
+    assert.equal(during, 20, `only ${during} /livez answers came while the model computed`);
+    // And the inference was real: it ends, with one answer per row.
+    const answer = await long;
+    assert.equal(answer.status, 200, JSON.stringify(answer.body));
+    assert.equal(answer.body.outputs.y.length, 64);
+    assert.equal(await finished(), before + 1);
   });
 });
