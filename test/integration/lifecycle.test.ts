@@ -36,7 +36,13 @@ async function startHeld(): Promise<{
   const file = join(mkdtempSync(join(tmpdir(), "modelport-lifecycle-")), "modelport.yaml");
   writeFileSync(
     file,
-    ["models:", `  - {name: slow, path: ${join(models, "slow.onnx")}}`, gate.modelYaml("gate")].join("\n"),
+    [
+      // No request may time out while a gate holds it, however busy the machine.
+      "limits: {timeoutMs: 600000}",
+      "models:",
+      `  - {name: slow, path: ${join(models, "slow.onnx")}}`,
+      gate.modelYaml("gate"),
+    ].join("\n"),
   );
   // A drain limit far beyond the test's span: the gate, not a timer, ends the drain.
   const child = await start(["-c", file, "--drain-timeout-ms", "120000"]);
@@ -56,26 +62,36 @@ async function readinessAfterSignal(url: string): Promise<Response> {
 }
 
 describe("lifecycle of a served process", () => {
-  it("50 concurrent requests then SIGTERM: readiness turns 503, all 50 succeed and the process exits 0", async () => {
+  it("50 requests in flight then SIGTERM: readiness turns 503, all 50 succeed and the process exits 0", async () => {
     const { child, gate, held } = await startHeld();
-    // ~50 ms each on one worker: most are still queued or computing when the signal lands.
     const requests = Array.from({ length: 50 }, (_, i) =>
-      postJson(`${child.url}/v1/models/slow/predict`, { rows: [[i, 1, 2, 3, 4, 5, 6, 7]] }),
+      postJson(`${child.url}/v1/models/gate/predict`, { rows: [[100 + i]] }),
     );
-    await new Promise((r) => setTimeout(r, 150));
+    // The signal comes once all of them (and the held one) are inside the server: none can
+    // finish while the gate is shut, so each is either queued or on the runner.
+    const depth = async () => ((await (await fetch(`${child.url}/v1/models/gate`)).json()) as any).batching;
+    for (let i = 0; ; i++) {
+      const d = await depth();
+      if (d.queuedRows + d.inFlight === 51) break;
+      assert.ok(i < 3000, `not all requests reached the server: ${JSON.stringify(d)}`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
     const exit = child.stop("SIGTERM");
     const ready = await readinessAfterSignal(child.url);
     assert.equal(ready.status, 503);
     assert.match(JSON.stringify(await ready.json()), /shutting down/);
+    // Still draining: nothing can have finished.
+    assert.equal(child.proc.exitCode, null);
+    gate.openAll();
     const results = await Promise.all(requests);
     assert.deepEqual(
       results.map((r) => r.status),
       new Array(50).fill(200),
     );
-    for (const r of results) assert.equal(r.body.outputs.y[0].length, 8);
-    // The held request keeps the process draining until it is let go, then answers.
-    assert.equal(child.proc.exitCode, null);
-    gate.open(7);
+    assert.deepEqual(
+      results.map((r) => r.body.outputs.y[0][0]),
+      Array.from({ length: 50 }, (_, i) => 2 * (100 + i)),
+    );
     const last = await held;
     assert.equal(last.status, 200, JSON.stringify(last.body));
     assert.deepEqual(last.body.outputs.y, [[14]]);
