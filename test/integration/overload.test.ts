@@ -1,7 +1,9 @@
-// Ten times more traffic than the model can serve: accepted requests still meet their
-// deadline, the excess gets a fast 503 with Retry-After, no other 5xx appears, memory stays
-// bounded, and the model is fine afterwards. Wall-clock bars that a busy machine can break are
-// not asserted here: "the refusal does not wait" is proven with a model held by a gate.
+// Ten times more traffic than the model can serve (measured first): the excess gets 503 with
+// Retry-After, no other 5xx appears, every accepted request is answered within a bound, memory
+// stays bounded, and the model is fine afterwards. Wall-clock bars that a busy machine can break
+// are not asserted: that a refusal waits for no inference, that work which cannot meet its
+// deadline is refused before it runs, and that a disconnected client's queued work is removed
+// are shown with a model held by a gate, or by the server's own counters.
 import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
