@@ -172,7 +172,8 @@ describe("jobs", () => {
     assert.equal(sub.status, 202, JSON.stringify(sub.body));
     await get(`/v1/jobs/${sub.body.id}?wait=10`);
     // Bounded by count, generously: a busy machine may take seconds to deliver.
-    for (let i = 0; i < 1500 && deliveries.length === before; i++) await new Promise((r) => setTimeout(r, 20));
+    for (let i = 0; i < 1500 && deliveries.length === before; i++)
+      await new Promise((r) => setTimeout(r, 20));
     assert.equal(deliveries.length, before + 1, "one webhook delivery");
     const d = deliveries.at(-1)!;
     const payload = JSON.parse(d.body);
