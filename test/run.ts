@@ -4,7 +4,7 @@
 // skipped test with its reason. Fails when a test file ran no test at all.
 // Usage: node dist/test/run.js [FILE_OR_FOLDER ...]   (default: dist/test)
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -35,7 +35,12 @@ const source = (file: string) =>
     .replace(/\.js$/, ".ts");
 
 function main(): number {
-  const files = testFiles(process.argv.length > 2 ? process.argv.slice(2) : [HERE]);
+  const found = testFiles(process.argv.length > 2 ? process.argv.slice(2) : [HERE]);
+  // dist/ keeps what a deleted or renamed test compiled to: run only what still has a source.
+  const stale = found.filter((f) => f.startsWith(`${HERE}/`) && !existsSync(join(ROOT, source(f))));
+  const files = found.filter((f) => !stale.includes(f));
+  for (const f of stale)
+    console.log(`not run (its source ${source(f)} is gone; stale build output): ${relative(ROOT, f)}`);
   if (files.length === 0) {
     console.error("no *.test.js files found: run `npm run build` first");
     return 1;
