@@ -3,7 +3,7 @@
 // node:assert/strict counts its calls for each test running at that moment (a test and the
 // subtests inside it; the files' tests run one at a time), and an afterEach hook checks the count.
 // Only method calls count (`assert.equal(...)`, `assert.ok(...)`), not a bare `assert(x)`.
-import { createRequire } from "node:module";
+import { createRequire, syncBuiltinESMExports } from "node:module";
 import { afterEach, beforeEach } from "node:test";
 
 interface Count {
@@ -48,6 +48,8 @@ modules.forEach((module, i) => {
   }
 });
 install("wrappers");
+// Named imports (`import { equal } from "node:assert/strict"`) see the wrappers too.
+syncBuiltinESMExports();
 
 // Hooks registered here, before the test file loads, run around every test of the file at every
 // depth (node:test's root hooks), without touching how tests are declared or where they point.

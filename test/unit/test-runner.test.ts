@@ -39,13 +39,15 @@ describe("the test runner", () => {
     const { code, out } = runOn({
       "unit/a.test.js": `${HEAD}describe("a", () => { it("checks", () => { assert.equal(1 + 1, 2); }); });\n`,
       "deep/er/b.test.js": `${HEAD}it("checks in a helper", async () => { const { check } = await import("../../helpers/h.js"); check(); });\n`,
+      "named.test.js":
+        'import { equal } from "node:assert/strict";\nimport { it } from "node:test";\nit("named import", () => { equal(1, 1); });\n',
       "helpers/h.js":
         'import assert from "node:assert/strict";\nexport function check() { assert.ok(true); }\n',
       "helpers/not-a-test.js": 'throw new Error("only *.test.js files run");\n',
     });
     assert.equal(code, 0, out);
-    assert.match(out, /^# tests 2$/m);
-    assert.match(out, /^# pass 2$/m);
+    assert.match(out, /^# tests 3$/m);
+    assert.match(out, /^# pass 3$/m);
     assert.match(out, /^skipped tests: 0$/m);
   });
 
