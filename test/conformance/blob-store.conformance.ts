@@ -8,6 +8,11 @@ import type { BlobStore } from "../../src/storage/blob-store.js";
 
 export interface BlobStoreFixture {
   store: BlobStore;
+  /**
+   * Whether url() gives download links (S3: presigned GETs); a store without them (filesystem)
+   * must answer undefined, and modelport serves the bytes itself.
+   */
+  urls: boolean;
   /** Frees what the fixture made (folders, servers); the suite closes the store first. */
   cleanup?: () => Promise<void>;
 }
@@ -127,17 +132,27 @@ export function blobStoreConformance(name: string, make: () => Promise<BlobStore
       assert.ok(got.data.equals(data), "large blob bytes match");
     });
 
-    it("url() answers a string or undefined", async () => {
-      await store.put(`${ns}/url/x`, Buffer.from("x"), "text/plain");
-      const url = await store.url(`${ns}/url/x`, 60);
-      assert.ok(url === undefined || typeof url === "string");
+    it("url() is a link that downloads the blob, or undefined for a store without links", async () => {
+      const data = Buffer.from(Array.from({ length: 300 }, (_, i) => (i * 13) % 256));
+      await store.put(`${ns}/url/x.bin`, data, "application/x-conformance");
+      const url = await store.url(`${ns}/url/x.bin`, 60);
+      if (!fixture.urls) {
+        assert.equal(url, undefined);
+        return;
+      }
+      assert.equal(typeof url, "string");
+      const res = await fetch(url!);
+      assert.equal(res.status, 200);
+      assert.equal(res.headers.get("content-type"), "application/x-conformance");
+      assert.deepEqual(Buffer.from(await res.arrayBuffer()), data);
     });
 
     it("close() is idempotent", async () => {
       // Checked on a throwaway fixture, so the suite's store stays usable.
       const other = await make();
-      await other.store.close();
-      await other.store.close();
+      await other.store.put(`${ns}/close/k`, Buffer.from("x"), "text/plain");
+      await assert.doesNotReject(other.store.close());
+      await assert.doesNotReject(other.store.close());
       await other.cleanup?.();
     });
   });

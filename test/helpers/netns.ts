@@ -1,8 +1,8 @@
 // Linux network namespaces for multi-process tests: each namespace is a "machine" with its own
 // address (10.213.N.2), joined to this one by a veth pair (this side 10.213.N.1), so processes in
 // different namespaces can listen on the same port and reach each other only over the network.
-// Needs root and iproute2; `createNamespaces` returns undefined where that is not possible, and
-// the caller falls back to loopback ports.
+// Needs root and iproute2; where that is not possible `createNamespaces` says why, so the caller
+// can skip what needs them with that reason (never silently fall back).
 import { spawnSync } from "node:child_process";
 
 export interface Namespace {
@@ -17,7 +17,7 @@ export interface Namespace {
 
 function ip(args: string[]): void {
   const r = spawnSync("ip", args, { encoding: "utf8" });
-  if (r.status !== 0) throw new Error(`ip ${args.join(" ")}: ${r.stderr || r.error?.message}`);
+  if (r.status !== 0) throw new Error(`ip ${args.join(" ")}: ${(r.stderr || r.error?.message || "").trim()}`);
 }
 
 /** Removes namespaces made by createNamespaces (their veth pairs go with them); never throws. */
@@ -25,9 +25,13 @@ export function removeNamespaces(spaces: readonly Namespace[]): void {
   for (const ns of spaces) spawnSync("ip", ["netns", "del", ns.name]);
 }
 
-/** `count` namespaces, or undefined (with nothing left behind) when they cannot be made here. */
-export function createNamespaces(count: number): Namespace[] | undefined {
-  if (process.platform !== "linux" || process.getuid?.() !== 0) return undefined;
+/** `count` namespaces, or why they cannot be made here (with nothing left behind). */
+export function createNamespaces(count: number): { spaces: Namespace[] } | { reason: string } {
+  if (process.platform !== "linux")
+    return { reason: `network namespaces need Linux, not ${process.platform}` };
+  if (process.getuid?.() !== 0) return { reason: "network namespaces need root (this test runs as a user)" };
+  if (spawnSync("ip", ["-V"]).error)
+    return { reason: "network namespaces need iproute2's `ip`, not installed" };
   const made: Namespace[] = [];
   const tag = String(process.pid % 100_000);
   try {
@@ -50,9 +54,9 @@ export function createNamespaces(count: number): Namespace[] | undefined {
       ip(["-n", ns.name, "link", "set", inner, "up"]);
       ip(["-n", ns.name, "link", "set", "lo", "up"]);
     }
-    return made;
-  } catch {
+    return { spaces: made };
+  } catch (err) {
     removeNamespaces(made);
-    return undefined;
+    return { reason: `cannot make network namespaces here: ${(err as Error).message}` };
   }
 }

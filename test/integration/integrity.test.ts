@@ -1,13 +1,14 @@
 // A changed model file or a model that no longer reproduces its golden example must show up
 // as "not ready, because …", with predict answering 503 and a retryable code, not as wrong answers.
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { copyFileSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { GoldenFile } from "../../src/golden.js";
 import { testModels } from "../helpers/models.js";
-import { type InProcessServer, postJson, startInProcess } from "../helpers/server.js";
+import { type InProcessServer, postJson, REPO_ROOT, startInProcess } from "../helpers/server.js";
 
 let models: string;
 let dir: string;
@@ -113,14 +114,58 @@ describe("integrity and golden checks", () => {
     assert.match(body.models.garbage.reason, /onnxruntime could not load/);
   });
 
-  it("device cuda without a usable CUDA provider fails clearly instead of falling back to the CPU", async () => {
-    const path = copyModel("churn-tree", "on-gpu");
-    const s = await serveOne(path, { device: "cuda" });
-    const body = (await (await fetch(`${s.url}/readyz`)).json()) as any;
-    assert.equal(body.models["on-gpu"].code, "MP_ERR_MODEL_LOAD_FAILED");
-    assert.match(
-      body.models["on-gpu"].reason,
-      /device cuda: onnxruntime's CUDA execution provider could not start.*use device: cpu/,
+  it("device cuda: on a working CUDA provider the model loads and answers; without one it fails clearly, never on the CPU", async (t) => {
+    // Whether onnxruntime itself can start its CUDA provider here decides what modelport must do.
+    const probe = cudaProbe(join(models, "segment-mlp.onnx"));
+    t.diagnostic(
+      `onnxruntime's CUDA provider here: ${probe.ok ? "starts" : `does not start (${probe.reason})`}`,
     );
+    const path = copyModel("segment-mlp", "on-gpu");
+    const s = await serveOne(path, { device: "cuda" });
+    const ready = await fetch(`${s.url}/readyz`);
+    const body = (await ready.json()) as any;
+    if (probe.ok) {
+      // Ready means the golden example scored right on the GPU.
+      assert.equal(ready.status, 200, JSON.stringify(body));
+      const rows = [[0.5, -1, 2, 0.25]];
+      const gpu = await postJson(`${s.url}/v1/models/on-gpu/predict`, { rows });
+      const cpu = await postJson(
+        `${(await serveOne(copyModel("segment-mlp", "on-cpu"))).url}/v1/models/on-cpu/predict`,
+        { rows },
+      );
+      assert.equal(gpu.status, 200, JSON.stringify(gpu.body));
+      assert.equal(cpu.status, 200, JSON.stringify(cpu.body));
+      const [g, c] = [gpu.body.outputs.probabilities.flat(), cpu.body.outputs.probabilities.flat()];
+      assert.equal(g.length, c.length);
+      for (let i = 0; i < g.length; i++)
+        assert.ok(Math.abs(g[i] - c[i]) < 1e-4, `value ${i}: ${g[i]} on cuda, ${c[i]} on cpu`);
+    } else {
+      assert.equal(ready.status, 503);
+      assert.equal(body.models["on-gpu"].code, "MP_ERR_MODEL_LOAD_FAILED");
+      assert.match(
+        body.models["on-gpu"].reason,
+        /device cuda: onnxruntime's CUDA execution provider could not start.*use device: cpu/,
+      );
+      const res = await postJson(`${s.url}/v1/models/on-gpu/predict`, { rows: [[0, 0, 0, 0]] });
+      assert.equal(res.status, 503, "no answer computed on the CPU instead");
+      assert.equal(res.body.error.code, "MP_ERR_MODEL_NOT_READY");
+    }
   });
 });
+
+/** Asks onnxruntime directly, in a separate process, whether a CUDA session starts for `model`. */
+function cudaProbe(model: string): { ok: true } | { ok: false; reason: string } {
+  const script = `const ort = await import("onnxruntime-node");
+try { await ort.InferenceSession.create(${JSON.stringify(model)}, { executionProviders: ["cuda"] }); console.log("CUDA-OK"); }
+catch (e) { console.log("CUDA-FAIL " + e.message); }`;
+  const r = spawnSync(process.execPath, ["--input-type=module", "-e", script], {
+    cwd: REPO_ROOT,
+    encoding: "utf8",
+    timeout: 120_000,
+  });
+  if (r.stdout.includes("CUDA-OK")) return { ok: true };
+  return {
+    ok: false,
+    reason: /CUDA-FAIL (.*)/.exec(r.stdout)?.[1] ?? `probe exited ${r.status}: ${r.stderr.slice(-300)}`,
+  };
+}

@@ -1,20 +1,21 @@
 // Jobs on the Redis store: two servers sharing one Redis see the same jobs, and a job submitted
 // to one can be run by the other (the runner tier of a scaled-out deployment).
 import assert from "node:assert/strict";
-import { type ChildProcess, spawn } from "node:child_process";
-import { randomUUID } from "node:crypto";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { testModels } from "../helpers/models.js";
-import { freePort, type InProcessServer, postJson, startInProcess } from "../helpers/server.js";
+import { deletePrefix, type Relay, redisRelay, redisUrl, uniquePrefix } from "../helpers/redis.js";
+import { type InProcessServer, postJson, startInProcess } from "../helpers/server.js";
 
-const prefix = `modelport-test-${randomUUID().slice(0, 8)}:`;
+const prefix = uniquePrefix("jobs-redis");
+let url: string;
 let a: InProcessServer;
 let b: InProcessServer;
 
 before(async () => {
+  url = await redisUrl();
   const models = await testModels();
   const dir = mkdtempSync(join(tmpdir(), "modelport-jobs-redis-"));
   const yaml = (name: string, concurrency: number) => {
@@ -24,7 +25,7 @@ before(async () => {
       [
         "jobs:",
         "  store: redis",
-        "  redisUrl: redis://127.0.0.1:6379",
+        `  redisUrl: "${url}"`,
         `  redisPrefix: "${prefix}"`,
         `  concurrency: ${concurrency}`,
         `  blobs: {backend: fs, dir: ${join(dir, "blobs")}}`,
@@ -41,11 +42,7 @@ before(async () => {
 after(async () => {
   await a.close();
   await b.close();
-  // Remove this run's keys.
-  const { RedisJobStore } = await import("../../src/jobs/stores/redis-job-store.js");
-  const store = await RedisJobStore.open("redis://127.0.0.1:6379", { prefix });
-  await store.purge(Number.MAX_SAFE_INTEGER);
-  await store.close();
+  await deletePrefix(url, prefix);
 });
 
 describe("jobs on Redis", () => {
@@ -74,13 +71,14 @@ describe("jobs on Redis", () => {
     const models = await testModels();
     const dir = mkdtempSync(join(tmpdir(), "modelport-jobs-redis-down-"));
     const file = join(dir, "down.yaml");
-    const port = await freePort();
+    // A port where Redis is not yet: a relay to the real one that starts refusing connections.
+    const relay: Relay = await redisRelay(url);
+    const downPrefix = uniquePrefix("jobs-redis-down");
     writeFileSync(
       file,
-      `jobs: {store: redis, redisUrl: "redis://127.0.0.1:${port}"}\nmodels:\n  - {name: tree, path: ${join(models, "churn-tree.onnx")}}\n`,
+      `jobs: {store: redis, redisUrl: "${relay.url}", redisPrefix: "${downPrefix}"}\nmodels:\n  - {name: tree, path: ${join(models, "churn-tree.onnx")}}\n`,
     );
     const down = await startInProcess({ file });
-    let redis: ChildProcess | undefined;
     try {
       const res = await fetch(`${down.url}/readyz`);
       const body = (await res.json()) as {
@@ -92,13 +90,7 @@ describe("jobs on Redis", () => {
       assert.match(body.jobs.reason ?? "", /127\.0\.0\.1:\d+|ECONNREFUSED|reach/);
       assert.match(await (await fetch(`${down.url}/metrics`)).text(), /modelport_job_store_up 0/);
       // Redis comes up later: the store is opened again on its next use, no restart needed.
-      redis = spawn(
-        "redis-server",
-        ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        {
-          stdio: "ignore",
-        },
-      );
+      await relay.open();
       let reachable = false;
       for (let i = 0; i < 100 && !reachable; i++) {
         await new Promise((r) => setTimeout(r, 100));
@@ -110,7 +102,8 @@ describe("jobs on Redis", () => {
       assert.equal(job.status, 202);
     } finally {
       await down.close();
-      redis?.kill("SIGKILL");
+      await relay.close();
+      await deletePrefix(url, downPrefix);
     }
   });
 });

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import WebSocket from "ws";
 import { verifyWebhook } from "../../src/notify/webhook.js";
+import { createGate } from "../helpers/gate.js";
 import { testModels } from "../helpers/models.js";
 import { BUCKET, CREDENTIALS, startS3, stopS3 } from "../helpers/s3.js";
 import { type InProcessServer, postJson, startInProcess } from "../helpers/server.js";
@@ -19,6 +20,8 @@ let dir: string;
 let receiver: Server;
 let receiverUrl: string;
 const deliveries: { headers: Record<string, unknown>; body: string }[] = [];
+// A model whose jobs stay running until the test opens their gate.
+const gate = createGate();
 
 before(async () => {
   const models = await testModels();
@@ -48,12 +51,14 @@ before(async () => {
       "models:",
       `  - {name: tree, path: ${join(models, "churn-tree.onnx")}}`,
       `  - {name: slow, path: ${join(models, "slow.onnx")}}`,
+      gate.modelYaml("gate"),
     ].join("\n"),
   );
   srv = await startInProcess({ file });
 });
 
 after(async () => {
+  gate.openAll();
   await srv.close();
   receiver.close();
 });
@@ -121,23 +126,32 @@ describe("jobs", () => {
     );
   });
 
-  it("cancel: a queued job ends canceled; a running one is stopped and ends canceled", async () => {
-    const row = [1, 2, 3, 4, 5, 6, 7, 8];
-    const first = await postJson(`${srv.url}/v1/models/slow/jobs`, {
-      rows: Array.from({ length: 8 }, () => row),
-    });
-    const second = await postJson(`${srv.url}/v1/models/slow/jobs`, { rows: [row] });
+  it("cancel: a queued job ends canceled at once; a running one is stopped and ends canceled", async () => {
+    // One job at a time per model (concurrency 1): the first holds the worker until its gate opens.
+    const first = await postJson(`${srv.url}/v1/models/gate/jobs`, { rows: [[101]] });
+    assert.equal(first.status, 202, JSON.stringify(first.body));
+    await gate.started(101);
+    assert.equal((await get(`/v1/jobs/${first.body.id}`)).body.status, "running");
+    const second = await postJson(`${srv.url}/v1/models/gate/jobs`, { rows: [[102]] });
+    assert.equal(second.body.status, "queued");
     const queued = await fetch(`${srv.url}/v1/jobs/${second.body.id}`, { method: "DELETE" });
     assert.equal(((await queued.json()) as any).status, "canceled");
-    // The first is running (one worker): it is asked to stop.
+    // The first is certainly running (its handler waits for the gate): it is asked to stop.
     const del = await fetch(`${srv.url}/v1/jobs/${first.body.id}`, { method: "DELETE" });
     const view = (await del.json()) as any;
-    assert.ok(view.status === "canceled" || view.cancel_requested, JSON.stringify(view));
-    const final = await get(`/v1/jobs/${first.body.id}?wait=10`);
-    assert.ok(["canceled", "succeeded"].includes(final.body.status), final.body.status);
-    const result = await get(`/v1/jobs/${second.body.id}/result`);
-    assert.equal(result.status, 409);
-    assert.equal(result.body.error.code, "MP_ERR_JOB_NOT_SUCCEEDED");
+    assert.equal(view.status, "running", JSON.stringify(view));
+    assert.equal(view.cancel_requested, true, JSON.stringify(view));
+    gate.open(101);
+    const final = await get(`/v1/jobs/${first.body.id}?wait=30`);
+    assert.equal(final.body.status, "canceled");
+    for (const id of [first.body.id, second.body.id]) {
+      const result = await get(`/v1/jobs/${id}/result`);
+      assert.equal(result.status, 409);
+      assert.equal(result.body.error.code, "MP_ERR_JOB_NOT_SUCCEEDED");
+    }
+    // The canceled queued job never reached the model.
+    gate.open(102);
+    assert.equal((await get(`/v1/jobs/${second.body.id}`)).body.attempts, 0);
   });
 
   it("a large result goes to the blob store and the result route serves it", async () => {
@@ -157,7 +171,10 @@ describe("jobs", () => {
     const sub = await postJson(`${srv.url}/v1/models/tree/jobs`, { rows: [ROW], callback_url: receiverUrl });
     assert.equal(sub.status, 202, JSON.stringify(sub.body));
     await get(`/v1/jobs/${sub.body.id}?wait=10`);
-    for (let i = 0; i < 100 && deliveries.length === before; i++) await new Promise((r) => setTimeout(r, 20));
+    // Bounded by count, generously: a busy machine may take seconds to deliver.
+    for (let i = 0; i < 1500 && deliveries.length === before; i++)
+      await new Promise((r) => setTimeout(r, 20));
+    assert.equal(deliveries.length, before + 1, "one webhook delivery");
     const d = deliveries.at(-1)!;
     const payload = JSON.parse(d.body);
     assert.equal(payload.job.id, sub.body.id);
@@ -168,7 +185,7 @@ describe("jobs", () => {
       !verifyWebhook("another-secret-0123456789", String(d.headers["x-modelport-signature"]), d.body),
     );
     let job = (await get(`/v1/jobs/${sub.body.id}`)).body;
-    for (let i = 0; i < 50 && !job.webhook?.delivered_at; i++) {
+    for (let i = 0; i < 1500 && !job.webhook?.delivered_at; i++) {
       await new Promise((r) => setTimeout(r, 20));
       job = (await get(`/v1/jobs/${sub.body.id}`)).body;
     }
@@ -227,15 +244,30 @@ describe("jobs", () => {
     }
   });
 
-  it("SSE streams each state change until the final one", async () => {
-    const sub = await postJson(`${srv.url}/v1/models/slow/jobs`, { rows: [[2, 2, 2, 2, 2, 2, 2, 2]] });
-    const res = await fetch(`${srv.url}/v1/jobs/${sub.body.id}/events`);
+  it("SSE streams each state change as it happens, until the final one", async () => {
+    const sub = await postJson(`${srv.url}/v1/models/gate/jobs`, { rows: [[103]] });
+    assert.equal(sub.status, 202, JSON.stringify(sub.body));
+    const res = await fetch(`${srv.url}/v1/jobs/${sub.body.id}/events`, {
+      signal: AbortSignal.timeout(60_000),
+    });
     assert.equal(res.headers.get("content-type"), "text/event-stream; charset=utf-8");
-    const text = await res.text();
-    const states = [...text.matchAll(/^data: (\{.*\})$/gm)]
-      .map((m) => JSON.parse(m[1]!).status)
-      .filter(Boolean);
-    assert.equal(states.at(-1), "succeeded");
+    const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let text = "";
+    const states = () =>
+      [...text.matchAll(/^data: (\{.*\})$/gm)].map((m) => JSON.parse(m[1]!).status).filter(Boolean);
+    // Read until the "running" event: the handler holds the job, so it has not finished yet.
+    while (!states().includes("running")) {
+      const chunk = await reader.read();
+      assert.ok(!chunk.done, `the stream ended before "running": ${text}`);
+      text += chunk.value;
+    }
+    assert.ok(!states().includes("succeeded"), text);
+    assert.equal((await get(`/v1/jobs/${sub.body.id}`)).body.status, "running");
+    gate.open(103);
+    for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) text += chunk.value;
+    const all = states();
+    assert.equal(all.at(-1), "succeeded");
+    assert.ok(all.indexOf("running") < all.indexOf("succeeded"), all.join(","));
     assert.match(text, /event: end/);
   });
 

@@ -31,11 +31,12 @@ blobStoreConformance("FsBlobStore", async () => {
   const dir = await mkdtemp(join(tmpdir(), "modelport-blobs-"));
   return {
     store: new FsBlobStore({ dir: join(dir, "not", "yet", "made") }),
+    urls: false,
     cleanup: () => rm(dir, { recursive: true, force: true }),
   };
 });
 
-blobStoreConformance("S3BlobStore (s3rver)", async () => ({ store: await s3Store() }));
+blobStoreConformance("S3BlobStore (s3rver)", async () => ({ store: await s3Store(), urls: true }));
 
 describe("FsBlobStore", () => {
   it("creates its folder on first write and leaves no temp files", async () => {

@@ -3,13 +3,14 @@
 // has: two connections claiming from one prefix, and an unreachable server failing fast.
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
-import { after, describe, it } from "node:test";
+import { after, before, describe, it } from "node:test";
 import { Redis } from "ioredis";
 import { isModelportError } from "../../src/errors.js";
 import { RedisJobStore } from "../../src/jobs/stores/redis-job-store.js";
 import { jobStoreConformance, newJob, T0 } from "../conformance/job-store.conformance.js";
+import { REDIS_URL, redisUrl } from "../helpers/redis.js";
 
-const URL = process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379";
+const URL = REDIS_URL;
 const prefixes: string[] = [];
 
 function freshPrefix(): string {
@@ -27,6 +28,9 @@ async function deletePrefix(redis: Redis, prefix: string): Promise<void> {
     if (keys.length > 0) await redis.del(...keys);
   } while (cursor !== "0");
 }
+
+// The environment's Redis; one is started only when none answers there.
+before(() => redisUrl());
 
 after(async () => {
   const redis = new Redis(URL, { maxRetriesPerRequest: 1 });

@@ -1,0 +1,95 @@
+// `npm test` after the build: runs every dist/test/**/*.test.js (helpers and conformance
+// modules are not tests) one file at a time with node's test runner and its usual reporter,
+// with test/assertion-guard.ts loaded (a test without an assertion fails), then prints every
+// skipped test with its reason. Fails when a test file ran no test at all.
+// Usage: node dist/test/run.js [FILE_OR_FOLDER ...]   (default: dist/test)
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, relative, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { RunRecord } from "./reporter.js";
+
+const HERE = dirname(fileURLToPath(import.meta.url)); // dist/test
+const ROOT = join(HERE, "..", "..");
+
+/** Every *.test.js under the given files and folders, sorted. */
+export function testFiles(targets: string[]): string[] {
+  const found = new Set<string>();
+  for (const target of targets.map((t) => resolve(t))) {
+    if (statSync(target).isFile()) {
+      found.add(target);
+      continue;
+    }
+    for (const entry of readdirSync(target, { recursive: true, encoding: "utf8" })) {
+      if (entry.endsWith(".test.js")) found.add(join(target, entry));
+    }
+  }
+  return [...found].sort();
+}
+
+/** dist/test/unit/x.test.js → test/unit/x.test.ts, for messages. */
+const source = (file: string) =>
+  relative(ROOT, file)
+    .replace(/^dist\//, "")
+    .replace(/\.js$/, ".ts");
+
+function main(): number {
+  const found = testFiles(process.argv.length > 2 ? process.argv.slice(2) : [HERE]);
+  // dist/ keeps what a deleted or renamed test compiled to: run only what still has a source.
+  const stale = found.filter((f) => f.startsWith(`${HERE}/`) && !existsSync(join(ROOT, source(f))));
+  const files = found.filter((f) => !stale.includes(f));
+  for (const f of stale)
+    console.log(`not run (its source ${source(f)} is gone; stale build output): ${relative(ROOT, f)}`);
+  if (files.length === 0) {
+    console.error("no *.test.js files found: run `npm run build` first");
+    return 1;
+  }
+  const out = mkdtempSync(join(tmpdir(), "modelport-test-run-"));
+  const recordFile = join(out, "record.json");
+  try {
+    const run = spawnSync(
+      process.execPath,
+      [
+        "--import",
+        join(HERE, "assertion-guard.js"),
+        "--test",
+        "--test-concurrency=1",
+        // node's own choice when no reporter is named: spec on a terminal, TAP otherwise.
+        `--test-reporter=${process.stdout.isTTY ? "spec" : "tap"}`,
+        "--test-reporter-destination=stdout",
+        `--test-reporter=${join(HERE, "reporter.js")}`,
+        `--test-reporter-destination=${recordFile}`,
+        ...files,
+      ],
+      { stdio: "inherit", cwd: ROOT },
+    );
+    let code = run.status ?? 1;
+    let record: RunRecord;
+    try {
+      record = JSON.parse(readFileSync(recordFile, "utf8")) as RunRecord;
+    } catch {
+      console.error("the test run ended without its record (crashed or killed?)");
+      return code || 1;
+    }
+    const passedAsOne = new Set(record.topLevelPassed);
+    const empty = files.filter((f) => passedAsOne.has(f));
+    console.log("");
+    console.log(`skipped tests: ${record.skipped.length}`);
+    for (const s of record.skipped) {
+      console.log(
+        `  - ${source(s.file)}: ${s.path.join(" › ")}${s.suite ? " (whole suite)" : ""}: ${s.reason}`,
+      );
+    }
+    if (empty.length > 0) {
+      console.log(`test files that ran no test: ${empty.length}`);
+      for (const f of empty) console.log(`  - ${source(f)}`);
+      code ||= 1;
+    }
+    return code;
+  } finally {
+    rmSync(out, { recursive: true, force: true });
+  }
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) process.exitCode = main();
