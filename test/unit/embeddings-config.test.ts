@@ -75,6 +75,8 @@ describe("config for embeddings and upstream models", () => {
       retries: 3,
       backoffMs: 500,
       maxBackoffMs: 30_000,
+      maxEventChars: 1_048_576,
+      maxResponseBytes: 64 * 1024 * 1024,
     });
   });
 
