@@ -299,6 +299,12 @@ export const ERRORS = {
     summary:
       "The request line and headers are larger than Node's limit (16 KiB by default); the connection is closed.",
   },
+  MP_ERR_REQUEST_UPGRADE_REQUIRED: {
+    status: 426,
+    retryable: false,
+    summary:
+      "A WebSocket route (GET /v1/jobs/ws) was requested as plain HTTP; connect with a WebSocket client (`Upgrade: websocket`).",
+  },
   MP_ERR_AUTH_REQUIRED: {
     status: 401,
     retryable: false,

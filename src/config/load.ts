@@ -17,6 +17,7 @@ import {
   type ModelConfig,
   type ModelConfigInput,
 } from "./schema.js";
+import { MAX_CONFIG_DEPTH, yamlDepthExceeds } from "./yaml-depth.js";
 
 /** A configuration that cannot be served; `problems` lists each as "file: key: what is wrong". */
 export class ConfigError extends Error {
@@ -118,6 +119,10 @@ function readYaml(file: string, problems: string[]): unknown {
     problems.push(
       `${file}: cannot read the file (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`,
     );
+    return undefined;
+  }
+  if (yamlDepthExceeds(text, MAX_CONFIG_DEPTH)) {
+    problems.push(`${file}: nests mappings and lists deeper than ${MAX_CONFIG_DEPTH} levels`);
     return undefined;
   }
   try {

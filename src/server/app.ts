@@ -21,7 +21,7 @@ import { connectionOptions, limitConnections } from "./connections.js";
 import type { AppContext } from "./context.js";
 import { registerJsonParser } from "./json-body.js";
 import { PROBE_PATHS, registerAuth } from "./plugins/auth.js";
-import { registerErrorHandling, sendError } from "./plugins/errors.js";
+import { frameworkError, registerErrorHandling, sendError } from "./plugins/errors.js";
 import { RequestLogController, requestId } from "./plugins/request-log.js";
 import { docsRoutes } from "./routes/docs.js";
 import { healthRoutes } from "./routes/health.js";
@@ -74,6 +74,7 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     requestIdHeader: false,
     bodyLimit: maxBodyBytes,
     return503OnClosing: true,
+    frameworkErrors: frameworkError,
     ...connectionOptions(config.server.connections),
   });
   limitConnections(app.server, config.server.connections.maxConnections);

@@ -8,6 +8,7 @@ import { ModelportError } from "../errors.js";
 import type { Datatype, ModelSignature, Tensor, TensorData, TensorMap, TensorSpec } from "../tensor.js";
 import { checkInputs, type DecodeLimits, decodeTypedTensor, formatShape } from "./decode.js";
 import { encodeOip } from "./encode.js";
+import { jsonDepthExceeds } from "./json-body.js";
 
 export const INFERENCE_HEADER = "inference-header-content-length";
 export const SHAPE_HEADER = "x-tensor-shape";
@@ -262,13 +263,22 @@ export function parseHeaderLength(value: string | string[] | undefined, bodyLeng
 export function splitOipBody(
   raw: unknown,
   headerLength: string | string[] | undefined,
+  maxJsonDepth: number,
 ): { body: Record<string, unknown> | undefined; binary?: BinarySection } {
   if (!Buffer.isBuffer(raw)) return { body: raw as Record<string, unknown> | undefined };
   const given = headerLength !== undefined;
   const length = given ? parseHeaderLength(headerLength, raw.length) : raw.length;
+  const text = raw.toString("utf8", 0, length);
+  // The same depth limit as a JSON body: the header's values reach the same recursive code.
+  if (jsonDepthExceeds(text, maxJsonDepth)) {
+    throw new ModelportError(
+      "MP_ERR_REQUEST_INVALID",
+      `the JSON header nests arrays and objects deeper than ${maxJsonDepth} levels (limits.maxJsonDepth)`,
+    );
+  }
   let header: unknown;
   try {
-    header = parseJsonHeader(raw.toString("utf8", 0, length));
+    header = parseJsonHeader(text);
   } catch (err) {
     if (!given) {
       throw new ModelportError(

@@ -59,12 +59,6 @@ export function encode(v: Json | undefined): string {
 /** Deepest nesting the generators build. */
 export const DEEP_MAX = 20_000;
 
-/**
- * Nesting depth for routes that still overflow the stack on deep values (they echo or store the
- * value with JSON.stringify): excluded until the deep-nesting fix lands, see those files.
- */
-export const SHALLOW = 1000;
-
 /** Numbers at the edges: zero signs, integer and float limits, the first unsafe integer. */
 export const edgeNumber: fc.Arbitrary<number> = fc.oneof(
   fc.constantFrom(

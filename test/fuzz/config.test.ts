@@ -10,8 +10,8 @@ import fc from "fast-check";
 import { stringify } from "yaml";
 import { ConfigError, loadConfig, type ServeFlags } from "../../src/config/load.js";
 import { testModels } from "../helpers/models.js";
-import { Deep, edgeNumber, edgeString, encode, type Json, mutated, SHALLOW } from "./arbitraries.js";
-import { caseCounts, check, SHARES } from "./harness.js";
+import { Deep, edgeNumber, edgeString, encode, type Json, mutated } from "./arbitraries.js";
+import { caseCounts, check, runsFor, SHARES } from "./harness.js";
 
 let dir: string;
 let models: string;
@@ -109,7 +109,7 @@ describe("loadConfig", () => {
     check(
       "config",
       fc.property(
-        mutated(validConfig(), SHALLOW),
+        mutated(validConfig()),
         fc.record(
           {
             port: edgeNumber,
@@ -160,12 +160,36 @@ describe("loadConfig", () => {
     }
   });
 
+  // Found by the property above with deep values: yaml's composer recurses once per level, so a
+  // config nested a few thousand deep threw a RangeError, or ended the process (V8 gave up
+  // compiling a regular expression near the stack's end).
+  it("a config nested thousands deep, in flow or block style, is a listed problem", () => {
+    const tree = join(models, "churn-tree.onnx");
+    const cases: Record<string, string> = {
+      "flow mappings": `{"limits":${'{"a":'.repeat(5000)}1${"}".repeat(5000)},"models":[{"name":"t","path":"${tree}"}]}`,
+      "flow lists": `models: [{name: t, path: ${tree}, threads: ${"[".repeat(20_000)}1${"]".repeat(20_000)}}]`,
+      "block lists": `x:\n${Array.from({ length: 3000 }, (_, i) => `${" ".repeat(i + 1)}- `).join("\n")}1\nmodels: []`,
+      "compact block lists": `x:\n  ${"- ".repeat(20_000)}1\nmodels: [{name: t, path: ${tree}}]`,
+    };
+    for (const [what, text] of Object.entries(cases)) {
+      const file = join(dir, "deep.yaml");
+      writeFileSync(file, text);
+      assert.throws(
+        () => loadConfig({ file, cwd: dir, cores: 2, env: {} }),
+        (err: unknown) =>
+          err instanceof ConfigError && err.problems.some((p) => /deeper than 64 levels/.test(p)),
+        what,
+      );
+    }
+  });
+
   it("the properties' shares add up to the whole suite", () => {
     const total = Object.values(SHARES).reduce((a, b) => a + b, 0);
     assert.ok(Math.abs(total - 1) < 1e-9, `shares add up to ${total}`);
   });
 
-  it("reports its case count", (t) => {
+  it("ran each property's share of the suite's cases", (t) => {
     t.diagnostic(`cases: ${JSON.stringify(caseCounts())}`);
+    assert.deepEqual(caseCounts(), { configText: runsFor("configText"), config: runsFor("config") });
   });
 });

@@ -272,7 +272,47 @@ describe("bad input", () => {
     for (const [what, request] of Object.entries(malformed)) {
       const res = await rawRequest(srv.url, request);
       assert.equal(res.status, 400, `${what}: ${res.status} ${res.body}`);
+      assert.equal(JSON.parse(res.body).error.code, "MP_ERR_REQUEST_INVALID", `${what}: ${res.body}`);
     }
+  });
+
+  // Fastify's router refuses these before any route runs; it used to answer with its own body
+  // ({"error":"Bad Request","code":"FST_ERR_BAD_URL"}, or 414 FST_ERR_MAX_PARAM_LENGTH) and no
+  // MP_ERR_* code. Node's HTTP parser refuses the last two before Fastify sees them.
+  it("a malformed URL, an over-long path parameter and bad HTTP get 400 MP_ERR_REQUEST_INVALID in the route's shape", async () => {
+    const long = "a".repeat(101);
+    const cases: [string, string, "native" | "oip"][] = [
+      ["a broken UTF-8 escape in a job id", "GET /v1/jobs/%F2%B5%8D HTTP/1.1", "native"],
+      ["a bad escape in a model name", "POST /v1/models/%ZZ/predict HTTP/1.1", "native"],
+      ["a bad escape in an OIP model name", "POST /v2/models/%E0%A4%A/infer HTTP/1.1", "oip"],
+      ["a job id of 101 characters", `GET /v1/jobs/${long} HTTP/1.1`, "native"],
+      ["a model name of 101 characters", `POST /v1/models/${long}/predict HTTP/1.1`, "native"],
+      ["an OIP model name of 101 characters", `GET /v2/models/${long}/ready HTTP/1.1`, "oip"],
+      ["an OIP version of 101 characters", `POST /v2/models/tree/versions/${long}/infer HTTP/1.1`, "oip"],
+    ];
+    const raw: [string, string][] = [
+      ["a negative Content-Length", `POST ${TREE} HTTP/1.1\r\nContent-Length: -1`],
+      ["a control byte in a header", `POST ${TREE} HTTP/1.1\r\nX-Fuzz: a\u0001b\r\nContent-Length: 2`],
+    ];
+    for (const [what, line, style] of cases) {
+      const res = await rawRequest(srv.url, `${line}\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}`);
+      assert.equal(res.status, 400, `${what}: ${res.status} ${res.body}`);
+      const body = JSON.parse(res.body);
+      const code = style === "oip" ? body.code : body.error?.code;
+      assert.equal(code, "MP_ERR_REQUEST_INVALID", `${what}: ${res.body}`);
+      if (style === "oip") assert.equal(typeof body.error, "string", `${what}: OIP shape ${res.body}`);
+      else assert.equal(body.error.retryable, false, `${what}: native shape ${res.body}`);
+      assert.ok(res.headers["x-request-id"], `${what}: an X-Request-Id`);
+    }
+    for (const [what, head] of raw) {
+      const res = await rawRequest(srv.url, `${head}\r\nHost: x\r\nContent-Type: application/json\r\n\r\n{}`);
+      assert.equal(res.status, 400, `${what}: ${res.status} ${res.body}`);
+      assert.equal(JSON.parse(res.body).error.code, "MP_ERR_REQUEST_INVALID", `${what}: ${res.body}`);
+    }
+    // A parameter of exactly 100 characters is routed as usual.
+    const at = await rawRequest(srv.url, `GET /v1/jobs/${"a".repeat(100)} HTTP/1.1\r\nHost: x\r\n\r\n`);
+    assert.equal(at.status, 404, at.body);
+    assert.equal(JSON.parse(at.body).error.code, "MP_ERR_JOB_NOT_FOUND");
   });
 
   it("never a 500, and the server stays ready and correct afterwards", async () => {

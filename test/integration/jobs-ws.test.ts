@@ -307,8 +307,14 @@ describe("job WebSocket: stream limits", () => {
 
   it("per key 429 and in total 503, refused at the upgrade; a closed connection frees its slot", async () => {
     const auth = (k: string) => ({ authorization: `Bearer ${k}` });
-    // Plain GETs on the path (one kept-alive connection) hold no slot.
-    for (let i = 0; i < 5; i++) await (await fetch(`${srv.url}/v1/jobs/ws`, { headers: auth(KEY_A) })).text();
+    // Plain GETs on the path (one kept-alive connection) get a coded 426 and hold no slot.
+    for (let i = 0; i < 5; i++) {
+      const res = await fetch(`${srv.url}/v1/jobs/ws`, { headers: auth(KEY_A) });
+      const body = (await res.json()) as { error: { code: string } };
+      assert.equal(res.status, 426, JSON.stringify(body));
+      assert.equal(body.error.code, "MP_ERR_REQUEST_UPGRADE_REQUIRED");
+      assert.equal(res.headers.get("upgrade"), "websocket");
+    }
     assert.equal(srv.server.context.streams.held(), 0);
     const a1 = await connect(srv.url, auth(KEY_A));
     const a2 = await connect(srv.url, auth(KEY_A));

@@ -56,6 +56,33 @@ describe("limits.maxJsonDepth", () => {
     });
   }
 
+  // The JSON header of a binary infer body is JSON too. Once it went unchecked: a
+  // binary_data_size nested 200,000 deep was quoted with JSON.stringify in the refusal and
+  // answered 500; deep tensor data was walked in full before its shape was refused.
+  for (const [what, header] of [
+    [
+      "binary_data_size",
+      `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,6],"parameters":{"binary_data_size":${deep}}}]}`,
+    ],
+    ["data", `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,6],"data":${deep}}]}`],
+  ]) {
+    it(`POST /v2/models/churn-tree/infer with a binary body whose JSON header's ${what} is 200,000 deep: 400`, async () => {
+      const res = await fetch(`${server.url}/v2/models/churn-tree/infer`, {
+        method: "POST",
+        headers: {
+          "content-type": "application/octet-stream",
+          "inference-header-content-length": String(Buffer.byteLength(header!)),
+        },
+        body: header,
+      });
+      const body = (await res.json()) as { error: string; code: string };
+      assert.equal(res.status, 400, JSON.stringify(body));
+      assert.equal(body.code, "MP_ERR_REQUEST_INVALID");
+      assert.match(body.error, /JSON header nests .* deeper than 16 levels \(limits\.maxJsonDepth\)/);
+      assert.equal((await fetch(`${server.url}/livez`)).status, 200);
+    });
+  }
+
   it("accepts a body exactly at the limit and refuses one level more", async () => {
     // {"rows": [[...]]} is 3 levels; metadata adds its own.
     const nested = (levels: number) => `${"[".repeat(levels)}1${"]".repeat(levels)}`;

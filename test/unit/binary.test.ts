@@ -22,6 +22,8 @@ import { decodeOip } from "../../src/server/decode.js";
 import type { Datatype, ModelSignature, Tensor, TensorData } from "../../src/tensor.js";
 
 const LIMITS = { maxBatchRows: 100 };
+/** limits.maxJsonDepth as the schema's default sets it. */
+const DEPTH = 128;
 
 function throwsCode(fn: () => unknown, code: string, message?: RegExp): void {
   assert.throws(fn, (err: unknown) => {
@@ -170,9 +172,9 @@ describe("OIP binary bodies", () => {
 
   it("splitOipBody passes JSON through and splits a Buffer at the header length", () => {
     const json = { inputs: [] };
-    assert.deepEqual(splitOipBody(json, undefined), { body: json });
+    assert.deepEqual(splitOipBody(json, undefined, DEPTH), { body: json });
     const req = request({ inputs: [1] }, Buffer.from([5, 6]));
-    const split = splitOipBody(req.body, req.length);
+    const split = splitOipBody(req.body, req.length, DEPTH);
     assert.deepEqual(split.body, { inputs: [1] });
     assert.ok(split.binary instanceof BinarySection);
   });
@@ -190,16 +192,16 @@ describe("OIP binary bodies", () => {
 
   it("malformed or poisoned JSON headers; a missing header when the body is not all JSON", () => {
     const body = Buffer.from('{"inputs": [}\u0001\u0002');
-    throwsCode(() => splitOipBody(body, "13"), "MP_ERR_REQUEST_MALFORMED_JSON", /first 13 bytes/);
-    throwsCode(() => splitOipBody(body, undefined), "MP_ERR_BINARY_HEADER_LENGTH", /missing/);
+    throwsCode(() => splitOipBody(body, "13", DEPTH), "MP_ERR_REQUEST_MALFORMED_JSON", /first 13 bytes/);
+    throwsCode(() => splitOipBody(body, undefined, DEPTH), "MP_ERR_BINARY_HEADER_LENGTH", /missing/);
     const poisoned = Buffer.from('{"inputs": [], "\\u005f_proto__": {"x": 1}}');
     throwsCode(
-      () => splitOipBody(poisoned, String(poisoned.length)),
+      () => splitOipBody(poisoned, String(poisoned.length), DEPTH),
       "MP_ERR_REQUEST_MALFORMED_JSON",
       /prototype/,
     );
     // Without the header, a body that is all JSON is a JSON request (Triton's rule).
-    assert.deepEqual(splitOipBody(Buffer.from('{"inputs": []}'), undefined).body, { inputs: [] });
+    assert.deepEqual(splitOipBody(Buffer.from('{"inputs": []}'), undefined, DEPTH).body, { inputs: [] });
   });
 
   it("decodeOip with binary inputs, mixed with JSON data, in input order", () => {
@@ -212,7 +214,7 @@ describe("OIP binary bodies", () => {
       },
       le("f32", [1, 2, 3, 4]),
     );
-    const { body, binary } = splitOipBody(req.body, req.length);
+    const { body, binary } = splitOipBody(req.body, req.length, DEPTH);
     const tensors = decodeOip(body, TWO, LIMITS, binary);
     assert.deepEqual(Array.from(tensors.x!.data as Float32Array), [1, 2, 3, 4]);
     assert.deepEqual(tensors.x!.shape, [2, 2]);
@@ -228,7 +230,7 @@ describe("OIP binary bodies", () => {
       Buffer.from([0, 1]),
       le("f32", [5, 6, 7, 8]),
     );
-    const split = splitOipBody(both.body, both.length);
+    const split = splitOipBody(both.body, both.length, DEPTH);
     const t = decodeOip(split.body, TWO, LIMITS, split.binary);
     assert.deepEqual(Array.from(t.x!.data as Float32Array), [5, 6, 7, 8]);
     assert.deepEqual(Array.from(t.flag!.data as Uint8Array), [0, 1]);
@@ -243,7 +245,7 @@ describe("OIP binary bodies", () => {
     });
     const decode = (header: unknown, ...chunks: Buffer[]) => {
       const req = request(header, ...chunks);
-      const { body, binary } = splitOipBody(req.body, req.length);
+      const { body, binary } = splitOipBody(req.body, req.length, DEPTH);
       return decodeOip(body, TREE, LIMITS, binary);
     };
     throwsCode(() => decode({ inputs: [input(8)] }, Buffer.alloc(8)), "MP_ERR_BINARY_DATA_SIZE", /need 12/);
@@ -264,7 +266,7 @@ describe("OIP binary bodies", () => {
       /no binary part/,
     );
     const whole = Buffer.from(JSON.stringify({ inputs: [input(12)] }));
-    const split = splitOipBody(whole, undefined);
+    const split = splitOipBody(whole, undefined, DEPTH);
     throwsCode(
       () => decodeOip(split.body, TREE, LIMITS, split.binary),
       "MP_ERR_BINARY_HEADER_LENGTH",

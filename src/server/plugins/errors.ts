@@ -76,15 +76,60 @@ export function openaiError(err: ModelportError): {
   };
 }
 
-/** Sends `err` in the route's error style. */
-export function sendError(request: FastifyRequest, reply: FastifyReply, err: ModelportError): FastifyReply {
+type ErrorStyle = "native" | "oip" | "openai";
+
+/**
+ * The error style of the route a path is for, by the path alone: for errors raised before
+ * routing (a malformed URL, an over-long path parameter), when no route's config is known.
+ */
+export function errorStyleOfPath(url: string): ErrorStyle {
+  const path = new URL(url.split("?")[0]!, "http://x").pathname;
+  if (path === "/v1/chat/completions" || path === "/v1/completions" || path === "/v1/embeddings")
+    return "openai";
+  if (/^\/v2(\/models\/[^/]+(\/versions\/[^/]+)?(\/ready|\/infer)?)?$/.test(path)) return "oip";
+  return "native";
+}
+
+/** Sends `err` in the route's error style (or `style`, where no route was matched). */
+export function sendError(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  err: ModelportError,
+  style: ErrorStyle | undefined = request.routeOptions.config?.errorStyle,
+): FastifyReply {
   if (err.status === 503 && err.retryable)
     reply.header("retry-after", String(err.details?.retryAfterSeconds ?? 1));
   reply.code(err.status);
-  const style = request.routeOptions.config?.errorStyle;
   if (style === "oip") return reply.send({ error: err.message, code: err.code });
   if (style === "openai") return reply.send(openaiError(err));
   return reply.send(err.toJSON());
+}
+
+/**
+ * Fastify's `frameworkErrors`: the errors its router raises before any route or hook runs
+ * (FST_ERR_BAD_URL for a broken percent-escape, FST_ERR_MAX_PARAM_LENGTH for a path parameter
+ * over 100 characters), answered as 400 MP_ERR_REQUEST_INVALID in the style of the route the
+ * path is for, instead of Fastify's own body without a code.
+ */
+export function frameworkError(
+  err: FastifyError,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): FastifyReply {
+  reply.header("x-request-id", request.id);
+  let mp: ModelportError;
+  if (err.code === "FST_ERR_BAD_URL")
+    mp = new ModelportError("MP_ERR_REQUEST_INVALID", "the path has a malformed percent-escape (%XX)");
+  else if (err.code === "FST_ERR_MAX_PARAM_LENGTH")
+    mp = new ModelportError(
+      "MP_ERR_REQUEST_INVALID",
+      "a path segment (a model name, version or job id) is longer than 100 characters",
+    );
+  else {
+    request.log.error({ err }, "unexpected routing error");
+    mp = toModelportError(err, 0);
+  }
+  return sendError(request, reply, mp, errorStyleOfPath(request.raw.url ?? "/"));
 }
 
 export function registerErrorHandling(app: FastifyInstance, maxBodyBytes: number): void {

@@ -9,7 +9,7 @@ import websocket from "@fastify/websocket";
 import type { FastifyInstance } from "fastify";
 import type { WebSocket } from "ws";
 import { z } from "zod";
-import { type ErrorCode, isModelportError } from "../../errors.js";
+import { type ErrorCode, isModelportError, ModelportError } from "../../errors.js";
 import type { Job } from "../../jobs/job.js";
 import { isFinal } from "../../jobs/job-queue.js";
 import { jobView } from "../../jobs/job-view.js";
@@ -50,21 +50,27 @@ export function jobsWebSocketRoute(app: FastifyInstance, ctx: AppContext): void 
   const heartbeatMs = ctx.config.limits.streamHeartbeatMs;
   app.register(async (scope) => {
     await scope.register(websocket, { options: { maxPayload: MAX_FRAME_BYTES } });
-    scope.get(
-      "/v1/jobs/ws",
-      {
-        websocket: true,
-        // Before the upgrade: over the stream limits the client gets the HTTP error (429/503).
-        // The slot is held until the connection's socket closes, however it ends.
-        preValidation: async (req) => {
-          // A plain GET on this path is answered like any request and holds nothing.
-          if (!req.ws) return;
-          const slot = ctx.streams.acquire(req.headers);
-          req.raw.socket.once("close", () => slot.release());
-        },
+    scope.route({
+      method: "GET",
+      url: "/v1/jobs/ws",
+      // Before the upgrade: over the stream limits the client gets the HTTP error (429/503).
+      // The slot is held until the connection's socket closes, however it ends.
+      preValidation: async (req) => {
+        // A plain GET on this path is answered like any request and holds nothing.
+        if (!req.ws) return;
+        const slot = ctx.streams.acquire(req.headers);
+        req.raw.socket.once("close", () => slot.release());
       },
-      (socket) => serve(socket),
-    );
+      // A plain GET (no Upgrade header) gets a coded 426 naming the protocol to use.
+      handler: async (_req, reply) => {
+        reply.header("upgrade", "websocket");
+        throw new ModelportError(
+          "MP_ERR_REQUEST_UPGRADE_REQUIRED",
+          "GET /v1/jobs/ws is a WebSocket: connect with a WebSocket client (Upgrade: websocket)",
+        );
+      },
+      wsHandler: (socket) => serve(socket),
+    });
   });
 
   function serve(socket: WebSocket): void {

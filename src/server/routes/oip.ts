@@ -62,7 +62,11 @@ export function oipRoutes(app: FastifyInstance, ctx: AppContext, version: string
       const host = ctx.registry.getVersion(req.params.model, req.params.version);
       const signature = host.signature;
       if (!host.ready || !signature) throw host.notReadyError();
-      const { body, binary } = splitOipBody(req.body, req.headers[INFERENCE_HEADER]);
+      const { body, binary } = splitOipBody(
+        req.body,
+        req.headers[INFERENCE_HEADER],
+        ctx.config.limits.maxJsonDepth,
+      );
       const inputs = decodeOip(body, signature, host.config.limits, binary);
       const names = requestedOutputs(body?.outputs, signature);
       const binaryNames = binaryOutputs(body, signature);
