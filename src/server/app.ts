@@ -151,10 +151,23 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     // One listener per request: count it done, and if the client left before the answer,
     // cancel its queued work.
     const res = reply.raw;
+    let counted = true;
+    const finished = () => {
+      if (counted) {
+        counted = false;
+        inFlight--;
+      }
+    };
     res.once("close", () => {
-      inFlight--;
+      finished();
       if (!res.writableFinished) request.cancelHandle?.cancel();
     });
+    // An upgrade's response is not the server's own: it never emits "close". A refused upgrade
+    // (401, stream limit) ends when its answer is written; an accepted one when its socket closes.
+    if (request.raw.headers.upgrade !== undefined) {
+      res.once("finish", finished);
+      request.raw.socket.once("close", finished);
+    }
     done();
   });
   // The model label names only served models, and never on a 401 (the caller was not let in):

@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import WebSocket from "ws";
 import { testModels } from "../helpers/models.js";
 import { type InProcessServer, postJson, startInProcess } from "../helpers/server.js";
 
@@ -57,6 +58,24 @@ describe("auth", () => {
         path,
       );
     }
+  });
+
+  it("on: a WebSocket upgrade refused with 401 is not left counted as in flight (drain would wait for it)", async () => {
+    const before = locked.server.inFlight();
+    for (let i = 0; i < 3; i++) {
+      const ws = new WebSocket(`${locked.url.replace("http", "ws")}/v1/jobs/ws`);
+      const status = await new Promise<number>((resolve, reject) => {
+        ws.once("unexpected-response", (_req, res) => resolve(res.statusCode ?? 0));
+        ws.once("open", () => reject(new Error("the upgrade was accepted without a key")));
+        ws.once("error", reject);
+      });
+      assert.equal(status, 401);
+      ws.terminate();
+    }
+    // The refusals are answered; the count must come back to where it was, not stay raised.
+    for (let i = 0; i < 200 && locked.server.inFlight() !== before; i++)
+      await new Promise((r) => setTimeout(r, 25));
+    assert.equal(locked.server.inFlight(), before);
   });
 
   it("on: probes stay open for the orchestrator", async () => {
