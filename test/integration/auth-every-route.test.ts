@@ -8,20 +8,19 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { pino } from "pino";
 import WebSocket from "ws";
+import { loadConfig } from "../../src/config/load.js";
+import { buildApp } from "../../src/server/app.js";
 import { testModels } from "../helpers/models.js";
-import {
-  type ChildServer,
-  type InProcessServer,
-  postJson,
-  startChild,
-  startInProcess,
-  waitReady,
-} from "../helpers/server.js";
+import { type ChildServer, postJson, startChild, waitReady } from "../helpers/server.js";
 
 const KEY = "every-route-key-0123";
 const PROBES = new Set(["/livez", "/readyz", "/v2/health/live", "/v2/health/ready"]);
-let srv: InProcessServer;
+/** The server under test: a real `modelport serve` process with the same config as `routeTree`'s app. */
+let srv: ChildServer;
+/** Fastify's route tree of an app built from that config. */
+let routeTree: string;
 let jobId: string;
 
 /** Every [method, path] in Fastify's printRoutes tree (commonPrefix: false). */
@@ -56,7 +55,12 @@ before(async () => {
       `  - {name: churn-tree, path: ${join(models, "churn-tree.onnx")}}`,
     ].join("\n"),
   );
-  srv = await startInProcess({ file, env: {} });
+  const built = buildApp(loadConfig({ file, env: {} }), { logger: pino({ level: "silent" }) });
+  await built.app.ready();
+  routeTree = built.app.printRoutes({ commonPrefix: false });
+  await built.close();
+  srv = await startChild(["-c", file], { MODELPORT_API_KEYS: "" });
+  assert.equal((await waitReady(srv.url, 60_000)).status, 200, srv.output().slice(-2000));
   const job = await postJson(
     `${srv.url}/v1/models/churn-tree/jobs`,
     { rows: [[3, 95, 4, 1, 0, 20]] },
@@ -65,14 +69,16 @@ before(async () => {
   assert.equal(job.status, 202, JSON.stringify(job.body));
   jobId = job.body.id;
 });
-after(() => srv.close());
+after(async () => {
+  await srv?.stop("SIGKILL");
+});
 
 const concrete = (path: string) =>
   path.replace(":model", "churn-tree").replace(":version", "1").replace(":id", jobId);
 
 describe("API keys on every registered route", () => {
   it("the route tree is read whole: it holds the routes this test must cover", () => {
-    const routes = parseRouteTree(srv.server.app.printRoutes({ commonPrefix: false }));
+    const routes = parseRouteTree(routeTree);
     const keys = new Set(routes.map(([m, p]) => `${m} ${p}`));
     for (const must of [
       "GET /v1/jobs/ws",
@@ -91,7 +97,7 @@ describe("API keys on every registered route", () => {
   });
 
   it("without a key: 401 MP_ERR_AUTH_REQUIRED on every route but the probes; with the key: never 401", async () => {
-    const routes = parseRouteTree(srv.server.app.printRoutes({ commonPrefix: false }));
+    const routes = parseRouteTree(routeTree);
     const checked: string[] = [];
     for (const [method, path] of routes) {
       const url = `${srv.url}${concrete(path)}`;
