@@ -35,6 +35,8 @@ function parseDuration(text: string): number {
   return Number(m[1]) * UNIT_MS[m[2]!]!;
 }
 
+const JOB_ACTIONS = ["list", "show", "cancel", "retry", "purge"];
+
 export async function jobs(args: string[]): Promise<number> {
   const { values, positionals } = parse(args, {
     config: { type: "string", short: "c" },
@@ -51,6 +53,9 @@ export async function jobs(args: string[]): Promise<number> {
   if (values.help || !action) {
     process.stdout.write(JOBS_HELP);
     return values.help ? 0 : 2;
+  }
+  if (!JOB_ACTIONS.includes(action)) {
+    throw new UsageError(`unknown jobs action '${action}'; use ${JOB_ACTIONS.join(", ")}`);
   }
   const jobsConfig = values.config ? loadConfig({ file: values.config }).jobs : jobsSchema.parse({});
   let store: JobStore;
@@ -128,7 +133,7 @@ export async function jobs(args: string[]): Promise<number> {
         return 0;
       }
       default:
-        throw new UsageError(`unknown jobs action '${action}'; use list, show, cancel, retry or purge`);
+        throw new UsageError(`unknown jobs action '${action}'`);
     }
   } finally {
     await store.close();

@@ -165,6 +165,9 @@ describe("modelport jobs (CLI)", () => {
     const unknown = await cli(["frobnicate", "-c", config]);
     assert.equal(unknown.code, 2, unknown.stderr);
     assert.match(unknown.stderr, /unknown jobs action 'frobnicate'/);
+    // A usage error is a usage error whether or not a store exists yet.
+    const unknownNoStore = await cli(["frobnicate", "--db", join(tmpdir(), "modelport-no-such-store.db")]);
+    assert.equal(unknownNoStore.code, 2, unknownNoStore.stderr);
     const noId = await cli(["show", "-c", config]);
     assert.equal(noId.code, 2);
     assert.match(noId.stderr, /needs a job ID/);
