@@ -164,9 +164,14 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     });
     // An upgrade's response is not the server's own: it never emits "close". A refused upgrade
     // (401, stream limit) ends when its answer is written; an accepted one when its socket closes.
+    // A refused upgrade's socket has left the HTTP parser and no timeout covers it: close it.
     if (request.raw.headers.upgrade !== undefined) {
-      res.once("finish", finished);
-      request.raw.socket.once("close", finished);
+      const socket = request.raw.socket;
+      res.once("finish", () => {
+        finished();
+        socket.end();
+      });
+      socket.once("close", finished);
     }
     done();
   });
