@@ -3,6 +3,7 @@
 // long-polls and event streams that do not re-read the whole job every second, stream slots
 // (total and per API key) and the longest life of an event stream.
 import assert from "node:assert/strict";
+import { get as httpGet } from "node:http";
 import { after, before, describe, it } from "node:test";
 import { postJson } from "../helpers/server.js";
 import {
@@ -137,16 +138,24 @@ describe("job limits", () => {
 
   it("event streams take stream slots: per key 429, in total 503; a closed stream frees its slot", async () => {
     store.pausedClaims = true;
-    const controllers: AbortController[] = [];
-    const open = async (id: string, key: string) => {
-      const c = new AbortController();
-      const res = await fetch(`${srv.url}/v1/jobs/${id}/events`, { headers: auth(key), signal: c.signal });
-      if (res.status === 200) {
-        controllers.push(c);
-        return { status: 200, code: undefined };
-      }
-      return { status: res.status, code: ((await res.json()) as any).error?.code as string | undefined };
-    };
+    // Each open stream's request, so the test can close its connection for certain.
+    const controllers: { abort(): void }[] = [];
+    const open = (id: string, key: string) =>
+      new Promise<{ status: number; code: string | undefined }>((resolve, reject) => {
+        const req = httpGet(`${srv.url}/v1/jobs/${id}/events`, { headers: auth(key) }, (res) => {
+          if (res.statusCode === 200) {
+            controllers.push({ abort: () => req.destroy() });
+            resolve({ status: 200, code: undefined });
+            return;
+          }
+          let text = "";
+          res.on("data", (d) => {
+            text += d;
+          });
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, code: JSON.parse(text).error?.code }));
+        });
+        req.on("error", reject);
+      });
     try {
       await drainQueue();
       const id = (await submit({ rows: [ROW] })).body.id;
