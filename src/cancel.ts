@@ -1,8 +1,12 @@
-// A minimal cancellation handle for the request hot path: AbortController/AbortSignal cost a
-// few microseconds per request (EventTarget machinery); this is a flag and a listener list.
+// The one cancellation type of modelport: a request's handle, canceled when its client goes
+// away, passed down to whatever works for it (the batcher's queue, a language model's slot, an
+// upstream call). A flag and a listener list, because AbortController/AbortSignal cost a few
+// microseconds per request (EventTarget machinery) on the tensor hot path; code that must hand
+// a driver an AbortSignal (fetch, node-llama-cpp) asks for `signal`, made on first use.
 
 export class CancelHandle {
   private listeners: (() => void)[] | undefined;
+  private controller: AbortController | undefined;
   canceled = false;
 
   /** Runs `fn` once when canceled (at once if already canceled); returns a function that unregisters it. */
@@ -19,11 +23,22 @@ export class CancelHandle {
     };
   }
 
+  /** An AbortSignal that aborts with this handle, for drivers that take one; made on first use. */
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      const controller = new AbortController();
+      this.controller = controller;
+      if (this.canceled) controller.abort();
+    }
+    return this.controller.signal;
+  }
+
   cancel(): void {
     if (this.canceled) return;
     this.canceled = true;
     const fns = this.listeners;
     this.listeners = undefined;
+    this.controller?.abort();
     if (fns) for (const fn of fns) fn();
   }
 }

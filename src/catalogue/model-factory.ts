@@ -1,110 +1,57 @@
-// All served language models by name (config.languageModels), started one after another at
-// boot, with their share of /readyz. Kept apart from the tensor ModelRegistry: language models
-// stream tokens and hold sequences, they do not take tensors through a batcher.
+// The one place that picks how a configured model is served: by its backend and the server's
+// role. On the API tier (role api) every model that holds weights is a remote model forwarding
+// to the runner pool; an upstream model holds none, so every tier calls the upstream itself.
+// Each backend module imports its driver lazily when it starts, so listing it here costs
+// nothing for servers that never use it.
 import type { Logger } from "pino";
-import type { LanguageModelConfig } from "../config/schema.js";
-import { ModelportError } from "../errors.js";
+import { LlamaCppEngine } from "../backends/llama-cpp/llama-cpp-engine.js";
+import { UpstreamLanguageModel } from "../backends/upstream/upstream-language-model.js";
+import type { LanguageModelConfig, ModelConfig } from "../config/schema.js";
+import { LocalLanguageModel } from "../lifecycle/local-language-model.js";
+import { LocalTensorModel, type RunnerFactory } from "../lifecycle/local-tensor-model.js";
 import type { Metrics } from "../metrics/metrics.js";
-import { type Readiness, readinessOf } from "../models/model-registry.js";
-import { RemoteLanguageModel } from "../runner/remote/remote-language-model.js";
 import type { RunnerPool } from "../runner/remote/runner-pool.js";
-import { LANGUAGE_MODEL_FACTORIES } from "./language-backends.js";
-import type { LanguageModel, LanguageModelStatus } from "./language-model.js";
+import { RemoteLanguageModel } from "./remote-language-model.js";
+import { RemoteTensorModel } from "./remote-tensor-model.js";
+import type { ServedModel } from "./served-model.js";
 
-export interface LanguageModelDeps {
+export interface ModelDeps {
   log: Logger;
-  /** API tier (--role api): the runners that serve llama-cpp and transformers models. */
+  /** The app's metrics (optional in tests and the check command). */
+  metrics?: Metrics;
+  /** API tier (--role api): the runners that hold the weights. */
   pool?: RunnerPool;
   /** API tier: the key it presents to its runners (the first of server.apiKeys). */
   runnerApiKey?: string;
-  /** The app's metrics: batch and cost figures of embeddings and upstream models (optional in tests). */
-  metrics?: Metrics;
+  /** Tests: how a tensor model's runner is made. */
+  runnerFactory?: RunnerFactory;
+  /** Tests: overrides the least time between memory recycles. */
+  minRecycleIntervalMs?: number;
 }
 
-/** Stands in for a model whose backend is not available in this build: never ready, says why. */
-class UnavailableModel implements LanguageModel {
-  readonly capabilities = { chat: false, completion: false, embeddings: false };
-  readonly created = Math.floor(Date.now() / 1000);
-  readonly name: string;
-  readonly backend: LanguageModelConfig["backend"];
-  constructor(private readonly config: LanguageModelConfig) {
-    this.name = config.name;
-    this.backend = config.backend;
-  }
-  async start(): Promise<void> {}
-  async close(): Promise<void> {}
-  status(): LanguageModelStatus {
-    return {
-      name: this.name,
-      backend: this.backend,
-      state: "failed",
-      ready: false,
-      reason: `backend '${this.backend}' is not available in this build of modelport`,
-      code: "MP_ERR_MODEL_LOAD_FAILED",
-      golden: "none",
-      path: this.config.path,
-      concurrency: { active: 0, waiting: 0, limit: 0 },
-    };
-  }
-  generate(): Promise<never> {
-    return Promise.reject(
-      new ModelportError(
-        "MP_ERR_MODEL_NOT_READY",
-        `model '${this.name}' is not ready: ${this.status().reason}`,
-      ),
-    );
-  }
+/** A tensor model (onnx, custom). */
+export function createTensorModel(config: ModelConfig, deps: ModelDeps): ServedModel {
+  if (deps.pool) return new RemoteTensorModel(config, deps.pool);
+  return new LocalTensorModel(config, deps.log, {
+    ...(deps.metrics ? { metrics: deps.metrics } : {}),
+    ...(deps.runnerFactory ? { runnerFactory: deps.runnerFactory } : {}),
+    ...(deps.minRecycleIntervalMs !== undefined ? { minRecycleIntervalMs: deps.minRecycleIntervalMs } : {}),
+  });
 }
 
-export class LanguageModelRegistry {
-  private readonly models = new Map<string, LanguageModel>();
-
-  constructor(configs: readonly LanguageModelConfig[], deps: LanguageModelDeps) {
-    for (const c of configs) {
-      // The API tier holds no weights: local backends are served by its runners. An upstream
-      // model holds none either, so the API tier calls the upstream itself.
-      if (deps.pool && c.backend !== "upstream") {
-        this.models.set(c.name, new RemoteLanguageModel(c, deps.pool, deps, deps.runnerApiKey));
-        continue;
-      }
-      const factory = LANGUAGE_MODEL_FACTORIES[c.backend];
-      this.models.set(c.name, factory ? factory(c, deps) : new UnavailableModel(c));
-    }
+/** A language model (llama-cpp, transformers, upstream). */
+export function createLanguageModel(config: LanguageModelConfig, deps: ModelDeps): ServedModel {
+  if (config.backend === "upstream") {
+    return new UpstreamLanguageModel(config, deps.log, deps.metrics ? { metrics: deps.metrics } : {});
   }
-
-  /** Loads and checks every model in order; resolves when all have settled, ready or not. */
-  async startAll(): Promise<void> {
-    for (const m of this.models.values()) await m.start();
+  if (deps.pool) return new RemoteLanguageModel(config, deps.pool, deps.log, deps.runnerApiKey);
+  if (config.backend === "transformers") {
+    return new LocalTensorModel(config, deps.log, deps.metrics ? { metrics: deps.metrics } : {});
   }
-
-  all(): LanguageModel[] {
-    return [...this.models.values()];
-  }
-
-  has(name: string): boolean {
-    return this.models.has(name);
-  }
-
-  /** @throws ModelportError MP_ERR_MODEL_NOT_FOUND (404) naming the served language models. */
-  get(name: string): LanguageModel {
-    const m = this.models.get(name);
-    if (!m) {
-      const names = [...this.models.keys()];
-      throw new ModelportError(
-        "MP_ERR_MODEL_NOT_FOUND",
-        `no language model named '${name}'; served: ${names.length ? names.join(", ") : "none"}`,
-        { model: name },
-      );
-    }
-    return m;
-  }
-
-  /** The same shape as ModelRegistry.readiness(), so /readyz can merge the two. */
-  readiness(): Readiness {
-    return readinessOf([...this.models.values()].map((m) => m.status()));
-  }
-
-  async closeAll(): Promise<void> {
-    await Promise.all([...this.models.values()].map((m) => m.close()));
-  }
+  return new LocalLanguageModel(
+    config,
+    new LlamaCppEngine(config, { log: deps.log }),
+    deps.log,
+    deps.metrics,
+  );
 }

@@ -1,12 +1,40 @@
-// What every route, the job queue and the docs need of a served model, wherever its weights
-// live: in this process's runner (ModelHost) or in runner processes behind the API tier
-// (RemoteModel).
+// What every route, the job queue, the docs and the probes need of a served model, whatever its
+// kind (tensor or language), backend and place (this process, runner processes behind the API
+// tier, an upstream API). A model declares what it can do as capabilities; routes ask the
+// catalogue for a model with the capability they serve (catalogue.ts), so "this model does not
+// do that" is one error everywhere.
 
-import type { ModelConfig } from "../config/schema.js";
+import type { CancelHandle } from "../cancel.js";
+import type { LanguageModelConfig, ModelConfig } from "../config/schema.js";
 import type { ErrorCode, ModelportError } from "../errors.js";
+import type { EmbedResult, GenerateOptions, GenerateRequest, GenerateResult } from "../llm/language-model.js";
 import type { CostSnapshot } from "../metrics/cost.js";
-import type { SubmitOptions } from "../runner/batcher.js";
 import type { ModelSignature, TensorMap } from "../tensor.js";
+
+export type ServedModelConfig = ModelConfig | LanguageModelConfig;
+
+/** What a model does; each is a route family. */
+export interface Capabilities {
+  /** Named tensors in, named tensors out (POST /v1/models/{m}/predict, OIP infer, jobs). */
+  readonly predict: boolean;
+  /** Answers a list of messages (POST /v1/chat/completions). */
+  readonly chat: boolean;
+  /** Continues a raw prompt (POST /v1/completions). */
+  readonly completion: boolean;
+  /** Turns texts into vectors (POST /v1/embeddings). */
+  readonly embeddings: boolean;
+  /** Streams its text as it is generated (chat and completion with stream: true). */
+  readonly stream: boolean;
+}
+
+export type Capability = keyof Capabilities;
+
+/**
+ * "tensor" models take tensors (capability predict); "language" models take text (chat,
+ * completion, embeddings). A route of one family never serves a model of the other, whatever
+ * its state; the capabilities within a family may be known only once loaded (a chat template).
+ */
+export type ModelKind = "tensor" | "language";
 
 /** One runner as the API tier sees it, for a model's status. */
 export interface RemoteRunnerStatus {
@@ -23,10 +51,12 @@ export interface RemoteRunnerStatus {
 
 export type ModelState = "loading" | "ready" | "failed" | "restarting" | "closed";
 
+/** The one status shape of every model (read per /readyz, /metrics and the describe routes). */
 export interface ModelStatus {
   name: string;
   version: string;
-  backend: string;
+  backend: ServedModelConfig["backend"];
+  /** The model file or folder; an upstream model's base URL. */
   path: string;
   state: ModelState;
   ready: boolean;
@@ -45,34 +75,83 @@ export interface ModelStatus {
   /** Times the runner was recycled: drained and restarted for its memory ceiling, or stopped and restarted when stuck past limits.hardTimeoutMs. */
   recycles: number;
   /**
-   * Where the model runs; `pid` is the runner's own process (placement "process", while it runs);
-   * `runners` the runner processes the API tier forwards to (placement "remote").
+   * Where a tensor model runs; `pid` is the runner's own process (placement "process", while it
+   * runs); `runners` the runner processes the API tier forwards to (placement "remote").
    */
-  runner: { placement: "worker" | "process" | "remote"; pid?: number; runners?: RemoteRunnerStatus[] };
-  batching: {
+  runner?: { placement: "worker" | "process" | "remote"; pid?: number; runners?: RemoteRunnerStatus[] };
+  /** Tensor and embeddings models: the batcher's settings and depth. */
+  batching?: {
     enabled: boolean;
     maxBatchRows: number;
     maxDelayMs: number;
     queuedRows: number;
     inFlight: number;
   };
-  /** Requests, compute time and estimated cost so far (src/metrics/cost.ts); local models only. */
+  /** Language models: requests generating now, waiting, and the most that may run at once. */
+  concurrency?: { active: number; waiting: number; limit: number };
+  /** Language models: context window in tokens, when known. */
+  contextSize?: number;
+  /** llama-cpp: prompt tokens evaluated per batch. */
+  batchSize?: number;
+  /** Requests, compute time, tokens and estimated cost so far (src/metrics/cost.ts), when counted. */
   cost?: CostSnapshot;
 }
 
+/** How one call is bounded: its deadline (performance.now() ms) and the client's cancellation. */
+export interface CallOptions {
+  deadline?: number;
+  cancel?: CancelHandle;
+  /** Background work (jobs) waits behind every synchronous request in the queue. */
+  background?: boolean;
+  /** The request's id, passed on when the work is forwarded to a runner process (API tier). */
+  requestId?: string;
+}
+
 export interface ServedModel {
-  readonly config: ModelConfig;
+  readonly name: string;
+  readonly version: string;
+  readonly backend: ServedModelConfig["backend"];
+  readonly kind: ModelKind;
+  readonly config: ServedModelConfig;
+  /** Unix seconds when the model was set up (OpenAI's `created`). */
+  readonly created: number;
+  /** What it does now; a language model's chat is known once it has loaded. */
+  readonly capabilities: Capabilities;
   readonly ready: boolean;
-  /** The model's inputs and outputs once known (after loading, or once a runner reported them). */
+  /** A tensor model's inputs and outputs once known (after loading, or once a runner reported them). */
   readonly signature: ModelSignature | undefined;
-  /** Loads (or starts watching runners for) the model. Never throws: failures become the not-ready reason. */
+  /** Loads (or starts watching runners for) the model. Never rejects: failures become the not-ready reason. */
   start(): Promise<void>;
-  /**
-   * Scores inputs within options.deadline.
-   * @throws ModelportError MP_ERR_MODEL_NOT_READY when not ready; the batcher's or runner's codes otherwise.
-   */
-  predict(inputs: TensorMap, options?: SubmitOptions): Promise<TensorMap>;
+  /** The error a call gets while the model is not ready (MP_ERR_MODEL_NOT_READY, or why not). */
   notReadyError(): ModelportError;
   status(): ModelStatus;
+  /** Idempotent; afterwards calls reject with MP_ERR_SERVER_SHUTTING_DOWN or MP_ERR_MODEL_NOT_READY. */
   close(): Promise<void>;
+  /** Capability predict. @throws ModelportError */
+  predict?(inputs: TensorMap, options?: CallOptions): Promise<TensorMap>;
+  /** Capabilities chat and completion (the contract in src/llm/language-model.ts). @throws ModelportError */
+  generate?(request: GenerateRequest, options?: GenerateOptions): Promise<GenerateResult>;
+  /** Capability embeddings. @throws ModelportError */
+  embed?(inputs: readonly string[], options?: { readonly cancel?: CancelHandle }): Promise<EmbedResult>;
+}
+
+export const TENSOR_CAPABILITIES: Capabilities = Object.freeze({
+  predict: true,
+  chat: false,
+  completion: false,
+  embeddings: false,
+  stream: false,
+});
+
+export const EMBEDDINGS_CAPABILITIES: Capabilities = Object.freeze({
+  predict: false,
+  chat: false,
+  completion: false,
+  embeddings: true,
+  stream: false,
+});
+
+/** The capabilities of a generative model: completion always, chat when it has a template. */
+export function generativeCapabilities(chat: boolean, embeddings = false): Capabilities {
+  return { predict: false, chat, completion: true, embeddings, stream: true };
 }

@@ -1,8 +1,7 @@
 // `modelport check`: verify every model (sha256, load, golden) without serving; exit 1 on
 // any failure, so CI and deploy scripts can stop a bad model before it takes traffic.
+import { Catalogue } from "../catalogue/catalogue.js";
 import { ConfigError, loadConfig } from "../config/load.js";
-import { LanguageModelRegistry } from "../llm/language-model-registry.js";
-import { ModelRegistry } from "../models/model-registry.js";
 import { parse, SERVE_OPTIONS, serveFlags } from "./args.js";
 import { createLogger } from "./logger.js";
 
@@ -30,13 +29,10 @@ export async function check(args: string[]): Promise<number> {
     throw err;
   }
   const logger = createLogger(values["log-level"] ?? "warn", "auto", 2);
-  const registry = new ModelRegistry(config, logger);
-  await registry.startAll();
-  const languageModels = new LanguageModelRegistry(config.languageModels ?? [], { log: logger });
-  await languageModels.startAll();
-  const statuses = [...registry.all().map((h) => h.status()), ...languageModels.all().map((m) => m.status())];
-  await registry.closeAll();
-  await languageModels.closeAll();
+  const catalogue = new Catalogue(config, { log: logger });
+  await catalogue.startAll();
+  const statuses = catalogue.all().map((m) => m.status());
+  await catalogue.closeAll();
   if (values.json) process.stdout.write(`${JSON.stringify({ models: statuses }, null, 2)}\n`);
   else {
     for (const s of statuses) {

@@ -143,21 +143,16 @@ export async function serve(args: string[]): Promise<number> {
     `modelport listening on ${address}`,
   );
   await server.loadModels();
-  const tensorReadiness = server.registry.readiness();
-  const languageReadiness = server.context.languageModels.readiness();
-  const readiness = {
-    ready: tensorReadiness.ready && languageReadiness.ready,
-    reasons: [...tensorReadiness.reasons, ...languageReadiness.reasons],
-  };
+  const readiness = server.catalogue.readiness();
   if (config.server.role === "api") {
-    const runners = server.registry.pool?.all() ?? [];
+    const runners = server.catalogue.pool?.all() ?? [];
     const up = runners.filter((r) => r.healthy).length;
     const say = `API tier: ${up} of ${runners.length} runner(s) answering`;
     if (readiness.ready) logger.info(`${say}; every model has a ready runner; docs at ${address}/docs`);
     else
       logger.warn({ reasons: readiness.reasons }, `${say}; not ready until every model has a ready runner`);
   } else if (readiness.ready) {
-    const unchecked = server.registry.all().filter((h) => h.status().golden === "none").length;
+    const unchecked = server.catalogue.all().filter((h) => h.status().golden === "none").length;
     const checked = unchecked ? ` (${unchecked} without a golden file)` : ", every golden example matched";
     const served = config.models.length + (config.languageModels?.length ?? 0);
     logger.info(`ready: ${served} model(s) loaded${checked}; docs at ${address}/docs`);

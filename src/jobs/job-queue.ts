@@ -3,12 +3,12 @@
 // with backoff, stores results inline or in the blob store, and notifies (events, webhooks).
 import { createHash, randomUUID } from "node:crypto";
 import type { Logger } from "pino";
+import { CancelHandle } from "../cancel.js";
+import type { Catalogue } from "../catalogue/catalogue.js";
+import type { ServedModel } from "../catalogue/served-model.js";
 import type { JobsConfig } from "../config/schema.js";
 import { isModelportError, ModelportError } from "../errors.js";
-import type { ModelRegistry } from "../models/model-registry.js";
-import type { ServedModel } from "../models/served-model.js";
 import { checkCallbackUrl, deliverWebhook } from "../notify/webhook.js";
-import { CancelHandle } from "../runner/cancel.js";
 import { decodeNative } from "../server/decode.js";
 import { encodeNative } from "../server/encode.js";
 import type { BlobStore } from "../storage/blob-store.js";
@@ -30,7 +30,7 @@ export interface SubmitJob {
 export interface JobQueueOptions {
   store: JobStore;
   blobs: BlobStore;
-  registry: ModelRegistry;
+  catalogue: Catalogue;
   config: JobsConfig;
   log: Logger;
   webhookSecret?: string;
@@ -60,7 +60,7 @@ export class JobQueue {
   readonly events = new JobEvents();
   private readonly store: JobStore;
   private readonly blobs: BlobStore;
-  private readonly registry: ModelRegistry;
+  private readonly catalogue: Catalogue;
   private readonly config: JobsConfig;
   private readonly log: Logger;
   private readonly clock: () => number;
@@ -75,7 +75,7 @@ export class JobQueue {
   constructor(private readonly options: JobQueueOptions) {
     this.store = options.store;
     this.blobs = options.blobs;
-    this.registry = options.registry;
+    this.catalogue = options.catalogue;
     this.config = options.config;
     this.log = options.log.child({ component: "jobs" });
     this.clock = options.clock ?? Date.now;
@@ -87,7 +87,7 @@ export class JobQueue {
    * @throws ModelportError for bad input, a refused callback URL or an idempotency conflict.
    */
   async submit(req: SubmitJob): Promise<CreateResult> {
-    const host = this.registry.get(req.model);
+    const host = this.catalogue.find(req.model, "predict");
     const body: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(req.body)) if (INPUT_FIELDS.includes(k)) body[k] = v;
     const input = JSON.stringify(body);
@@ -269,7 +269,7 @@ export class JobQueue {
 
   /** Starts `jobs.concurrency` workers per served model. */
   start(): void {
-    for (const host of this.registry.all()) {
+    for (const host of this.catalogue.all().filter((m) => m.kind === "tensor")) {
       for (let i = 0; i < this.config.concurrency; i++) this.loops.push(this.workLoop(host));
     }
   }
@@ -494,7 +494,7 @@ export class JobQueue {
     });
     try {
       const outputs = await Promise.race([
-        host.predict(inputs, { deadline: performance.now() + job.timeoutMs, cancel, background: true }),
+        host.predict!(inputs, { deadline: performance.now() + job.timeoutMs, cancel, background: true }),
         timeout,
       ]);
       return encodeNative(outputs);

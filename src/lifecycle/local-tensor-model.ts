@@ -1,30 +1,64 @@
-// An embedding model (backend `transformers`) as a LanguageModel, so the OpenAI routes serve
-// it. The work is done by a ModelHost like any tensor model: a worker thread owns the
-// transformers.js session (transformers-backend.ts), the adaptive batcher joins concurrent
-// requests' texts into one inference, the golden text's embedding must match before the model
-// is ready, and a crash restarts the worker. Texts travel as a BYTES tensor, so the batcher
-// needs no special case.
+// A model whose weights live in a runner of this server (a worker thread or a child process):
+// the tensor backends (onnx, custom) and transformers embeddings. The lifecycle is the one of
+// every local model (model-lifecycle.ts); this file attaches what is tensor-specific to it by
+// hooks: the batcher in front of the runner (with the metrics and cost observer), the tensor
+// golden check, and the memory-ceiling warning. An embeddings model (backend transformers)
+// takes its texts as a BYTES tensor through the same batcher, so concurrent requests share
+// inferences, and answers embed() instead of predict().
 import type { Logger } from "pino";
-import { batchingSchema, type LanguageModelConfig, type ModelConfig } from "../../config/schema.js";
-import { ModelportError } from "../../errors.js";
-import type {
-  EmbedResult,
-  GenerateResult,
-  LanguageModel,
-  LanguageModelCapabilities,
-  LanguageModelStatus,
-} from "../../llm/language-model.js";
-import type { CostSnapshot } from "../../metrics/cost.js";
-import type { Metrics } from "../../metrics/metrics.js";
-import { ModelHost } from "../../models/model-host.js";
-import type { ModelStatus } from "../../models/served-model.js";
-import { CancelHandle } from "../../runner/cancel.js";
+import { CancelHandle } from "../cancel.js";
+import {
+  type CallOptions,
+  type Capabilities,
+  EMBEDDINGS_CAPABILITIES,
+  type ModelStatus,
+  type ServedModel,
+  TENSOR_CAPABILITIES,
+} from "../catalogue/served-model.js";
+import {
+  batchingSchema,
+  hardTimeoutMs,
+  type LanguageModelConfig,
+  type ModelConfig,
+} from "../config/schema.js";
+import type { ModelportError } from "../errors.js";
+import type { EmbedResult } from "../llm/language-model.js";
+import { CostMeter } from "../metrics/cost.js";
+import type { Metrics } from "../metrics/metrics.js";
+import type { Batcher } from "../runner/batcher.js";
+import { ProcessRunner } from "../runner/process-runner.js";
+import type { Runner, RunnerLoadInfo, RunnerSpec } from "../runner/runner.js";
+import { WorkerRunner } from "../runner/worker-runner.js";
+import type { ModelSignature, TensorMap } from "../tensor.js";
+import { attachBatching } from "./batching-hook.js";
+import { MIN_RECYCLE_INTERVAL_MS, ModelLifecycle } from "./model-lifecycle.js";
+import { tensorGolden } from "./tensor-golden.js";
 
-export interface TransformersModelOptions {
+export type RunnerFactory = (config: ModelConfig) => Runner;
+
+const defaultRunnerFactory: RunnerFactory = (c) => {
+  const spec: RunnerSpec = {
+    name: c.name,
+    backend: c.backend,
+    path: c.path,
+    threads: c.threads,
+    device: c.device,
+    options: { ...c.options },
+  };
+  if (c.placement === "process") {
+    return new ProcessRunner(c.maxRssMb ? { ...spec, maxRssMb: c.maxRssMb } : spec);
+  }
+  return new WorkerRunner(spec);
+};
+
+export interface LocalTensorModelOptions {
+  runnerFactory?: RunnerFactory;
   metrics?: Metrics;
+  /** Overrides MIN_RECYCLE_INTERVAL_MS (tests). */
+  minRecycleIntervalMs?: number;
 }
 
-/** The ModelHost settings of an embedding model: one worker, batching as configured. */
+/** The runner settings of an embedding model: one worker, batching as configured. */
 export function embeddingHostConfig(c: LanguageModelConfig): ModelConfig {
   return Object.freeze({
     name: c.name,
@@ -47,109 +81,199 @@ export function embeddingHostConfig(c: LanguageModelConfig): ModelConfig {
   } satisfies ModelConfig);
 }
 
-export class TransformersLanguageModel implements LanguageModel {
-  readonly name: string;
-  readonly backend = "transformers" as const;
-  readonly capabilities: LanguageModelCapabilities = { chat: false, completion: false, embeddings: true };
+export class LocalTensorModel implements ServedModel {
+  readonly config: ModelConfig | LanguageModelConfig;
+  readonly kind: "tensor" | "language";
+  readonly capabilities: Capabilities;
   readonly created = Math.floor(Date.now() / 1000);
-  private readonly host: ModelHost;
-  private active = 0;
+  /** Compute time and its cost per request (src/metrics/cost.ts), fed by the batcher's observer. */
+  readonly cost: CostMeter;
+  private readonly run: ModelConfig;
+  private readonly runner: Runner;
+  private readonly lifecycle: ModelLifecycle<RunnerLoadInfo>;
+  private readonly log: Logger;
+  private batcher: Batcher | undefined;
+  private warnedCeiling = false;
+  private activeEmbeds = 0;
 
-  constructor(
-    readonly config: LanguageModelConfig,
-    log: Logger,
-    options: TransformersModelOptions = {},
-  ) {
-    this.name = config.name;
-    this.host = new ModelHost(embeddingHostConfig(config), log, {
-      ...(options.metrics ? { metrics: options.metrics } : {}),
-    });
-  }
-
-  start(): Promise<void> {
-    return this.host.start();
-  }
-
-  close(): Promise<void> {
-    return this.host.close();
-  }
-
-  /** The underlying host's status (batching, runner, golden diff) for /v1/models/{model}. */
-  hostStatus(): ModelStatus {
-    return this.host.status();
-  }
-
-  cost(): CostSnapshot {
-    return this.host.cost.snapshot();
-  }
-
-  status(): LanguageModelStatus & { cost: CostSnapshot } {
-    const s = this.host.status();
-    const state = s.state === "restarting" ? "loading" : s.state;
-    return {
-      name: this.name,
-      backend: this.backend,
-      state,
-      ready: s.ready,
-      ...(s.reason ? { reason: s.reason } : {}),
-      ...(s.code ? { code: s.code } : {}),
-      // A host of its own never delegates its golden check to a remote runner.
-      golden: s.golden === "runner" ? "pending" : s.golden,
-      ...(s.loadMs !== undefined ? { loadMs: s.loadMs } : {}),
-      path: s.path,
-      ...(s.bytes !== undefined ? { bytes: s.bytes } : {}),
-      ...(s.sha256 ? { sha256: s.sha256 } : {}),
-      concurrency: {
-        active: this.active,
-        waiting: s.batching.queuedRows,
-        limit: this.config.limits.maxQueueRows,
+  /** `config` is a tensor model's, or (backend transformers) an embeddings model's. */
+  constructor(config: ModelConfig | LanguageModelConfig, log: Logger, options: LocalTensorModelOptions = {}) {
+    this.config = config;
+    const embeddings = config.backend === "transformers";
+    const run = embeddings ? embeddingHostConfig(config as LanguageModelConfig) : (config as ModelConfig);
+    this.run = run;
+    this.kind = embeddings ? "language" : "tensor";
+    this.capabilities = embeddings ? EMBEDDINGS_CAPABILITIES : TENSOR_CAPABILITIES;
+    if (!embeddings) this.embed = undefined;
+    this.log = log.child({ model: config.name });
+    this.runner = (options.runnerFactory ?? defaultRunnerFactory)(run);
+    const metrics = options.metrics;
+    this.cost = new CostMeter(config.name, { pricePerHour: run.pricePerHour }, metrics?.cost);
+    const minRecycleIntervalMs = options.minRecycleIntervalMs ?? MIN_RECYCLE_INTERVAL_MS;
+    this.lifecycle = new ModelLifecycle(
+      {
+        name: run.name,
+        path: run.path,
+        ...(run.sha256 ? { sha256: run.sha256 } : {}),
+        ...(run.sha256Source ? { sha256Source: run.sha256Source } : {}),
+        ...(run.golden ? { golden: run.golden } : {}),
+        hardTimeoutMs: hardTimeoutMs(run.limits),
+        minRecycleIntervalMs,
       },
-      cost: this.host.cost.snapshot(),
-    };
+      this.runner,
+      {
+        loaded: (info) => this.loaded(info, minRecycleIntervalMs),
+        attach: (info) => {
+          this.batcher = attachBatching(run, info.signature, (inputs) => this.runner.predict(inputs), {
+            log: this.log,
+            ...(metrics ? { metrics } : {}),
+            cost: this.cost,
+            onStuck: (ms, rows) => this.lifecycle.stuck(ms, rows),
+          });
+          return this.batcher;
+        },
+        ...(run.golden
+          ? {
+              golden: (direct: boolean) =>
+                tensorGolden(run, this.lifecycle.info!.signature, (inputs) =>
+                  direct ? this.runner.predict(inputs) : this.batcher!.submit(inputs),
+                ),
+            }
+          : {}),
+        stateChanged: (state) => metrics?.modelReady.set({ model: run.name }, state === "ready" ? 1 : 0),
+      },
+      this.log,
+    );
   }
 
-  generate(): Promise<GenerateResult> {
-    return Promise.reject(
-      new ModelportError(
-        "MP_ERR_LLM_CAPABILITY_UNSUPPORTED",
-        `model '${this.name}' is an embeddings model: use POST /v1/embeddings, not chat or completions`,
-        { model: this.name },
-      ),
+  get name(): string {
+    return this.config.name;
+  }
+
+  get version(): string {
+    return this.config.version;
+  }
+
+  get backend(): ModelConfig["backend"] {
+    return this.run.backend;
+  }
+
+  get ready(): boolean {
+    return this.lifecycle.ready;
+  }
+
+  get signature(): ModelSignature | undefined {
+    return this.lifecycle.info?.signature;
+  }
+
+  /** Verifies, loads and golden-checks the model. Never throws: failures become the not-ready reason. */
+  start(): Promise<void> {
+    const c = this.run;
+    if (c.maxRssMb && c.placement !== "process") {
+      this.log.warn(
+        `${c.name}: maxRssMb applies to placement "process" only; the worker thread shares the server's memory, so it is ignored`,
+      );
+    }
+    return this.lifecycle.start();
+  }
+
+  private loaded(info: RunnerLoadInfo, minRecycleIntervalMs: number): void {
+    const c = this.run;
+    this.log.info(
+      {
+        file: c.path,
+        loadMs: Math.round(info.loadMs * 10) / 10,
+        memoryAddedBytes: info.memoryBytes,
+        threads: c.threads,
+      },
+      `loaded ${c.name} in ${info.loadMs.toFixed(1)} ms, +${(info.memoryBytes / 1048576).toFixed(1)} MiB`,
+    );
+    // Warns once when a freshly loaded runner is already above its memory ceiling.
+    const max = c.maxRssMb;
+    if (!max || c.placement !== "process" || this.warnedCeiling || info.memoryBytes <= max * 1048576) return;
+    this.warnedCeiling = true;
+    this.log.warn(
+      `${c.name}: the runner uses ${(info.memoryBytes / 1048576).toFixed(1)} MiB right after loading, above maxRssMb ${max}; it will be recycled at most once per ${minRecycleIntervalMs / 1000} s. Raise maxRssMb above the model's own footprint`,
     );
   }
 
   /**
-   * Embeds `inputs` through the batcher (so concurrent requests share inferences).
+   * Scores inputs through the batcher.
+   * @throws ModelportError MP_ERR_MODEL_NOT_READY when not ready; the batcher's codes otherwise.
+   */
+  predict(inputs: TensorMap, options?: CallOptions): Promise<TensorMap> {
+    if (!this.lifecycle.ready || !this.batcher) return Promise.reject(this.notReadyError());
+    return this.batcher.submit(inputs, options);
+  }
+
+  /**
+   * Embeds `inputs` through the batcher (so concurrent requests share inferences); backend
+   * transformers only (undefined otherwise).
    * @throws ModelportError MP_ERR_MODEL_NOT_READY, MP_ERR_MODEL_OVERLOADED, MP_ERR_DEADLINE_EXCEEDED,
    * MP_ERR_REQUEST_CANCELED, MP_ERR_INFERENCE_FAILED.
    */
-  async embed(
-    inputs: readonly string[],
-    options: { readonly signal?: AbortSignal } = {},
-  ): Promise<EmbedResult> {
-    const cancel = new CancelHandle();
-    const signal = options.signal;
-    const onAbort = () => cancel.cancel();
-    signal?.addEventListener("abort", onAbort, { once: true });
-    if (signal?.aborted) cancel.cancel();
-    this.active++;
-    try {
-      const out = await this.host.predict(
-        { text: { datatype: "BYTES", shape: [inputs.length], data: [...inputs] } },
-        { deadline: performance.now() + this.config.limits.timeoutMs, cancel },
-      );
-      const emb = out.embedding!;
-      const dim = emb.shape[1]!;
-      const data = emb.data as Float32Array;
-      const vectors: Float32Array[] = [];
-      for (let i = 0; i < inputs.length; i++) vectors.push(data.subarray(i * dim, (i + 1) * dim));
-      let promptTokens = 0;
-      for (const t of out.tokens!.data as Int32Array) promptTokens += t;
-      this.host.cost.countTokens(promptTokens);
-      return { vectors, promptTokens };
-    } finally {
-      this.active--;
-      signal?.removeEventListener("abort", onAbort);
-    }
+  embed?: (inputs: readonly string[], options?: { readonly cancel?: CancelHandle }) => Promise<EmbedResult> =
+    async (inputs, options = {}) => {
+      this.activeEmbeds++;
+      try {
+        const out = await this.predict(
+          { text: { datatype: "BYTES", shape: [inputs.length], data: [...inputs] } },
+          {
+            deadline: performance.now() + this.run.limits.timeoutMs,
+            cancel: options.cancel ?? new CancelHandle(),
+          },
+        );
+        const emb = out.embedding!;
+        const dim = emb.shape[1]!;
+        const data = emb.data as Float32Array;
+        const vectors: Float32Array[] = [];
+        for (let i = 0; i < inputs.length; i++) vectors.push(data.subarray(i * dim, (i + 1) * dim));
+        let promptTokens = 0;
+        for (const t of out.tokens!.data as Int32Array) promptTokens += t;
+        this.cost.countTokens(promptTokens);
+        return { vectors, promptTokens };
+      } finally {
+        this.activeEmbeds--;
+      }
+    };
+
+  notReadyError(): ModelportError {
+    return this.lifecycle.notReadyError();
+  }
+
+  status(): ModelStatus {
+    const c = this.run;
+    const depth = this.batcher?.depth ?? { queuedRows: 0, inFlight: 0 };
+    return {
+      name: c.name,
+      version: c.version,
+      backend: c.backend,
+      path: c.path,
+      ...this.lifecycle.status(),
+      runner: {
+        placement: c.placement,
+        ...(this.runner.pid !== undefined ? { pid: this.runner.pid } : {}),
+      },
+      batching: {
+        enabled: (c.batching.enabled ?? true) && (this.signature?.batchable ?? false),
+        maxBatchRows: c.batching.maxBatchRows,
+        maxDelayMs: c.batching.maxDelayMs,
+        ...depth,
+      },
+      ...(this.kind === "language"
+        ? {
+            concurrency: {
+              active: this.activeEmbeds,
+              waiting: depth.queuedRows,
+              limit: c.limits.maxQueueRows,
+            },
+          }
+        : {}),
+      cost: this.cost.snapshot(),
+    };
+  }
+
+  close(): Promise<void> {
+    return this.lifecycle.close();
   }
 }

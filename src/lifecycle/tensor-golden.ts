@@ -6,6 +6,7 @@ import type { GoldenFile, GoldenTensor } from "../golden.js";
 import { decodeTensor } from "../server/decode.js";
 import type { ModelSignature } from "../tensor.js";
 import { type Tensor, type TensorMap, toJsonArray } from "../tensor.js";
+import type { GoldenVerdict } from "./model-lifecycle.js";
 
 export interface GoldenDiff {
   output: string;
@@ -106,4 +107,24 @@ export function compareGolden(
     diffs.push(...compareOne(name, expected, outputs[name], toleranceFor(golden, name, defaultTolerance)));
   }
   return diffs;
+}
+
+/**
+ * The golden stage of a tensor model: scores the golden file's inputs with `run` and compares.
+ * @throws ModelportError MP_ERR_MODEL_GOLDEN_MISMATCH when the file is unreadable or lacks an input.
+ */
+export async function tensorGolden(
+  config: { golden?: string; tolerance: number },
+  signature: ModelSignature,
+  run: (inputs: TensorMap) => Promise<TensorMap>,
+): Promise<GoldenVerdict> {
+  const golden = await readGolden(config.golden!);
+  const outputs = await run(goldenInputs(golden, signature));
+  const diff = compareGolden(golden, outputs, config.tolerance);
+  if (diff.length === 0) return { passed: true };
+  return {
+    passed: false,
+    diff,
+    message: `golden check failed (${config.golden}): ${diff.map((d) => `output '${d.output}': ${d.problem}`).join("; ")}`,
+  };
 }

@@ -3,7 +3,8 @@
 // swapped file, a changed library or a changed default shows up in /readyz, not in answers.
 import { readFile } from "node:fs/promises";
 import { ModelportError } from "../errors.js";
-import type { ChatMessage, GenerateRequest } from "./language-model.js";
+import type { ChatMessage, GenerateRequest } from "../llm/language-model.js";
+import type { GoldenVerdict } from "./model-lifecycle.js";
 
 export interface LlmGoldenFile {
   description?: string;
@@ -49,5 +50,19 @@ export function goldenRequest(g: LlmGoldenFile): GenerateRequest {
     ...(g.messages ? { messages: g.messages } : { prompt: g.prompt ?? "" }),
     maxTokens: g.max_tokens,
     temperature: 0,
+  };
+}
+
+/** The golden stage of a language model: greedy text through `generate` must equal the file's. */
+export async function textGolden(
+  path: string,
+  generate: (request: GenerateRequest) => Promise<{ text: string }>,
+): Promise<GoldenVerdict> {
+  const golden = await readLlmGolden(path);
+  const got = await generate(goldenRequest(golden));
+  if (got.text === golden.text) return { passed: true };
+  return {
+    passed: false,
+    message: `golden check failed (${path}): greedy text ${JSON.stringify(got.text)}, expected ${JSON.stringify(golden.text)}`,
   };
 }

@@ -1,13 +1,15 @@
-// The contract every generative or embedding model implements (backends llama-cpp,
-// transformers, upstream), separate from the tensor models of src/models/. Routes
-// (src/server/routes/openai.ts) speak only this interface; each backend lives in
-// src/backends/<name>/ and is the only importer of its driver.
+// The contract of generate() and embed() for every language model (backends llama-cpp,
+// transformers, upstream, and the API tier's remote models), with the request and result
+// types. The models themselves are ServedModels in the one catalogue (src/catalogue/); the
+// OpenAI-compatible routes ask it for a model with the chat, completion or embeddings
+// capability. Each backend lives in src/backends/<name>/ and is the only importer of its driver.
 //
 // The contract, in short:
 // - Lifecycle. The constructor does no I/O. `start()` loads (weights, connection, golden
 //   check) and NEVER rejects: a failure shows in `status()` (state "failed", a reason and an
 //   MP_ERR_* code), which /readyz reports. `close()` is idempotent; after it, calls reject with
 //   MP_ERR_SERVER_SHUTTING_DOWN. `status()` is cheap and synchronous (read per /readyz, /metrics).
+//   Local models get all of this from the one lifecycle (src/lifecycle/model-lifecycle.ts).
 // - generate(). Resolves once the whole answer is known, with the full text, why it ended and
 //   token usage (the backend's own counts; an estimate is acceptable for `upstream` if it says
 //   so in a comment). While generating, `onDelta(text)` is called with each new piece of text,
@@ -15,7 +17,7 @@
 //   equals the resolved `text`. A stop sequence is never part of the text or a delta (backends
 //   hold back a tail that could still become a stop sequence: StopScanner in stop-scanner.ts
 //   does it). Deltas are what SSE streams.
-// - Abort. `signal` aborts when the client disconnects. The backend must stop computing and
+// - Abort. `cancel` (src/cancel.ts) is canceled when the client disconnects. The backend must stop computing and
 //   free its slot (sequence, connection) at once, so the next waiting request gets it, then
 //   reject with ModelportError MP_ERR_REQUEST_CANCELED. A request aborted while it waits for a
 //   slot leaves the queue at once.
@@ -33,24 +35,14 @@
 // - Concurrency and queueing are the backend's: it admits what it can run, queues up to its
 //   configured limit and refuses the rest with MP_ERR_MODEL_OVERLOADED; `status().concurrency`
 //   reports the numbers the metrics read at scrape time.
-import type { ErrorCode } from "../errors.js";
-import type { CostSnapshot } from "../metrics/cost.js";
+import type { CancelHandle } from "../cancel.js";
 
-/** The config `backend` values that are served through this interface. */
+/** The config `backend` values that are language models. */
 export const LANGUAGE_BACKENDS = ["llama-cpp", "transformers", "upstream"] as const;
 export type LanguageBackend = (typeof LANGUAGE_BACKENDS)[number];
 
 export function isLanguageBackend(backend: string): backend is LanguageBackend {
   return (LANGUAGE_BACKENDS as readonly string[]).includes(backend);
-}
-
-export interface LanguageModelCapabilities {
-  /** Answers a list of messages (POST /v1/chat/completions). */
-  readonly chat: boolean;
-  /** Continues a raw prompt (POST /v1/completions). */
-  readonly completion: boolean;
-  /** Turns texts into vectors (POST /v1/embeddings); then `embed` exists. */
-  readonly embeddings: boolean;
 }
 
 export interface ChatMessage {
@@ -87,8 +79,8 @@ export interface GenerateResult {
 }
 
 export interface GenerateOptions {
-  /** Aborts when the client goes away: stop, free the slot, reject with MP_ERR_REQUEST_CANCELED. */
-  readonly signal?: AbortSignal;
+  /** Canceled when the client goes away: stop, free the slot, reject with MP_ERR_REQUEST_CANCELED. */
+  readonly cancel?: CancelHandle;
   /** Each new piece of text, in order; never "", never after the promise settles. */
   readonly onDelta?: (text: string) => void;
 }
@@ -97,48 +89,4 @@ export interface EmbedResult {
   /** One vector per input, in input order. */
   readonly vectors: readonly (Float32Array | readonly number[])[];
   readonly promptTokens: number;
-}
-
-export type LanguageModelState = "loading" | "ready" | "failed" | "closed";
-
-export interface LanguageModelStatus {
-  readonly name: string;
-  readonly backend: LanguageBackend;
-  readonly state: LanguageModelState;
-  readonly ready: boolean;
-  /** Why not ready, in words; absent when ready. */
-  readonly reason?: string;
-  readonly code?: ErrorCode;
-  /** "none" when the config gives no golden file. */
-  readonly golden: "passed" | "failed" | "none" | "pending";
-  readonly loadMs?: number;
-  /** The model file, when there is one. */
-  readonly path?: string;
-  readonly bytes?: number;
-  readonly sha256?: string;
-  /** Requests generating now, waiting for a slot, and the most that may run at once. */
-  readonly concurrency: { readonly active: number; readonly waiting: number; readonly limit: number };
-  /** Context window in tokens, when known. */
-  readonly contextSize?: number;
-  /** Prompt tokens evaluated per batch, as the backend runs it (llama-cpp: the context's batch size). */
-  readonly batchSize?: number;
-  /** Requests, compute time, tokens and estimated dollars so far (src/metrics/cost.ts), when the backend counts them. */
-  readonly cost?: CostSnapshot;
-}
-
-export interface LanguageModel {
-  readonly name: string;
-  readonly backend: LanguageBackend;
-  readonly capabilities: LanguageModelCapabilities;
-  /** Unix seconds when the model was created (OpenAI's `created`); the config's load time is fine. */
-  readonly created: number;
-  /** Loads and checks; never rejects (see the contract above). */
-  start(): Promise<void>;
-  /** Idempotent; aborts running generations and waits for them to free their slots. */
-  close(): Promise<void>;
-  status(): LanguageModelStatus;
-  /** @throws ModelportError (see the contract above). */
-  generate(request: GenerateRequest, options?: GenerateOptions): Promise<GenerateResult>;
-  /** Present when capabilities.embeddings. @throws ModelportError. */
-  embed?(inputs: readonly string[], options?: { readonly signal?: AbortSignal }): Promise<EmbedResult>;
 }

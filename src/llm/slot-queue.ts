@@ -2,6 +2,7 @@
 // connections) handed out first come, first served, with a bounded wait line. Beyond the line
 // a request is refused at once with a retryable 503, so a burst never piles up unbounded work;
 // a waiter whose client leaves, or whose deadline passes, leaves the line at once.
+import type { CancelHandle } from "../cancel.js";
 import { ModelportError } from "../errors.js";
 
 interface Waiter<T> {
@@ -50,12 +51,12 @@ export class SlotQueue<T> {
 
   /**
    * A free slot, now or when one is released.
-   * @throws ModelportError MP_ERR_MODEL_OVERLOADED (line full), MP_ERR_REQUEST_CANCELED (signal
-   * aborted), MP_ERR_DEADLINE_EXCEEDED (waited maxWaitMs), MP_ERR_SERVER_SHUTTING_DOWN (closed).
+   * @throws ModelportError MP_ERR_MODEL_OVERLOADED (line full), MP_ERR_REQUEST_CANCELED (canceled
+   * by the client), MP_ERR_DEADLINE_EXCEEDED (waited maxWaitMs), MP_ERR_SERVER_SHUTTING_DOWN (closed).
    */
-  acquire(signal?: AbortSignal): Promise<T> {
+  acquire(cancel?: CancelHandle): Promise<T> {
     if (this.closed) return Promise.reject(this.closedError());
-    if (signal?.aborted) return Promise.reject(canceled());
+    if (cancel?.canceled) return Promise.reject(canceled());
     const slot = this.free.pop();
     if (slot !== undefined) {
       this.takenAt.set(slot, performance.now());
@@ -73,6 +74,7 @@ export class SlotQueue<T> {
     }
     return new Promise<T>((resolve, reject) => {
       let timer: NodeJS.Timeout | undefined;
+      let detach: (() => void) | undefined;
       const onAbort = () => {
         this.remove(waiter);
         reject(canceled());
@@ -82,10 +84,10 @@ export class SlotQueue<T> {
         reject,
         cleanup: () => {
           if (timer) clearTimeout(timer);
-          signal?.removeEventListener("abort", onAbort);
+          detach?.();
         },
       };
-      signal?.addEventListener("abort", onAbort, { once: true });
+      detach = cancel?.onCancel(onAbort);
       if (this.options.maxWaitMs !== undefined) {
         timer = setTimeout(() => {
           this.remove(waiter);

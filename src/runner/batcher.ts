@@ -6,10 +6,11 @@
 // batch on the runner longer than the hard limit is reported (onStuck) so the runner can be
 // replaced. Nothing in the batch path can escape as an unhandled rejection: every failure
 // becomes an error for the requests it concerns.
+
+import type { CancelHandle } from "../cancel.js";
 import { ModelportError } from "../errors.js";
 import type { TensorMap } from "../tensor.js";
 import { ArrivalRate, type BatchSettings, CostModel, decide } from "./batch-policy.js";
-import type { CancelHandle } from "./cancel.js";
 import { checkOutputs, concatBatch, joinable, sliceRows, splitBatch } from "./tensor-batch.js";
 
 export interface SubmitOptions {

@@ -1,17 +1,16 @@
-// buildApp: the Fastify instance with every route and plugin, the model registry and the
+// buildApp: the Fastify instance with every route and plugin, the model catalogue and the
 // drain logic. It never listens by itself: tests inject requests, cli/serve listens.
 import { hostname } from "node:os";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import { type Logger, pino } from "pino";
+import { Catalogue } from "../catalogue/catalogue.js";
 import type { Config } from "../config/schema.js";
 import { ModelportError } from "../errors.js";
 import { JobQueue } from "../jobs/job-queue.js";
 import type { JobStore } from "../jobs/job-store.js";
 import { openJobStore, purgeExpired } from "../jobs/open-job-store.js";
-import { LanguageModelRegistry } from "../llm/language-model-registry.js";
+import type { RunnerFactory } from "../lifecycle/local-tensor-model.js";
 import { Metrics } from "../metrics/metrics.js";
-import type { RunnerFactory } from "../models/model-host.js";
-import { ModelRegistry } from "../models/model-registry.js";
 import { resolveWebhookSecret } from "../notify/webhook.js";
 import type { BlobStore } from "../storage/blob-store.js";
 import { createBlobStore } from "../storage/create-blob-store.js";
@@ -45,7 +44,8 @@ export interface BuildOptions {
 
 export interface ModelportApp {
   readonly app: FastifyInstance;
-  readonly registry: ModelRegistry;
+  /** Every served model, tensor and language. */
+  readonly catalogue: Catalogue;
   readonly jobs: JobQueue;
   readonly metrics: Metrics;
   readonly context: AppContext;
@@ -88,9 +88,11 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   // Split tiers: every metric says which tier and process it is from. `instance_id`, since
   // Prometheus sets `instance` itself (the scrape target).
   if (role !== "all") metrics.registry.setDefaultLabels({ role, instance_id: instance });
-  const registry = new ModelRegistry(config, logger, {
+  const catalogue = new Catalogue(config, {
+    log: logger,
     metrics,
     ...(options.runnerFactory ? { runnerFactory: options.runnerFactory } : {}),
+    ...(config.server.apiKeys[0] ? { runnerApiKey: config.server.apiKeys[0] } : {}),
   });
   const cwd = options.cwd ?? process.cwd();
   const jobStore = options.jobStore ?? openJobStore(config.jobs, cwd);
@@ -100,7 +102,7 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     ...(webhookSecret ? { webhookSecret } : {}),
     store: jobStore,
     blobs: blobStore,
-    registry,
+    catalogue,
     config: config.jobs,
     log: logger,
   });
@@ -110,21 +112,14 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     600_000,
   );
   purgeTimer.unref();
-  const languageModels = new LanguageModelRegistry(config.languageModels ?? [], {
-    log: logger,
-    metrics,
-    ...(registry.pool ? { pool: registry.pool } : {}),
-    ...(config.server.apiKeys[0] ? { runnerApiKey: config.server.apiKeys[0] } : {}),
-  });
   metrics.languageModelLoad = () =>
-    languageModels.all().map((m) => {
-      const c = m.status().concurrency;
-      return { model: m.name, active: c.active, waiting: c.waiting };
+    catalogue.all().flatMap((m) => {
+      const c = m.kind === "language" ? m.status().concurrency : undefined;
+      return c ? [{ model: m.name, active: c.active, waiting: c.waiting }] : [];
     });
   const context: AppContext = {
     config,
-    registry,
-    languageModels,
+    catalogue,
     metrics,
     jobs,
     streams: new StreamSlots(config.limits),
@@ -197,11 +192,7 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   jobRoutes(app, context);
   jobsWebSocketRoute(app, context);
   openaiRoutes(app, context);
-  openAiEmbeddingsRoutes(app, {
-    lookup: (name) => languageModels.get(name),
-    isTensorModel: (name) => registry.all().some((h) => h.config.name === name),
-    maxInputs: config.limits.maxBatchRows,
-  });
+  openAiEmbeddingsRoutes(app, context);
 
   let closing: Promise<void> | undefined;
   const drain = async () => {
@@ -214,24 +205,22 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     if (inFlight > 0)
       logger.warn({ inFlight }, "drain timeout reached; closing with requests still in flight");
     await app.close();
-    await registry.closeAll();
-    await languageModels.closeAll();
+    await catalogue.closeAll();
     await jobStore.close();
     await blobStore.close();
   };
 
   return {
     app,
-    registry,
+    catalogue,
     metrics,
     context,
     jobs,
     async loadModels() {
-      await registry.startAll();
-      await languageModels.startAll();
+      await catalogue.startAll();
       // The API tier accepts jobs; the runners, which hold the models, execute them.
       if (role !== "api") jobs.start();
-      for (const h of registry.all()) {
+      for (const h of catalogue.all()) {
         const s = h.status();
         if (s.loadMs !== undefined) metrics.modelLoadSeconds.set({ model: s.name }, s.loadMs / 1000);
         metrics.modelReady.set({ model: s.name }, s.ready ? 1 : 0);

@@ -1,22 +1,20 @@
 // What every route needs: the models, the metrics and whether the server is draining; and
 // how a request's deadline and disconnect reach the model's queue.
 import type { FastifyRequest } from "fastify";
+import { CancelHandle } from "../cancel.js";
+import type { Catalogue } from "../catalogue/catalogue.js";
+import type { ServedModel } from "../catalogue/served-model.js";
 import type { Config } from "../config/schema.js";
 import { ModelportError } from "../errors.js";
 import type { JobQueue } from "../jobs/job-queue.js";
-import type { LanguageModelRegistry } from "../llm/language-model-registry.js";
 import type { Metrics } from "../metrics/metrics.js";
-import type { ModelRegistry } from "../models/model-registry.js";
-import type { ServedModel } from "../models/served-model.js";
-import { CancelHandle } from "../runner/cancel.js";
 import type { TensorMap } from "../tensor.js";
 import type { StreamSlots } from "./stream-slots.js";
 
 export interface AppContext {
   readonly config: Config;
-  readonly registry: ModelRegistry;
-  /** Language models (llama-cpp, transformers, upstream) behind the OpenAI-compatible routes. */
-  readonly languageModels: LanguageModelRegistry;
+  /** Every served model, tensor and language, local or remote. */
+  readonly catalogue: Catalogue;
   readonly metrics: Metrics;
   readonly jobs: JobQueue;
   /** Long-lived connections held (job event streams, job WebSockets), total and per API key. */
@@ -27,7 +25,7 @@ export interface AppContext {
 
 declare module "fastify" {
   interface FastifyRequest {
-    /** Set by infer(): canceled when the client disconnects before its answer. */
+    /** Set by requestCancel(): canceled when the client disconnects before its answer. */
     cancelHandle?: CancelHandle;
   }
 }
@@ -51,7 +49,15 @@ export function infer(host: ServedModel, inputs: TensorMap, req: FastifyRequest)
     }
     timeoutMs = n;
   }
-  const cancel = new CancelHandle();
-  req.cancelHandle = cancel;
-  return host.predict(inputs, { deadline: performance.now() + timeoutMs, cancel, requestId: req.id });
+  return host.predict!(inputs, {
+    deadline: performance.now() + timeoutMs,
+    cancel: requestCancel(req),
+    requestId: req.id,
+  });
+}
+
+/** The request's cancellation handle (src/cancel.ts), canceled when its client disconnects before the answer. */
+export function requestCancel(req: FastifyRequest): CancelHandle {
+  req.cancelHandle ??= new CancelHandle();
+  return req.cancelHandle;
 }

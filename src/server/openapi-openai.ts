@@ -1,6 +1,7 @@
 // The OpenAI-compatible routes in the OpenAPI document and on /docs: which language models each
 // route takes (by capability), the request fields modelport reads, and a curl example per model.
-import type { LanguageModel } from "../llm/language-model.js";
+
+import type { ServedModel } from "../catalogue/served-model.js";
 
 type Schema = Record<string, unknown>;
 
@@ -59,7 +60,7 @@ function route(summary: string, models: string[], properties: Schema, required: 
 }
 
 /** OpenAPI paths for the OpenAI routes; a route no served model can answer is left out. */
-export function openaiPaths(models: readonly LanguageModel[]): Record<string, Schema> {
+export function openaiPaths(models: readonly ServedModel[]): Record<string, Schema> {
   const names = (cap: "chat" | "completion" | "embeddings") =>
     models.filter((m) => m.capabilities[cap]).map((m) => m.name);
   const paths: Record<string, Schema> = {};
@@ -111,7 +112,7 @@ export function openaiPaths(models: readonly LanguageModel[]): Record<string, Sc
 }
 
 /** A curl command for the first route the model answers. */
-export function openaiExample(model: LanguageModel, origin: string): string {
+export function openaiExample(model: ServedModel, origin: string): string {
   const c = model.capabilities;
   const [path, body] = c.chat
     ? [

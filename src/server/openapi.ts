@@ -1,7 +1,6 @@
 // Builds the OpenAPI 3.1 document from the models actually served, so each model's predict
 // and infer operations show its real input names, datatypes and shapes.
-import type { LanguageModel } from "../llm/language-model.js";
-import type { ServedModel } from "../models/served-model.js";
+import type { ServedModel } from "../catalogue/served-model.js";
 import type { Datatype, TensorSpec } from "../tensor.js";
 import { openaiPaths } from "./openapi-openai.js";
 
@@ -81,7 +80,7 @@ const errorRef = { $ref: "#/components/schemas/Error" };
 export function buildOpenApi(
   hosts: ServedModel[],
   version: string,
-  languageModels: readonly LanguageModel[] = [],
+  languageModels: readonly ServedModel[] = [],
 ): Schema {
   const paths: Record<string, Schema> = openaiPaths(languageModels);
   for (const host of hosts) {

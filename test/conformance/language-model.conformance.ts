@@ -1,14 +1,16 @@
-// The contract every LanguageModel keeps (src/llm/language-model.ts), as one suite any backend
+// The contract every ServedModel keeps (src/llm/language-model.ts), as one suite any backend
 // can be run through: deltas that add up to the answer, usage, greedy determinism, stop
 // sequences, abort that frees the slot at once, a bounded wait line refused with a retryable
 // 503, and close. Timing-free: "at once" is checked by what happens next, not by a clock.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import type { GenerateRequest, LanguageModel } from "../../src/llm/language-model.js";
+import { CancelHandle } from "../../src/cancel.js";
+import type { ServedModel } from "../../src/catalogue/served-model.js";
+import type { GenerateRequest } from "../../src/llm/language-model.js";
 
 export interface LanguageModelFixture {
   /** Started and ready; nothing else uses it. */
-  model: LanguageModel;
+  model: ServedModel;
   /** llm.maxWaiting the model was configured with (the wait line beyond its concurrency limit). */
   maxWaiting: number;
   /** A greedy request whose answer has at least 6 pieces of text with maxTokens 12. */
@@ -26,7 +28,7 @@ const codeOf = (err: unknown) => (err as { code?: string }).code;
 export function languageModelConformance(name: string, make: () => Promise<LanguageModelFixture>): void {
   describe(`LanguageModel conformance: ${name}`, () => {
     let f: LanguageModelFixture;
-    let model: LanguageModel;
+    let model: ServedModel;
 
     before(async () => {
       f = await make();
@@ -40,16 +42,14 @@ export function languageModelConformance(name: string, make: () => Promise<Langu
 
     /** Starts a long generation and resolves once its first delta arrived (it holds a slot now). */
     async function hold(): Promise<{ abort(): void; done: Promise<unknown> }> {
-      const ac = new AbortController();
+      const ac = new CancelHandle();
       let first!: () => void;
       const started = new Promise<void>((r) => {
         first = r;
       });
-      const done = model
-        .generate(f.long, { signal: ac.signal, onDelta: () => first() })
-        .catch((e: unknown) => e);
+      const done = model.generate!(f.long, { cancel: ac, onDelta: () => first() }).catch((e: unknown) => e);
       await Promise.race([started, done]);
-      return { abort: () => ac.abort(), done };
+      return { abort: () => ac.cancel(), done };
     }
 
     it("is ready, with no work in flight", () => {
@@ -58,15 +58,15 @@ export function languageModelConformance(name: string, make: () => Promise<Langu
       assert.equal(s.state, "ready");
       assert.equal(s.name, model.name);
       assert.deepEqual(
-        { active: s.concurrency.active, waiting: s.concurrency.waiting },
+        { active: s.concurrency!.active, waiting: s.concurrency!.waiting },
         { active: 0, waiting: 0 },
       );
-      assert.ok(s.concurrency.limit >= 1);
+      assert.ok(s.concurrency!.limit >= 1);
     });
 
     it("streams deltas that add up to the answer, and counts tokens", async () => {
       const deltas: string[] = [];
-      const r = await model.generate(f.request, { onDelta: (d) => deltas.push(d) });
+      const r = await model.generate!(f.request, { onDelta: (d) => deltas.push(d) });
       assert.ok(deltas.length >= 2, `deltas: ${JSON.stringify(deltas)}`);
       assert.ok(deltas.every((d) => d !== ""));
       assert.equal(deltas.join(""), r.text);
@@ -77,59 +77,59 @@ export function languageModelConformance(name: string, make: () => Promise<Langu
 
     it("repeats greedy answers exactly", async (t) => {
       if (!f.deterministic) return t.skip("the backend does not promise it");
-      const a = await model.generate(f.request);
-      const b = await model.generate(f.request);
+      const a = await model.generate!(f.request);
+      const b = await model.generate!(f.request);
       assert.equal(a.text, b.text);
     });
 
     it("ends at a stop sequence, which is in neither the text nor a delta", async () => {
-      const full = (await model.generate(f.request)).text;
+      const full = (await model.generate!(f.request)).text;
       const stop = full.slice(Math.floor(full.length / 2), Math.floor(full.length / 2) + 3);
       const deltas: string[] = [];
-      const r = await model.generate({ ...f.request, stop: [stop] }, { onDelta: (d) => deltas.push(d) });
+      const r = await model.generate!({ ...f.request, stop: [stop] }, { onDelta: (d) => deltas.push(d) });
       assert.equal(r.text, full.slice(0, full.indexOf(stop)));
       assert.equal(r.finishReason, "stop");
       assert.equal(deltas.join(""), r.text);
     });
 
     it("rejects an aborted request with MP_ERR_REQUEST_CANCELED and frees its slot for the next", async () => {
-      const limit = model.status().concurrency.limit;
+      const limit = model.status().concurrency!.limit;
       const held = await Promise.all(Array.from({ length: limit }, () => hold()));
-      assert.equal(model.status().concurrency.active, limit);
+      assert.equal(model.status().concurrency!.active, limit);
       // The next request waits for a slot...
-      const next = model.generate(f.request);
+      const next = model.generate!(f.request);
       // ...and gets the one the aborted request frees.
       held[0]!.abort();
       assert.equal(codeOf(await held[0]!.done), "MP_ERR_REQUEST_CANCELED");
       assert.equal((await next).finishReason, "length");
       for (const h of held.slice(1)) h.abort();
       await Promise.all(held.map((h) => h.done));
-      assert.equal(model.status().concurrency.active, 0);
-      const already = new AbortController();
-      already.abort();
+      assert.equal(model.status().concurrency!.active, 0);
+      const already = new CancelHandle();
+      already.cancel();
       await assert.rejects(
-        model.generate(f.request, { signal: already.signal }),
+        model.generate!(f.request, { cancel: already }),
         (e) => codeOf(e) === "MP_ERR_REQUEST_CANCELED",
       );
     });
 
     it("queues up to maxWaiting, then refuses with a retryable MP_ERR_MODEL_OVERLOADED", async () => {
-      const limit = model.status().concurrency.limit;
+      const limit = model.status().concurrency!.limit;
       const held = await Promise.all(Array.from({ length: limit }, () => hold()));
       const waiting = Array.from({ length: f.maxWaiting }, () => {
-        const ac = new AbortController();
-        return { ac, done: model.generate(f.request, { signal: ac.signal }).catch((e: unknown) => e) };
+        const ac = new CancelHandle();
+        return { ac, done: model.generate!(f.request, { cancel: ac }).catch((e: unknown) => e) };
       });
-      assert.equal(model.status().concurrency.waiting, f.maxWaiting);
-      await assert.rejects(model.generate(f.request), (e: unknown) => {
+      assert.equal(model.status().concurrency!.waiting, f.maxWaiting);
+      await assert.rejects(model.generate!(f.request), (e: unknown) => {
         assert.equal(codeOf(e), "MP_ERR_MODEL_OVERLOADED");
         assert.equal((e as { retryable: boolean }).retryable, true);
         assert.ok(((e as { details?: { retryAfterSeconds?: number } }).details?.retryAfterSeconds ?? 0) >= 1);
         return true;
       });
-      for (const w of waiting) w.ac.abort();
+      for (const w of waiting) w.ac.cancel();
       for (const w of waiting) assert.equal(codeOf(await w.done), "MP_ERR_REQUEST_CANCELED");
-      assert.equal(model.status().concurrency.waiting, 0);
+      assert.equal(model.status().concurrency!.waiting, 0);
       for (const h of held) h.abort();
       await Promise.all(held.map((h) => h.done));
     });
@@ -141,7 +141,7 @@ export function languageModelConformance(name: string, make: () => Promise<Langu
         ["MP_ERR_SERVER_SHUTTING_DOWN", "MP_ERR_REQUEST_CANCELED"].includes(codeOf(await h.done) ?? ""),
       );
       assert.equal(model.status().ready, false);
-      await assert.rejects(model.generate(f.request), (e) =>
+      await assert.rejects(model.generate!(f.request), (e) =>
         ["MP_ERR_SERVER_SHUTTING_DOWN", "MP_ERR_MODEL_NOT_READY"].includes(codeOf(e) ?? ""),
       );
     });

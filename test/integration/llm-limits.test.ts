@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
 import { stringify } from "yaml";
-import type { LlmGoldenFile } from "../../src/llm/llm-golden.js";
+import type { LlmGoldenFile } from "../../src/lifecycle/text-golden.js";
 import { testModels } from "../helpers/models.js";
 import { CLI, type InProcessServer, startInProcess } from "../helpers/server.js";
 

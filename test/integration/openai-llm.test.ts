@@ -6,7 +6,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import OpenAI from "openai";
-import type { LlmGoldenFile } from "../../src/llm/llm-golden.js";
+import type { LlmGoldenFile } from "../../src/lifecycle/text-golden.js";
 import { testModels } from "../helpers/models.js";
 import { type InProcessServer, startInProcess } from "../helpers/server.js";
 

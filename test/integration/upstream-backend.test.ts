@@ -2,6 +2,7 @@
 // plain and streamed chat, retries on 429 (Retry-After honoured), 5xx and dropped connections,
 // the API key from its environment variable, and a clear error when the upstream keeps failing;
 // then the same through a real listening server with the official openai client.
+
 import assert from "node:assert/strict";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -11,6 +12,7 @@ import OpenAI from "openai";
 import { pino } from "pino";
 import { stringify } from "yaml";
 import { UpstreamLanguageModel } from "../../src/backends/upstream/upstream-language-model.js";
+import { CancelHandle } from "../../src/cancel.js";
 import { parsePrometheus } from "../../src/cli/cost.js";
 import {
   type LanguageModelConfig,
@@ -106,17 +108,17 @@ describe("upstream backend (real HTTP stub)", () => {
 
   it("stops the upstream call when the client goes away: MP_ERR_REQUEST_CANCELED", async () => {
     stub.streamGapMs = 300;
-    const abort = new AbortController();
+    const abort = new CancelHandle();
     const deltas: string[] = [];
     try {
       await assert.rejects(
         model.generate(
           { messages: [{ role: "user", content: "hi" }] },
           {
-            signal: abort.signal,
+            cancel: abort,
             onDelta: (d) => {
               deltas.push(d);
-              abort.abort();
+              abort.cancel();
             },
           },
         ),

@@ -4,9 +4,9 @@
 // its input and records each batch it saw; the real models are covered by integration tests.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { CancelHandle } from "../../src/cancel.js";
 import { ModelportError } from "../../src/errors.js";
 import { Batcher, type BatcherOptions } from "../../src/runner/batcher.js";
-import { CancelHandle } from "../../src/runner/cancel.js";
 import type { TensorMap } from "../../src/tensor.js";
 
 const rowsOf = (...values: number[][]): TensorMap => ({

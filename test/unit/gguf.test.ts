@@ -17,7 +17,7 @@ import {
 } from "../../examples/build/llama-model.js";
 import { buildTinyLlama, TINY_LLAMA } from "../../examples/build/models/tiny-llama.js";
 import { GgmlType, llamaMetadataProblems, readGgufHeader } from "../../src/backends/llama-cpp/gguf-file.js";
-import { LlamaCppModel } from "../../src/backends/llama-cpp/llama-cpp-model.js";
+import { createLanguageModel } from "../../src/catalogue/model-factory.js";
 import { type LanguageModelConfig, llmSchema } from "../../src/config/schema.js";
 
 const dir = mkdtempSync(join(tmpdir(), "modelport-gguf-"));
@@ -127,7 +127,7 @@ describe("llama metadata check", () => {
       llm: llmSchema.parse({ contextSize: 256, sequences: 1, maxWaiting: 0 }),
       options: {},
     };
-    const model = new LlamaCppModel(config, { log: pino({ level: "silent" }) });
+    const model = createLanguageModel(config, { log: pino({ level: "silent" }) });
     await model.start();
     const s = model.status();
     assert.equal(s.state, "failed");

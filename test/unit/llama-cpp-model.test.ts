@@ -1,8 +1,8 @@
-// LlamaCppModel through the LanguageModel conformance suite: the real tiny-llama GGUF on the real
+// A llama-cpp model (the one lifecycle around LlamaCppEngine) through the LanguageModel conformance suite: the real tiny-llama GGUF on the real
 // node-llama-cpp, with one sequence and with two.
 import { join } from "node:path";
 import { pino } from "pino";
-import { LlamaCppModel } from "../../src/backends/llama-cpp/llama-cpp-model.js";
+import { createLanguageModel } from "../../src/catalogue/model-factory.js";
 import { type LanguageModelConfig, llmSchema } from "../../src/config/schema.js";
 import { languageModelConformance } from "../conformance/language-model.conformance.js";
 import { testModels } from "../helpers/models.js";
@@ -22,7 +22,7 @@ for (const sequences of [1, 2]) {
       llm: llmSchema.parse({ contextSize: 8192, sequences, maxWaiting }),
       options: {},
     };
-    const model = new LlamaCppModel(config, { log: pino({ level: "silent" }) });
+    const model = createLanguageModel(config, { log: pino({ level: "silent" }) });
     await model.start();
     return {
       model,

@@ -2,6 +2,7 @@
 // leaves (client gone, deadline, shutdown) leaves at once.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { CancelHandle } from "../../src/cancel.js";
 import { SlotQueue } from "../../src/llm/slot-queue.js";
 
 const code = (c: string) => (err: unknown) => (err as { code?: string }).code === c;
@@ -27,15 +28,15 @@ describe("SlotQueue", () => {
     assert.equal(q.active, 1);
   });
 
-  it("drops a waiter whose signal aborts, and refuses an already aborted one", async () => {
+  it("drops a waiter whose client cancels, and refuses an already canceled one", async () => {
     const q = new SlotQueue([1], { name: "m", maxWaiting: 5 });
     await q.acquire();
-    const ac = new AbortController();
-    const waiting = q.acquire(ac.signal);
-    ac.abort();
+    const cancel = new CancelHandle();
+    const waiting = q.acquire(cancel);
+    cancel.cancel();
     await assert.rejects(waiting, code("MP_ERR_REQUEST_CANCELED"));
     assert.equal(q.waiting, 0);
-    await assert.rejects(q.acquire(ac.signal), code("MP_ERR_REQUEST_CANCELED"));
+    await assert.rejects(q.acquire(cancel), code("MP_ERR_REQUEST_CANCELED"));
   });
 
   it("gives up on a wait longer than maxWaitMs with 504, and refuses everyone once closed", async () => {

@@ -8,7 +8,7 @@
 import { createHash } from "node:crypto";
 import { writeFile } from "node:fs/promises";
 import path from "node:path";
-import type { LlmGoldenFile } from "../../../src/llm/llm-golden.js";
+import type { LlmGoldenFile } from "../../../src/lifecycle/text-golden.js";
 import { formatJson } from "../artifacts.js";
 import {
   buildLlamaGguf,

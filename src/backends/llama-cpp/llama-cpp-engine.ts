@@ -1,5 +1,7 @@
 // The llama-cpp backend: a GGUF model served through node-llama-cpp (the only module that
-// imports it, lazily, so a server without GGUF models never loads llama.cpp). One context with
+// imports it, lazily, so a server without GGUF models never loads llama.cpp). It supplies load,
+// generate and close to the one model lifecycle (src/lifecycle/local-language-model.ts), which
+// owns the checksum, the golden check and readiness. One context with
 // `llm.sequences` parallel sequences; each request holds one sequence while it generates, and
 // waits in a bounded line (SlotQueue) when all are busy. Threads are always set from the
 // model's config: llama.cpp's default (all cores, at least 4) collapses throughput on small
@@ -17,22 +19,17 @@ import type {
 } from "node-llama-cpp";
 import type { Logger } from "pino";
 import type { LanguageModelConfig } from "../../config/schema.js";
-import { type ErrorCode, isModelportError, ModelportError } from "../../errors.js";
+import { ModelportError } from "../../errors.js";
+import type { LanguageEngine } from "../../llm/language-engine.js";
 import type {
   ChatMessage,
   FinishReason,
   GenerateOptions,
   GenerateRequest,
   GenerateResult,
-  LanguageModel,
-  LanguageModelCapabilities,
-  LanguageModelState,
-  LanguageModelStatus,
 } from "../../llm/language-model.js";
-import { goldenRequest, readLlmGolden } from "../../llm/llm-golden.js";
 import { SlotQueue } from "../../llm/slot-queue.js";
 import { StopScanner } from "../../llm/stop-scanner.js";
-import { fileDigest } from "../../models/file-digest.js";
 import { llamaMetadataProblems, readGgufHeader } from "./gguf-file.js";
 
 type NodeLlamaCpp = typeof import("node-llama-cpp");
@@ -77,16 +74,8 @@ export interface LlamaCppDeps {
   log: Logger;
 }
 
-export class LlamaCppModel implements LanguageModel {
+export class LlamaCppEngine implements LanguageEngine {
   readonly name: string;
-  readonly backend = "llama-cpp" as const;
-  readonly created = Math.floor(Date.now() / 1000);
-  private state: LanguageModelState = "loading";
-  private reason: string | undefined = "loading";
-  private code: ErrorCode | undefined;
-  private golden: LanguageModelStatus["golden"];
-  private loadMs: number | undefined;
-  private digest: { sha256: string; bytes: number } | undefined;
   private model: LlamaModel | undefined;
   private context: LlamaContext | undefined;
   private chatWrapper: JinjaTemplateChatWrapper | undefined;
@@ -95,33 +84,21 @@ export class LlamaCppModel implements LanguageModel {
   private readonly running = new Map<Promise<unknown>, AbortController>();
   private closed: Promise<void> | undefined;
   private readonly log: Logger;
-  private caps: LanguageModelCapabilities = { chat: false, completion: true, embeddings: false };
 
   constructor(
     readonly config: LanguageModelConfig,
     deps: LlamaCppDeps,
   ) {
     this.name = config.name;
-    this.golden = config.golden ? "pending" : "none";
     this.log = deps.log.child({ model: config.name });
   }
 
-  get capabilities(): LanguageModelCapabilities {
-    return this.caps;
+  get chat(): boolean {
+    return this.chatWrapper !== undefined;
   }
 
-  status(): LanguageModelStatus {
+  details(): ReturnType<LanguageEngine["details"]> {
     return {
-      name: this.name,
-      backend: this.backend,
-      state: this.state,
-      ready: this.state === "ready",
-      ...(this.state !== "ready" && this.reason ? { reason: this.reason } : {}),
-      ...(this.code ? { code: this.code } : {}),
-      golden: this.golden,
-      ...(this.loadMs !== undefined ? { loadMs: this.loadMs } : {}),
-      path: this.config.path,
-      ...(this.digest ? { bytes: this.digest.bytes, sha256: this.digest.sha256 } : {}),
       concurrency: {
         active: this.slots?.active ?? 0,
         waiting: this.slots?.waiting ?? 0,
@@ -131,47 +108,29 @@ export class LlamaCppModel implements LanguageModel {
     };
   }
 
-  async start(): Promise<void> {
+  async start(): Promise<{ loadMs: number }> {
     const started = performance.now();
+    if (this.closed)
+      throw new ModelportError("MP_ERR_SERVER_SHUTTING_DOWN", `model '${this.name}' is closed`);
     try {
       await this.load();
-      this.loadMs = performance.now() - started;
-      if (this.config.golden) await this.checkGolden(this.config.golden);
-      if (this.state === "closed") return;
-      this.state = "ready";
-      this.reason = undefined;
-      this.log.info(
-        {
-          loadMs: Math.round(this.loadMs),
-          threads: this.config.threads,
-          sequences: this.config.llm.sequences,
-        },
-        "language model ready",
-      );
     } catch (err) {
-      if (this.state === "closed") return;
-      const mp = isModelportError(err)
-        ? err
-        : new ModelportError(
-            "MP_ERR_MODEL_LOAD_FAILED",
-            `cannot load ${this.config.path}: ${(err as Error).message}`,
-          );
-      this.state = "failed";
-      this.reason = mp.message;
-      this.code = mp.code;
-      this.log.error({ code: mp.code }, mp.message);
+      if (err instanceof ModelportError) throw err;
+      throw new ModelportError(
+        "MP_ERR_MODEL_LOAD_FAILED",
+        `cannot load ${this.config.path}: ${(err as Error).message}`,
+      );
     }
+    const loadMs = performance.now() - started;
+    this.log.info(
+      { loadMs: Math.round(loadMs), threads: this.config.threads, sequences: this.config.llm.sequences },
+      "language model loaded",
+    );
+    return { loadMs };
   }
 
   private async load(): Promise<void> {
     const c = this.config;
-    this.digest = await fileDigest(c.path);
-    if (c.sha256 && c.sha256 !== this.digest.sha256) {
-      throw new ModelportError(
-        "MP_ERR_MODEL_CHECKSUM_MISMATCH",
-        `${c.path} has sha256 ${this.digest.sha256}, but ${c.sha256Source ?? "the config"} expects ${c.sha256}`,
-      );
-    }
     // Checked here, not by llama.cpp: some missing keys abort the process instead of throwing.
     const header = await readGgufHeader(c.path).catch((err: Error) => {
       throw new ModelportError("MP_ERR_MODEL_LOAD_FAILED", `${c.path}: ${err.message}`);
@@ -205,40 +164,15 @@ export class LlamaCppModel implements LanguageModel {
     if (template) {
       this.chatWrapper = new mod.JinjaTemplateChatWrapper({ template, tokenizer: this.model.tokenizer });
     }
-    this.caps = { chat: this.chatWrapper !== undefined, completion: true, embeddings: false };
   }
 
-  private async checkGolden(path: string): Promise<void> {
-    const golden = await readLlmGolden(path);
-    // The golden budget is the file's own: llm.maxTokens caps clients, not the model's check.
-    const got = await this.run(goldenRequest(golden), {}, false);
-    if (got.text !== golden.text) {
-      this.golden = "failed";
-      throw new ModelportError(
-        "MP_ERR_MODEL_GOLDEN_MISMATCH",
-        `golden check failed (${path}): greedy text ${JSON.stringify(got.text)}, expected ${JSON.stringify(golden.text)}`,
-      );
-    }
-    this.golden = "passed";
-  }
-
-  generate(request: GenerateRequest, options: GenerateOptions = {}): Promise<GenerateResult> {
-    if (this.state !== "ready") {
-      if (this.state === "closed")
-        return Promise.reject(
-          new ModelportError("MP_ERR_SERVER_SHUTTING_DOWN", `model '${this.name}' is closed`),
-        );
+  /** Generates; rejects with MP_ERR_SERVER_SHUTTING_DOWN once closed. */
+  generate(request: GenerateRequest, options: GenerateOptions = {}, capped = true): Promise<GenerateResult> {
+    if (this.closed || !this.slots)
       return Promise.reject(
-        new ModelportError(
-          "MP_ERR_MODEL_NOT_READY",
-          `model '${this.name}' is not ready: ${this.reason ?? this.state}`,
-          {
-            retryAfterSeconds: 1,
-          },
-        ),
+        new ModelportError("MP_ERR_SERVER_SHUTTING_DOWN", `model '${this.name}' is closed`),
       );
-    }
-    return this.run(request, options);
+    return this.run(request, options, capped);
   }
 
   /**
@@ -252,20 +186,16 @@ export class LlamaCppModel implements LanguageModel {
   ): Promise<GenerateResult> {
     this.refuseFarOverContext(request);
     const input = request.messages ? this.renderChat(request.messages) : undefined;
-    const slot = await this.slots!.acquire(options.signal);
-    // One controller per generation, aborted by the client's signal or by close(): a plain
-    // listener instead of AbortSignal.any, which would tie every request to a long-lived signal.
+    const slot = await this.slots!.acquire(options.cancel);
+    // One controller per generation, aborted by the client's cancel or by close().
     const ac = new AbortController();
-    const client = options.signal;
-    const onAbort = () => ac.abort();
-    if (client?.aborted) ac.abort();
-    else client?.addEventListener("abort", onAbort, { once: true });
+    const detach = options.cancel?.onCancel(() => ac.abort());
     const work = this.generateOn(slot, request, input, ac.signal, options.onDelta, capped);
     this.running.set(work, ac);
     try {
       return await work;
     } finally {
-      client?.removeEventListener("abort", onAbort);
+      detach?.();
       this.running.delete(work);
       this.slots!.release(slot);
     }
@@ -340,7 +270,7 @@ export class LlamaCppModel implements LanguageModel {
         usage: { promptTokens, completionTokens: sequence.tokenMeter.usedOutputTokens - outputBefore },
       };
     } catch (err) {
-      if (this.state === "closed")
+      if (this.closed)
         throw new ModelportError("MP_ERR_SERVER_SHUTTING_DOWN", `model '${this.name}' is closing`);
       if (signal.aborted) {
         const generated = sequence.tokenMeter.usedOutputTokens - outputBefore;
@@ -419,8 +349,6 @@ export class LlamaCppModel implements LanguageModel {
 
   close(): Promise<void> {
     this.closed ??= (async () => {
-      this.state = "closed";
-      this.reason = "closed";
       this.slots?.close();
       for (const ac of this.running.values()) ac.abort();
       await Promise.allSettled([...this.running.keys()]);

@@ -6,6 +6,7 @@
 // per-million prices. What the upstream says in an error reaches clients and logs only redacted
 // and bounded (redact.ts); its status (/readyz) gives a generic reason without the upstream's text.
 import type { Logger } from "pino";
+import type { CancelHandle } from "../../cancel.js";
 import type { LanguageModelConfig, UpstreamConfig } from "../../config/schema.js";
 import { type ErrorCode, ModelportError } from "../../errors.js";
 import type {
@@ -14,11 +15,10 @@ import type {
   GenerateOptions,
   GenerateRequest,
   GenerateResult,
-  LanguageModel,
-  LanguageModelCapabilities,
-  LanguageModelState,
-  LanguageModelStatus,
 } from "../../llm/language-model.js";
+
+type UpstreamState = "loading" | "ready" | "failed" | "closed";
+
 import { CostMeter, type CostSnapshot } from "../../metrics/cost.js";
 import type { Metrics } from "../../metrics/metrics.js";
 import { safeUpstreamText, safeUrl } from "./redact.js";
@@ -147,10 +147,19 @@ function finishReason(r: string | null | undefined): FinishReason {
   return r === "length" ? "length" : "stop";
 }
 
-export class UpstreamLanguageModel implements LanguageModel {
+/** A language model of the catalogue (src/catalogue/served-model.ts's ServedModel, kept structurally so this backend imports nothing above it). */
+export class UpstreamLanguageModel {
   readonly name: string;
   readonly backend = "upstream" as const;
-  readonly capabilities: LanguageModelCapabilities = { chat: true, completion: true, embeddings: true };
+  readonly kind = "language" as const;
+  readonly signature = undefined;
+  readonly capabilities = {
+    predict: false,
+    chat: true,
+    completion: true,
+    embeddings: true,
+    stream: true,
+  } as const;
   readonly created = Math.floor(Date.now() / 1000);
   private readonly u: UpstreamConfig | undefined;
   private readonly base: string;
@@ -158,7 +167,7 @@ export class UpstreamLanguageModel implements LanguageModel {
   private readonly env: NodeJS.ProcessEnv;
   private readonly meter: CostMeter;
   private apiKey: string | undefined;
-  private state: LanguageModelState = "loading";
+  private state: UpstreamState = "loading";
   private reason: string | undefined = "probing the upstream";
   private code: ErrorCode | undefined = "MP_ERR_MODEL_NOT_READY";
   private loadMs: number | undefined;
@@ -296,7 +305,7 @@ export class UpstreamLanguageModel implements LanguageModel {
     return this.state === "closed";
   }
 
-  private setNotReady(state: LanguageModelState, reason: string, code: ErrorCode): void {
+  private setNotReady(state: UpstreamState, reason: string, code: ErrorCode): void {
     if (this.state === "closed") return;
     this.state = state;
     this.reason = reason;
@@ -317,15 +326,27 @@ export class UpstreamLanguageModel implements LanguageModel {
     return this.meter.snapshot();
   }
 
-  status(): LanguageModelStatus & { cost: CostSnapshot; url: string; upstreamModel: string } {
+  get version(): string {
+    return this.config.version;
+  }
+
+  get ready(): boolean {
+    return this.state === "ready";
+  }
+
+  status() {
     return {
       name: this.name,
+      version: this.config.version,
       backend: this.backend,
+      path: safeUrl(this.base),
       state: this.state,
       ready: this.state === "ready",
       ...(this.reason ? { reason: this.reason } : {}),
       ...(this.code && this.state !== "ready" ? { code: this.code } : {}),
-      golden: "none",
+      golden: "none" as const,
+      restarts: 0,
+      recycles: 0,
       ...(this.loadMs !== undefined ? { loadMs: this.loadMs } : {}),
       concurrency: { active: this.active, waiting: 0, limit: this.config.llm.sequences },
       url: safeUrl(this.base),
@@ -334,7 +355,7 @@ export class UpstreamLanguageModel implements LanguageModel {
     };
   }
 
-  private notReady(): ModelportError {
+  notReadyError(): ModelportError {
     if (this.state === "closed") {
       return new ModelportError(
         "MP_ERR_SERVER_SHUTTING_DOWN",
@@ -357,7 +378,7 @@ export class UpstreamLanguageModel implements LanguageModel {
     signal: AbortSignal | undefined,
     attempt: (signal: AbortSignal, progressed: () => void) => Promise<T>,
   ): Promise<{ value: T; ms: number }> {
-    if (this.state !== "ready") throw this.notReady();
+    if (this.state !== "ready") throw this.notReadyError();
     const limit = this.config.llm.sequences + this.config.llm.maxWaiting;
     if (this.active >= limit) {
       throw new ModelportError(
@@ -389,7 +410,7 @@ export class UpstreamLanguageModel implements LanguageModel {
     } catch (err) {
       if (err instanceof ClientAborted) {
         // close() aborts calls in flight too: say so rather than blame the client.
-        if (this.closed()) throw this.notReady();
+        if (this.closed()) throw this.notReadyError();
         throw new ModelportError(
           "MP_ERR_REQUEST_CANCELED",
           "the client closed the connection; the upstream call was stopped",
@@ -455,7 +476,7 @@ export class UpstreamLanguageModel implements LanguageModel {
     const what = chat ? "chat" : "completion";
     const promptText = chat ? request.messages!.map((m) => m.content).join("\n") : (request.prompt ?? "");
     const secrets = [this.apiKey];
-    const { value, ms } = await this.call(what, options.signal, async (signal, progressed) => {
+    const { value, ms } = await this.call(what, options.cancel?.signal, async (signal, progressed) => {
       const attempt = await fetchAttempt({
         method: "POST",
         url,
@@ -533,10 +554,10 @@ export class UpstreamLanguageModel implements LanguageModel {
 
   async embed(
     inputs: readonly string[],
-    options: { readonly signal?: AbortSignal } = {},
+    options: { readonly cancel?: CancelHandle } = {},
   ): Promise<EmbedResult> {
     const u = settings(this.config);
-    const { value, ms } = await this.call("embeddings", options.signal, async (signal) => {
+    const { value, ms } = await this.call("embeddings", options.cancel?.signal, async (signal) => {
       const attempt = await fetchAttempt({
         method: "POST",
         url: `${this.base}/embeddings`,

@@ -5,11 +5,11 @@
 import { lookup } from "node:dns/promises";
 import { isIP } from "node:net";
 import type { Logger } from "pino";
+import type { CancelHandle } from "../../cancel.js";
 import type { ServerConfig } from "../../config/schema.js";
 import { ModelportError } from "../../errors.js";
 import type { Metrics } from "../../metrics/metrics.js";
 import type { TensorMap } from "../../tensor.js";
-import type { CancelHandle } from "../cancel.js";
 import { decodeInferResponse, encodeInferRequest, errorFromRunner } from "./infer-codec.js";
 import { RunnerEndpoint, RunnerUnreachableError } from "./runner-endpoint.js";
 

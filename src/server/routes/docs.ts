@@ -1,8 +1,7 @@
 // GET /openapi.json and GET /docs: the API as served right now, with each model's inputs,
 // outputs and a ready-to-paste curl example (language models: the OpenAI route they answer).
 import type { FastifyInstance } from "fastify";
-import type { LanguageModel } from "../../llm/language-model.js";
-import type { ServedModel } from "../../models/served-model.js";
+import type { ServedModel } from "../../catalogue/served-model.js";
 import type { TensorSpec } from "../../tensor.js";
 import type { AppContext } from "../context.js";
 import { buildOpenApi } from "../openapi.js";
@@ -36,7 +35,7 @@ function table(specs: readonly TensorSpec[]): string {
   return `<table><tr><th>name</th><th>datatype</th><th>shape (-1 = any)</th><th></th></tr>${rows}</table>`;
 }
 
-function languageSection(m: LanguageModel, origin: string): string {
+function languageSection(m: ServedModel, origin: string): string {
   const s = m.status();
   const can = Object.entries(m.capabilities)
     .filter(([, yes]) => yes)
@@ -46,7 +45,7 @@ function languageSection(m: LanguageModel, origin: string): string {
 <h3>Try it</h3><pre>${escapeHtml(openaiExample(m, origin))}</pre></section>`;
 }
 
-function page(hosts: ServedModel[], languageModels: readonly LanguageModel[], origin: string): string {
+function page(hosts: ServedModel[], languageModels: readonly ServedModel[], origin: string): string {
   const sections = hosts
     .map((h) => {
       const s = h.status();
@@ -72,10 +71,13 @@ Open Inference Protocol: <code>POST /v2/models/{name}/infer</code>. OpenAI-compa
 ${language}</body></html>`;
 }
 
+const tensorModels = (ctx: AppContext) => ctx.catalogue.all().filter((m) => m.kind === "tensor");
+const languageModels = (ctx: AppContext) => ctx.catalogue.all().filter((m) => m.kind === "language");
+
 export function docsRoutes(app: FastifyInstance, ctx: AppContext, version: string): void {
-  app.get("/openapi.json", async () => buildOpenApi(ctx.registry.all(), version, ctx.languageModels.all()));
+  app.get("/openapi.json", async () => buildOpenApi(tensorModels(ctx), version, languageModels(ctx)));
   app.get("/docs", async (req, reply) => {
     reply.type("text/html; charset=utf-8");
-    return page(ctx.registry.all(), ctx.languageModels.all(), `${req.protocol}://${req.host}`);
+    return page(tensorModels(ctx), languageModels(ctx), `${req.protocol}://${req.host}`);
   });
 }

@@ -24,13 +24,7 @@ export function healthRoutes(app: FastifyInstance, ctx: AppContext): void {
   };
 
   const readiness = () => {
-    const tensor = ctx.registry.readiness();
-    const language = ctx.languageModels.readiness();
-    const r = {
-      ready: tensor.ready && language.ready,
-      reasons: [...tensor.reasons, ...language.reasons],
-      models: { ...tensor.models, ...language.models },
-    };
+    const r = ctx.catalogue.readiness();
     if (ctx.draining) return { ...r, ready: false, reasons: ["server is shutting down", ...r.reasons] };
     return r;
   };

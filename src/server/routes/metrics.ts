@@ -4,9 +4,7 @@ import type { AppContext } from "../context.js";
 
 export function metricsRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.get("/metrics", async (_req, reply) => {
-    for (const h of ctx.registry.all()) ctx.metrics.modelReady.set({ model: h.config.name }, h.ready ? 1 : 0);
-    for (const m of ctx.languageModels.all())
-      ctx.metrics.modelReady.set({ model: m.name }, m.status().ready ? 1 : 0);
+    for (const m of ctx.catalogue.all()) ctx.metrics.modelReady.set({ model: m.name }, m.ready ? 1 : 0);
     const counts = await ctx.jobs.counts().catch(() => undefined);
     if (counts) for (const [status, n] of Object.entries(counts)) ctx.metrics.jobs.set({ status }, n);
     reply.type(ctx.metrics.registry.contentType);

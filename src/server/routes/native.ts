@@ -1,7 +1,7 @@
 // The native API: list and describe models, and POST /v1/models/{model}/predict with rows or
 // named tensors in and named outputs out.
 import type { FastifyInstance } from "fastify";
-import type { ServedModel } from "../../models/served-model.js";
+import type { ServedModel } from "../../catalogue/served-model.js";
 import { decodeRawTensor, encodeRawTensor, rawOutputName, wantsOctetStream } from "../binary.js";
 import { type AppContext, infer } from "../context.js";
 import { decodeNative, requestedOutputs } from "../decode.js";
@@ -60,27 +60,29 @@ export function nativeRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.get("/v1/models", async () => ({
     object: "list",
     data: openaiModelList(ctx, created),
-    models: ctx.registry.all().map(describeModel),
+    models: ctx.catalogue
+      .all()
+      .filter((m) => m.kind === "tensor")
+      .map(describeModel),
   }));
 
-  app.get<{ Params: ModelParams }>("/v1/models/:model", async (req) =>
-    ctx.languageModels.has(req.params.model)
-      ? describeLanguageModel(ctx.languageModels.get(req.params.model))
-      : describeModel(ctx.registry.get(req.params.model)),
-  );
+  app.get<{ Params: ModelParams }>("/v1/models/:model", async (req) => {
+    const model = ctx.catalogue.get(req.params.model);
+    return model.kind === "language" ? describeLanguageModel(model) : describeModel(model);
+  });
 
   app.post<{ Params: ModelParams; Querystring: { version?: string; outputs?: string | string[] } }>(
     "/v1/models/:model/predict",
     async (req, reply) => {
       // Prefer: respond-async (RFC 7240) turns the request into a job: 202 with its id at once.
       if (/\brespond-async\b/i.test(String(req.headers.prefer ?? "")) && !Buffer.isBuffer(req.body)) {
-        ctx.registry.getVersion(req.params.model, req.query.version);
+        ctx.catalogue.find(req.params.model, "predict", req.query.version);
         reply.header("preference-applied", "respond-async");
         return submitJob(ctx.jobs, req.params.model, req, reply);
       }
-      const host = ctx.registry.getVersion(req.params.model, req.query.version);
+      const host = ctx.catalogue.require(req.params.model, "predict", req.query.version);
       const signature = host.signature;
-      if (!host.ready || !signature) throw host.notReadyError();
+      if (!signature) throw host.notReadyError();
       // A Buffer is a raw application/octet-stream tensor (binary.ts); anything else is JSON.
       const raw = Buffer.isBuffer(req.body) ? req.body : undefined;
       const body = raw ? undefined : (req.body as Record<string, unknown> | undefined);

@@ -1,7 +1,7 @@
 // The Open Inference Protocol (KServe V2; also spoken by Triton and MLServer): server and
 // model metadata, model readiness and infer, with and without /versions/{v}.
 import type { FastifyInstance, onRequestHookHandler } from "fastify";
-import type { ServedModel } from "../../models/served-model.js";
+import type { ServedModel } from "../../catalogue/served-model.js";
 import { binaryOutputs, encodeOipBinary, INFERENCE_HEADER, OCTET_STREAM, splitOipBody } from "../binary.js";
 import { type AppContext, infer } from "../context.js";
 import { decodeOip, requestedOutputs } from "../decode.js";
@@ -48,20 +48,20 @@ export function oipRoutes(app: FastifyInstance, ctx: AppContext, version: string
 
   for (const prefix of ["/v2/models/:model", "/v2/models/:model/versions/:version"]) {
     app.get<{ Params: Params }>(prefix, { config }, async (req) =>
-      metadata(ctx.registry.getVersion(req.params.model, req.params.version)),
+      metadata(ctx.catalogue.find(req.params.model, "predict", req.params.version)),
     );
 
     app.get<{ Params: Params }>(`${prefix}/ready`, { config }, async (req, reply) => {
-      const host = ctx.registry.getVersion(req.params.model, req.params.version);
+      const host = ctx.catalogue.find(req.params.model, "predict", req.params.version);
       const ready = host.ready && !ctx.draining;
       reply.code(ready ? 200 : 503);
       return { name: host.config.name, ready };
     });
 
     app.post<{ Params: Params }>(`${prefix}/infer`, { config, onRequest: binaryBody }, async (req, reply) => {
-      const host = ctx.registry.getVersion(req.params.model, req.params.version);
+      const host = ctx.catalogue.require(req.params.model, "predict", req.params.version);
       const signature = host.signature;
-      if (!host.ready || !signature) throw host.notReadyError();
+      if (!signature) throw host.notReadyError();
       const { body, binary } = splitOipBody(
         req.body,
         req.headers[INFERENCE_HEADER],

@@ -5,20 +5,9 @@
 // model (batched across concurrent requests) or an upstream one. Errors are OpenAI-shaped:
 // {"error": {"message", "type", "param", "code"}} with an MP_ERR_* code (plugins/errors.ts),
 // `param` naming the field at fault.
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyRequest } from "fastify";
 import { ModelportError } from "../../errors.js";
-import type { LanguageModel } from "../../llm/language-model.js";
-
-/** Finds a served language model by name, or throws MP_ERR_MODEL_NOT_FOUND. */
-export type LanguageModelLookup = (name: string) => LanguageModel;
-
-export interface EmbeddingsRouteOptions {
-  lookup: LanguageModelLookup;
-  /** True for a tensor model's name, to point its caller at predict instead of "not found". */
-  isTensorModel?: (name: string) => boolean;
-  /** Most inputs in one request (limits.maxBatchRows). */
-  maxInputs: number;
-}
+import { type AppContext, requestCancel } from "../context.js";
 
 function invalid(param: string, message: string): ModelportError {
   return new ModelportError("MP_ERR_REQUEST_INVALID", message, { param });
@@ -89,62 +78,24 @@ function toBase64(v: Float32Array | readonly number[]): string {
   return Buffer.from(f.buffer, f.byteOffset, f.byteLength).toString("base64");
 }
 
-export function openAiEmbeddingsRoutes(app: FastifyInstance, options: EmbeddingsRouteOptions): void {
+export function openAiEmbeddingsRoutes(app: FastifyInstance, ctx: AppContext): void {
+  // Most inputs in one request: limits.maxBatchRows.
+  const maxInputs = ctx.config.limits.maxBatchRows;
   // errorStyle "openai": every error, body-parsing ones included, answers in OpenAI's shape (plugins/errors.ts).
-  app.post(
-    "/v1/embeddings",
-    { config: { errorStyle: "openai" } },
-    async (req: FastifyRequest, reply: FastifyReply) => {
-      const parsed = parseEmbeddingsRequest(req.body, options.maxInputs);
-      const model = findModel(parsed.model, options);
-      // The client going away aborts queued work (and an upstream call in flight).
-      const abort = new AbortController();
-      const onClose = () => {
-        if (!reply.raw.writableFinished) abort.abort();
-      };
-      reply.raw.once("close", onClose);
-      try {
-        const result = await model.embed!(parsed.inputs, { signal: abort.signal });
-        return {
-          object: "list",
-          data: result.vectors.map((v, index) => ({
-            object: "embedding",
-            index,
-            embedding: parsed.base64 ? toBase64(v) : Array.from(v),
-          })),
-          model: parsed.model,
-          usage: { prompt_tokens: result.promptTokens, total_tokens: result.promptTokens },
-        };
-      } finally {
-        reply.raw.off("close", onClose);
-      }
-    },
-  );
-}
-
-/** The embeddings model named `name`. @throws MP_ERR_MODEL_NOT_FOUND, MP_ERR_LLM_CAPABILITY_UNSUPPORTED (param "model"). */
-function findModel(name: string, options: EmbeddingsRouteOptions): LanguageModel {
-  let model: LanguageModel;
-  try {
-    model = options.lookup(name);
-  } catch (err) {
-    if (err instanceof ModelportError && options.isTensorModel?.(name)) {
-      throw new ModelportError(
-        "MP_ERR_LLM_CAPABILITY_UNSUPPORTED",
-        `model '${name}' is a tensor model; use POST /v1/models/${name}/predict`,
-        { param: "model" },
-      );
-    }
-    if (err instanceof ModelportError)
-      throw new ModelportError(err.code, err.message, { ...err.details, param: "model" });
-    throw err;
-  }
-  if (!model.capabilities.embeddings || !model.embed) {
-    throw new ModelportError(
-      "MP_ERR_LLM_CAPABILITY_UNSUPPORTED",
-      `model '${name}' does not make embeddings; use POST /v1/chat/completions or /v1/completions`,
-      { param: "model" },
-    );
-  }
-  return model;
+  app.post("/v1/embeddings", { config: { errorStyle: "openai" } }, async (req: FastifyRequest) => {
+    const parsed = parseEmbeddingsRequest(req.body, maxInputs);
+    const model = ctx.catalogue.require(parsed.model, "embeddings");
+    // The client going away cancels queued work (and an upstream call in flight).
+    const result = await model.embed!(parsed.inputs, { cancel: requestCancel(req) });
+    return {
+      object: "list",
+      data: result.vectors.map((v, index) => ({
+        object: "embedding",
+        index,
+        embedding: parsed.base64 ? toBase64(v) : Array.from(v),
+      })),
+      model: parsed.model,
+      usage: { prompt_tokens: result.promptTokens, total_tokens: result.promptTokens },
+    };
+  });
 }

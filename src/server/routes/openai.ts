@@ -10,11 +10,13 @@
 // finish_reason, an optional usage chunk and `data: [DONE]`. A client that disconnects aborts
 // its generation, which frees the model's sequence for the next request.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { CancelHandle } from "../../cancel.js";
+import type { ServedModel } from "../../catalogue/served-model.js";
 import { llmSchema } from "../../config/schema.js";
 import { ModelportError } from "../../errors.js";
-import type { GenerateResult, LanguageModel, TokenUsage } from "../../llm/language-model.js";
+import type { GenerateResult, TokenUsage } from "../../llm/language-model.js";
 import type { Metrics } from "../../metrics/metrics.js";
-import type { AppContext } from "../context.js";
+import { type AppContext, requestCancel } from "../context.js";
 import {
   type OpenAiRequest,
   type PromptLimits,
@@ -45,39 +47,17 @@ function usageJson(u: TokenUsage): {
   };
 }
 
-/** The served language model for a request, checked for readiness and for the capability asked. */
-function pickModel(ctx: AppContext, name: string, kind: Kind): LanguageModel {
-  if (!ctx.languageModels.has(name) && ctx.registry.all().some((h) => h.config.name === name)) {
+/** The served language model for a request: ready, and doing what was asked (and streaming, when asked). */
+function pickModel(ctx: AppContext, name: string, kind: Kind, stream: boolean): ServedModel {
+  const model = ctx.catalogue.require(name, kind);
+  if (stream && !model.capabilities.stream) {
     throw new ModelportError(
       "MP_ERR_LLM_CAPABILITY_UNSUPPORTED",
-      `model '${name}' is a tensor model; use POST /v1/models/${name}/predict`,
-      { param: "model" },
-    );
-  }
-  let model: LanguageModel;
-  try {
-    model = ctx.languageModels.get(name);
-  } catch (err) {
-    if (err instanceof ModelportError)
-      throw new ModelportError(err.code, err.message, { ...err.details, param: "model" });
-    throw err;
-  }
-  const can = kind === "chat" ? model.capabilities.chat : model.capabilities.completion;
-  const status = model.status();
-  if (!status.ready) {
-    throw new ModelportError(
-      "MP_ERR_MODEL_NOT_READY",
-      `model '${name}' is not ready: ${status.reason ?? status.state}`,
+      `model '${name}' does not stream; send stream: false`,
       {
-        retryAfterSeconds: 1,
+        param: "stream",
       },
     );
-  }
-  if (!can) {
-    const what = kind === "chat" ? "chat (it has no chat template; set llm.chatTemplate)" : kind;
-    throw new ModelportError("MP_ERR_LLM_CAPABILITY_UNSUPPORTED", `model '${name}' does not do ${what}`, {
-      param: "model",
-    });
   }
   return model;
 }
@@ -95,9 +75,7 @@ function promptLimits(ctx: AppContext, name: string): PromptLimits {
   const llm = config?.llm ?? DEFAULT_LLM;
   let fromContext: number | undefined;
   if (config && config.backend !== "upstream") {
-    const loaded = ctx.languageModels.has(name)
-      ? ctx.languageModels.get(name).status().contextSize
-      : undefined;
+    const loaded = ctx.catalogue.has(name) ? ctx.catalogue.get(name).status().contextSize : undefined;
     fromContext = (loaded ?? llm.contextSize) * llm.maxPromptBytesPerToken;
   }
   const capped =
@@ -116,16 +94,6 @@ function promptLimits(ctx: AppContext, name: string): PromptLimits {
     maxStops: llm.maxStops,
     maxStopChars: llm.maxStopChars,
   };
-}
-
-/** Aborts when the client goes away before its answer is complete. */
-function disconnectSignal(reply: FastifyReply): AbortSignal {
-  const ac = new AbortController();
-  const res = reply.raw;
-  res.once("close", () => {
-    if (!res.writableFinished) ac.abort();
-  });
-  return ac.signal;
 }
 
 /** Per-request figures for the LLM metrics. */
@@ -161,13 +129,13 @@ async function answer(
   req: FastifyRequest,
   reply: FastifyReply,
 ) {
-  const model = pickModel(ctx, parsed.model, kind);
-  const signal = disconnectSignal(reply);
+  const model = pickModel(ctx, parsed.model, kind, parsed.stream);
+  const cancel = requestCancel(req);
   const timer = new GenerationTimer(ctx.metrics, model.name, reply);
   const created = Math.floor(Date.now() / 1000);
   const id = completionId(kind, req);
-  if (parsed.stream) return stream(model, kind, parsed, reply, signal, timer, id, created);
-  const result = await model.generate(parsed.generate, { signal, onDelta: () => timer.first() });
+  if (parsed.stream) return stream(model, kind, parsed, reply, cancel, timer, id, created);
+  const result = await model.generate!(parsed.generate, { cancel, onDelta: () => timer.first() });
   timer.done(result);
   const usage = usageJson(result.usage);
   if (kind === "chat") {
@@ -198,11 +166,11 @@ async function answer(
 }
 
 async function stream(
-  model: LanguageModel,
+  model: ServedModel,
   kind: Kind,
   parsed: OpenAiRequest,
   reply: FastifyReply,
-  signal: AbortSignal,
+  cancel: CancelHandle,
   timer: GenerationTimer,
   id: string,
   created: number,
@@ -237,7 +205,7 @@ async function stream(
   };
   let result: GenerateResult;
   try {
-    result = await model.generate(parsed.generate, { signal, onDelta });
+    result = await model.generate!(parsed.generate, { cancel, onDelta });
   } catch (err) {
     // Before the first byte the error handler answers with a status; after it, the stream
     // carries the error as its last event, as OpenAI's servers do.
@@ -265,20 +233,19 @@ async function stream(
 
 /** GET /v1/models `data`: every served model, tensor and language, in OpenAI's model shape. */
 export function openaiModelList(ctx: AppContext, created: number): Record<string, unknown>[] {
-  const tensor = ctx.registry.all().map((h) => {
-    const s = h.status();
-    return {
-      id: s.name,
-      object: "model",
-      created,
-      owned_by: "modelport",
-      backend: s.backend,
-      ready: s.ready,
-      kind: "tensor",
-    };
-  });
-  const language = ctx.languageModels.all().map((m) => {
+  return ctx.catalogue.all().map((m) => {
     const s = m.status();
+    if (m.kind === "tensor") {
+      return {
+        id: s.name,
+        object: "model",
+        created,
+        owned_by: "modelport",
+        backend: s.backend,
+        ready: s.ready,
+        kind: "tensor",
+      };
+    }
     return {
       id: m.name,
       object: "model",
@@ -287,15 +254,20 @@ export function openaiModelList(ctx: AppContext, created: number): Record<string
       backend: m.backend,
       ready: s.ready,
       kind: "language",
-      capabilities: m.capabilities,
+      capabilities: languageCapabilities(m),
       ...(s.contextSize ? { context_length: s.contextSize } : {}),
     };
   });
-  return [...tensor, ...language];
+}
+
+/** A language model's capabilities as the model list has always shown them. */
+function languageCapabilities(m: ServedModel): { chat: boolean; completion: boolean; embeddings: boolean } {
+  const c = m.capabilities;
+  return { chat: c.chat, completion: c.completion, embeddings: c.embeddings };
 }
 
 /** What GET /v1/models/{model} returns for a language model. */
-export function describeLanguageModel(m: LanguageModel): Record<string, unknown> {
+export function describeLanguageModel(m: ServedModel): Record<string, unknown> {
   const s = m.status();
   return {
     name: m.name,
@@ -305,7 +277,7 @@ export function describeLanguageModel(m: LanguageModel): Record<string, unknown>
     owned_by: "modelport",
     backend: m.backend,
     kind: "language",
-    capabilities: m.capabilities,
+    capabilities: languageCapabilities(m),
     status: { state: s.state, ready: s.ready, reason: s.reason, code: s.code, golden: s.golden },
     concurrency: s.concurrency,
     context_length: s.contextSize,

@@ -1,18 +1,39 @@
 // A model served by the runner tier, as the API tier holds it: no weights, no batcher (each
 // runner batches what it receives); its signature and readiness come from the runners' health
 // polls, and predict forwards to the least-loaded runner that serves it.
-import type { ModelConfig } from "../../config/schema.js";
-import { ModelportError } from "../../errors.js";
-import type { ModelStatus, RemoteRunnerStatus, ServedModel } from "../../models/served-model.js";
-import type { ModelSignature, TensorMap } from "../../tensor.js";
-import type { SubmitOptions } from "../batcher.js";
-import type { RunnerPool } from "./runner-pool.js";
+import type { ModelConfig } from "../config/schema.js";
+import { ModelportError } from "../errors.js";
+import type { RunnerPool } from "../runner/remote/runner-pool.js";
+import type { ModelSignature, TensorMap } from "../tensor.js";
+import {
+  type CallOptions,
+  type ModelStatus,
+  type RemoteRunnerStatus,
+  type ServedModel,
+  TENSOR_CAPABILITIES,
+} from "./served-model.js";
 
-export class RemoteModel implements ServedModel {
+export class RemoteTensorModel implements ServedModel {
+  readonly kind = "tensor" as const;
+  readonly capabilities = TENSOR_CAPABILITIES;
+  readonly created = Math.floor(Date.now() / 1000);
+
   constructor(
     readonly config: ModelConfig,
     private readonly pool: RunnerPool,
   ) {}
+
+  get name(): string {
+    return this.config.name;
+  }
+
+  get version(): string {
+    return this.config.version;
+  }
+
+  get backend(): ModelConfig["backend"] {
+    return this.config.backend;
+  }
 
   get ready(): boolean {
     return this.pool.all().some((ep) => ep.serves(this.config.name));
@@ -25,10 +46,10 @@ export class RemoteModel implements ServedModel {
     return (serving ?? this.pool.all().find((ep) => ep.models.has(name)))?.models.get(name)?.signature;
   }
 
-  /** The pool polls the runners; the registry starts it once for every remote model. */
+  /** The pool polls the runners; the catalogue starts it once for every remote model. */
   async start(): Promise<void> {}
 
-  predict(inputs: TensorMap, options: SubmitOptions = {}): Promise<TensorMap> {
+  predict(inputs: TensorMap, options: CallOptions = {}): Promise<TensorMap> {
     return this.pool.predict(this.config.name, inputs, options);
   }
 

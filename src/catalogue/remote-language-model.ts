@@ -5,21 +5,21 @@
 // the runner. A call that failed before any text reached the client is tried once more on
 // another runner.
 
-import { UpstreamLanguageModel } from "../../backends/upstream/upstream-language-model.js";
-import { type LanguageModelConfig, upstreamSchema } from "../../config/schema.js";
-import { ERRORS, type ErrorCode, isModelportError, ModelportError } from "../../errors.js";
-import type {
-  EmbedResult,
-  GenerateOptions,
-  GenerateRequest,
-  GenerateResult,
-  LanguageModel,
-  LanguageModelCapabilities,
-  LanguageModelStatus,
-} from "../../llm/language-model.js";
-import type { LanguageModelDeps } from "../../llm/language-model-registry.js";
-import type { RunnerEndpoint } from "./runner-endpoint.js";
-import { type RunnerPool, TRY_ELSEWHERE } from "./runner-pool.js";
+import type { Logger } from "pino";
+import { UpstreamLanguageModel } from "../backends/upstream/upstream-language-model.js";
+import type { CancelHandle } from "../cancel.js";
+import { type LanguageModelConfig, upstreamSchema } from "../config/schema.js";
+import { ERRORS, type ErrorCode, isModelportError, ModelportError } from "../errors.js";
+import type { EmbedResult, GenerateOptions, GenerateRequest, GenerateResult } from "../llm/language-model.js";
+import type { RunnerEndpoint } from "../runner/remote/runner-endpoint.js";
+import { type RunnerPool, TRY_ELSEWHERE } from "../runner/remote/runner-pool.js";
+import {
+  type Capabilities,
+  EMBEDDINGS_CAPABILITIES,
+  generativeCapabilities,
+  type ModelStatus,
+  type ServedModel,
+} from "./served-model.js";
 
 /** Where the API tier's key for its runners is handed to the upstream client. */
 const KEY_ENV = "MODELPORT_RUNNER_API_KEY";
@@ -41,25 +41,27 @@ function runnerError(err: unknown): unknown {
   return new ModelportError(code as ErrorCode, message, { model: err.details?.model });
 }
 
-export class RemoteLanguageModel implements LanguageModel {
+export class RemoteLanguageModel implements ServedModel {
   readonly name: string;
   readonly backend: LanguageModelConfig["backend"];
-  readonly capabilities: LanguageModelCapabilities;
+  readonly kind = "language" as const;
+  readonly signature = undefined;
+  readonly capabilities: Capabilities;
   readonly created = Math.floor(Date.now() / 1000);
   private readonly clients = new Map<string, Promise<UpstreamLanguageModel>>();
   private active = 0;
   private closed = false;
 
   constructor(
-    private readonly config: LanguageModelConfig,
+    readonly config: LanguageModelConfig,
     private readonly pool: RunnerPool,
-    private readonly deps: LanguageModelDeps,
+    private readonly log: Logger,
     private readonly apiKey: string | undefined,
   ) {
     this.name = config.name;
     this.backend = config.backend;
-    const embeddings = config.backend === "transformers";
-    this.capabilities = { chat: !embeddings, completion: !embeddings, embeddings };
+    this.capabilities =
+      config.backend === "transformers" ? EMBEDDINGS_CAPABILITIES : generativeCapabilities(true);
   }
 
   /** The pool polls the runners; the tensor registry starts it. */
@@ -71,15 +73,37 @@ export class RemoteLanguageModel implements LanguageModel {
     await Promise.all(clients.map((c) => (c.status === "fulfilled" ? c.value.close() : undefined)));
   }
 
-  status(): LanguageModelStatus {
-    const ready = !this.closed && this.pool.all().some((ep) => ep.serves(this.name));
+  get version(): string {
+    return this.config.version;
+  }
+
+  get ready(): boolean {
+    return !this.closed && this.pool.all().some((ep) => ep.serves(this.name));
+  }
+
+  notReadyError(): ModelportError {
+    if (this.closed)
+      return new ModelportError("MP_ERR_SERVER_SHUTTING_DOWN", `model '${this.name}' is closed`, {
+        model: this.name,
+      });
+    return this.unavailable(this.reason());
+  }
+
+  status(): ModelStatus {
+    const ready = this.ready;
     return {
       name: this.name,
+      version: this.config.version,
       backend: this.backend,
+      path: this.config.path,
       state: this.closed ? "closed" : ready ? "ready" : "loading",
       ready,
       ...(ready ? {} : { reason: this.reason(), code: "MP_ERR_RUNNER_UNAVAILABLE" as const }),
-      golden: "none",
+      // Each runner checks the golden example before it reports the model ready.
+      golden: "runner",
+      restarts: 0,
+      recycles: 0,
+      runner: { placement: "remote" },
       concurrency: { active: this.active, waiting: 0, limit: 0 },
     };
   }
@@ -99,7 +123,7 @@ export class RemoteLanguageModel implements LanguageModel {
     );
   }
 
-  embed(inputs: readonly string[], options: { readonly signal?: AbortSignal } = {}): Promise<EmbedResult> {
+  embed(inputs: readonly string[], options: { readonly cancel?: CancelHandle } = {}): Promise<EmbedResult> {
     return this.forward((m) => m.embed(inputs, options), options);
   }
 
@@ -123,7 +147,7 @@ export class RemoteLanguageModel implements LanguageModel {
       } catch (caught) {
         const err = runnerError(caught);
         const again =
-          !streamed && !options.signal?.aborted && isModelportError(err) && TRY_ELSEWHERE_LLM.has(err.code);
+          !streamed && !options.cancel?.canceled && isModelportError(err) && TRY_ELSEWHERE_LLM.has(err.code);
         if (!again) throw err;
         const second = this.pool.pick(this.name, first);
         // The only runner refused (overloaded, draining): its own answer is the best one; a runner
@@ -133,7 +157,7 @@ export class RemoteLanguageModel implements LanguageModel {
             ? this.unavailable(`${err.message}; no other runner serves it`)
             : err;
         }
-        this.deps.log.warn(
+        this.log.warn(
           { model: this.name, runner: first.url, retryOn: second.url, err: err.message },
           "retrying on another runner",
         );
@@ -178,7 +202,7 @@ export class RemoteLanguageModel implements LanguageModel {
           // The runner admits and queues; the API tier passes everything on.
           llm: { ...c.llm, sequences: 1_000_000, maxWaiting: 0 },
         },
-        this.deps.log,
+        this.log,
         { env: this.apiKey ? { [KEY_ENV]: this.apiKey } : {} },
       );
       client = model.start().then(() => {
