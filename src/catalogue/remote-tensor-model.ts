@@ -17,6 +17,7 @@ export class RemoteTensorModel implements ServedModel {
   readonly kind = "tensor" as const;
   readonly capabilities = TENSOR_CAPABILITIES;
   readonly created = Math.floor(Date.now() / 1000);
+  private closed = false;
 
   constructor(
     readonly config: ModelConfig,
@@ -36,7 +37,7 @@ export class RemoteTensorModel implements ServedModel {
   }
 
   get ready(): boolean {
-    return this.pool.all().some((ep) => ep.serves(this.config.name));
+    return !this.closed && this.pool.all().some((ep) => ep.serves(this.config.name));
   }
 
   /** The signature reported by a runner serving the model (ready ones first). */
@@ -50,10 +51,16 @@ export class RemoteTensorModel implements ServedModel {
   async start(): Promise<void> {}
 
   predict(inputs: TensorMap, options: CallOptions = {}): Promise<TensorMap> {
+    if (this.closed) return Promise.reject(this.notReadyError());
     return this.pool.predict(this.config.name, inputs, options);
   }
 
   notReadyError(): ModelportError {
+    if (this.closed) {
+      return new ModelportError("MP_ERR_SERVER_SHUTTING_DOWN", `model '${this.config.name}' is closed`, {
+        model: this.config.name,
+      });
+    }
     return new ModelportError(
       "MP_ERR_RUNNER_UNAVAILABLE",
       `model '${this.config.name}': ${this.reason()}; retry shortly`,
@@ -95,7 +102,7 @@ export class RemoteTensorModel implements ServedModel {
       version: c.version,
       backend: c.backend,
       path: c.path,
-      state: ready ? "ready" : "loading",
+      state: this.closed ? "closed" : ready ? "ready" : "loading",
       ready,
       ...(ready ? {} : { reason: this.reason(), code: "MP_ERR_RUNNER_UNAVAILABLE" as const }),
       golden: "runner",
@@ -112,5 +119,8 @@ export class RemoteTensorModel implements ServedModel {
     };
   }
 
-  async close(): Promise<void> {}
+  /** Idempotent; the catalogue closes the pool. */
+  async close(): Promise<void> {
+    this.closed = true;
+  }
 }

@@ -363,7 +363,7 @@ export type ModelConfigInput = z.input<typeof modelSchema>;
 
 export interface ModelConfig {
   readonly name: string;
-  /** "transformers" only inside an embedding model's own ModelHost (src/backends/transformers/). */
+  /** "transformers" only as the runner settings of an embeddings model (src/lifecycle/local-tensor-model.ts). */
   readonly backend: "onnx" | "custom" | "transformers";
   /** Absolute path. */
   readonly path: string;
@@ -395,7 +395,7 @@ export interface LanguageModelConfig {
   readonly version: string;
   readonly sha256?: string;
   readonly sha256Source?: string;
-  /** Absolute path of the golden file (src/llm/llm-golden.ts format), when there is one. */
+  /** Absolute path of the golden file (src/lifecycle/text-golden.ts format), when there is one. */
   readonly golden?: string;
   /** Math threads; always passed to the library explicitly. */
   readonly threads: number;
@@ -435,9 +435,9 @@ export interface Config {
   readonly server: ServerConfig;
   readonly limits: Readonly<z.output<typeof serverLimitsSchema>>;
   readonly jobs: Readonly<JobsConfig>;
-  /** Tensor models (onnx, custom), served by the ModelRegistry. */
+  /** Tensor models (onnx, custom); with languageModels, the one catalogue (src/catalogue/). */
   readonly models: readonly ModelConfig[];
-  /** Language models (llama-cpp, transformers, upstream), served by the LanguageModelRegistry. Absent = none. */
+  /** Language models (llama-cpp, transformers, upstream); in the same catalogue. Absent = none. */
   readonly languageModels?: readonly LanguageModelConfig[];
   /** The file the config came from, if any. */
   readonly source?: string;

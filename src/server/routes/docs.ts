@@ -37,9 +37,9 @@ function table(specs: readonly TensorSpec[]): string {
 
 function languageSection(m: ServedModel, origin: string): string {
   const s = m.status();
-  const can = Object.entries(m.capabilities)
-    .filter(([, yes]) => yes)
-    .map(([what]) => what)
+  // The OpenAI families the model answers (streaming is a mode of chat and completion).
+  const can = (["chat", "completion", "embeddings"] as const)
+    .filter((what) => m.capabilities[what])
     .join(", ");
   return `<section><h2>${escapeHtml(m.name)} <small>${m.backend} · ${escapeHtml(can)} · ${s.ready ? "ready" : `not ready: ${escapeHtml(s.reason ?? s.state)}`}</small></h2>
 <h3>Try it</h3><pre>${escapeHtml(openaiExample(m, origin))}</pre></section>`;
