@@ -1,5 +1,7 @@
-// buildApp: the Fastify instance with every route and plugin, the model catalogue and the
-// drain logic. It never listens by itself: tests inject requests, cli/serve listens.
+// buildApp: the Fastify instance with every surface plugin, the shared services as one
+// decoration (`app.modelport`), and the close order as Fastify hooks: preClose drains (readiness
+// false, new requests 503, jobs and in-flight requests finish), onClose closes each resource.
+// It never listens by itself: tests inject requests, cli/serve listens.
 import { hostname } from "node:os";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import { type Logger, pino } from "pino";
@@ -14,13 +16,12 @@ import { Metrics } from "../metrics/metrics.js";
 import { resolveWebhookSecret } from "../notify/webhook.js";
 import type { BlobStore } from "../storage/blob-store.js";
 import { createBlobStore } from "../storage/create-blob-store.js";
-import { VERSION } from "../version.js";
 import { OCTET_STREAM } from "./binary.js";
 import { connectionOptions, limitConnections } from "./connections.js";
 import type { AppContext } from "./context.js";
 import { registerJsonParser } from "./json-body.js";
 import { PROBE_PATHS, registerAuth } from "./plugins/auth.js";
-import { frameworkError, registerErrorHandling, sendError } from "./plugins/errors.js";
+import { frameworkError, registerErrorHandling } from "./plugins/errors.js";
 import { RequestLogController, requestId } from "./plugins/request-log.js";
 import { docsRoutes } from "./routes/docs.js";
 import { healthRoutes } from "./routes/health.js";
@@ -73,7 +74,9 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     genReqId: requestId,
     requestIdHeader: false,
     bodyLimit: maxBodyBytes,
-    return503OnClosing: true,
+    // Draining answers 503 MP_ERR_SERVER_SHUTTING_DOWN itself (the onRequest hook below), in
+    // the route's error style; Fastify's own 503 would have no code.
+    return503OnClosing: false,
     frameworkErrors: frameworkError,
     ...connectionOptions(config.server.connections),
   });
@@ -106,6 +109,15 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     config: config.jobs,
     log: logger,
   });
+  const context: AppContext = {
+    config,
+    catalogue,
+    metrics,
+    jobs,
+    streams: new StreamSlots(config.limits),
+    draining: false,
+  };
+  app.decorate("modelport", context);
   // Finished jobs and their results go after the retention time, so storage does not grow forever.
   const purgeTimer = setInterval(
     () => void purgeExpired(jobStore, blobStore, config.jobs.retentionMs, logger),
@@ -117,14 +129,6 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
       const c = m.kind === "language" ? m.status().concurrency : undefined;
       return c ? [{ model: m.name, active: c.active, waiting: c.waiting }] : [];
     });
-  const context: AppContext = {
-    config,
-    catalogue,
-    metrics,
-    jobs,
-    streams: new StreamSlots(config.limits),
-    draining: false,
-  };
   let inFlight = 0;
 
   app.addHook("onRequest", (request, reply, done) => {
@@ -132,9 +136,7 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     reply.header("x-modelport-instance", instance);
     if (context.draining && !PROBE_PATHS.has(request.url.split("?")[0]!)) {
       reply.header("connection", "close");
-      sendError(
-        request,
-        reply,
+      done(
         new ModelportError(
           "MP_ERR_SERVER_SHUTTING_DOWN",
           "the server is shutting down; retry on another instance",
@@ -184,31 +186,37 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
 
   registerAuth(app, config.server.apiKeys);
   registerErrorHandling(app, maxBodyBytes);
-  healthRoutes(app, context);
-  nativeRoutes(app, context);
-  oipRoutes(app, context, VERSION);
-  docsRoutes(app, context, VERSION);
-  metricsRoutes(app, context);
-  jobRoutes(app, context);
-  jobsWebSocketRoute(app, context);
-  openaiRoutes(app, context);
-  openAiEmbeddingsRoutes(app, context);
+  // Each surface is a plugin of one signature (FastifyPluginAsync) reading `app.modelport`; the
+  // OIP and OpenAI ones answer errors in their protocol's shape from their own scope.
+  for (const surface of [
+    healthRoutes,
+    nativeRoutes,
+    oipRoutes,
+    docsRoutes,
+    metricsRoutes,
+    jobRoutes,
+    jobsWebSocketRoute,
+    openaiRoutes,
+    openAiEmbeddingsRoutes,
+  ])
+    app.register(surface);
 
-  let closing: Promise<void> | undefined;
-  const drain = async () => {
+  // Drain: readiness false and new requests 503 at once; running jobs finish within the drain
+  // time (the rest go back to the queue for the next process), in-flight requests up to the
+  // deadline. Fastify then stops the listener, and the onClose hooks close each resource.
+  app.addHook("preClose", async () => {
     context.draining = true;
     const deadline = Date.now() + config.server.drainTimeoutMs;
     clearInterval(purgeTimer);
-    // Running jobs finish within the drain time; the rest go back to the queue for the next process.
     await jobs.stop(config.server.drainTimeoutMs);
     while (inFlight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
     if (inFlight > 0)
       logger.warn({ inFlight }, "drain timeout reached; closing with requests still in flight");
-    await app.close();
-    await catalogue.closeAll();
-    await jobStore.close();
-    await blobStore.close();
-  };
+  });
+  app.addHook("onClose", () => catalogue.closeAll());
+  app.addHook("onClose", () => jobStore.close());
+  app.addHook("onClose", () => blobStore.close());
+  let closing: Promise<void> | undefined;
 
   return {
     app,
@@ -228,7 +236,15 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     },
     inFlight: () => inFlight,
     close() {
-      closing ??= drain();
+      context.draining = true;
+      // Fastify runs preClose and onClose hooks only on an instance that has booted.
+      closing ??= (async () => {
+        await app.ready().then(
+          () => undefined,
+          () => undefined,
+        );
+        await app.close();
+      })();
       return closing;
     },
   };

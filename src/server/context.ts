@@ -24,6 +24,10 @@ export interface AppContext {
 }
 
 declare module "fastify" {
+  interface FastifyInstance {
+    /** The shared services every surface plugin reads (decorated once by buildApp). */
+    readonly modelport: AppContext;
+  }
   interface FastifyRequest {
     /** Set by requestCancel(): canceled when the client disconnects before its answer. */
     cancelHandle?: CancelHandle;

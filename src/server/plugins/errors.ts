@@ -1,18 +1,10 @@
 // Maps every failure to one wire shape with an MP_ERR_* code: native routes answer
 // {error: {code, message, retryable}}, Open Inference Protocol routes {error: "...", code},
-// OpenAI-compatible routes {error: {message, type, param, code}}.
+// OpenAI-compatible routes {error: {message, type, param, code}}. The root answers natively;
+// the OIP and OpenAI surfaces set their own error handler in their plugin's scope, so hooks
+// (auth, drain) and body parsing answer in the style of the route they reached.
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ModelportError } from "../../errors.js";
-
-declare module "fastify" {
-  interface FastifyContextConfig {
-    /**
-     * "oip" routes answer errors as {"error": "message"} per the Open Inference Protocol; "openai"
-     * routes as {"error": {"message", "type", "param", "code"}} as OpenAI clients expect.
-     */
-    errorStyle?: "native" | "oip" | "openai";
-  }
-}
 
 /** Translates Fastify's own errors (body parsing, limits) into table codes. */
 function fromFastify(err: FastifyError, maxBodyBytes: number): ModelportError {
@@ -76,7 +68,7 @@ export function openaiError(err: ModelportError): {
   };
 }
 
-type ErrorStyle = "native" | "oip" | "openai";
+export type ErrorStyle = "native" | "oip" | "openai";
 
 /**
  * The error style of the route a path is for, by the path alone: for errors raised before
@@ -90,13 +82,8 @@ export function errorStyleOfPath(url: string): ErrorStyle {
   return "native";
 }
 
-/** Sends `err` in the route's error style (or `style`, where no route was matched). */
-export function sendError(
-  request: FastifyRequest,
-  reply: FastifyReply,
-  err: ModelportError,
-  style: ErrorStyle | undefined = request.routeOptions.config?.errorStyle,
-): FastifyReply {
+/** Sends `err` in `style`. */
+function sendError(reply: FastifyReply, err: ModelportError, style: ErrorStyle): FastifyReply {
   if (err.status === 503 && err.retryable)
     reply.header("retry-after", String(err.details?.retryAfterSeconds ?? 1));
   reply.code(err.status);
@@ -129,24 +116,34 @@ export function frameworkError(
     request.log.error({ err }, "unexpected routing error");
     mp = toModelportError(err, 0);
   }
-  return sendError(request, reply, mp, errorStyleOfPath(request.raw.url ?? "/"));
+  return sendError(reply, mp, errorStyleOfPath(request.raw.url ?? "/"));
 }
 
-export function registerErrorHandling(app: FastifyInstance, maxBodyBytes: number): void {
-  app.setErrorHandler((err, request, reply) => {
+/** A scope's error handler: every error thrown in its routes and hooks, answered in `style`. */
+export function errorHandler(
+  style: ErrorStyle,
+  maxBodyBytes: number,
+): (err: unknown, request: FastifyRequest, reply: FastifyReply) => FastifyReply {
+  return (err, request, reply) => {
     const mp = toModelportError(err, maxBodyBytes);
     if (mp.code === "MP_ERR_SERVER_INTERNAL") request.log.error({ err }, "unexpected error");
-    else if (mp.status >= 500) request.log.warn({ code: mp.code }, mp.message);
-    return sendError(request, reply, mp);
-  });
+    else if (mp.status >= 500 && mp.code !== "MP_ERR_SERVER_SHUTTING_DOWN")
+      request.log.warn({ code: mp.code }, mp.message);
+    return sendError(reply, mp, style);
+  };
+}
+
+/** The root's native error handler, and 404 for a path no route serves. */
+export function registerErrorHandling(app: FastifyInstance, maxBodyBytes: number): void {
+  app.setErrorHandler(errorHandler("native", maxBodyBytes));
   app.setNotFoundHandler((request, reply) =>
     sendError(
-      request,
       reply,
       new ModelportError(
         "MP_ERR_ROUTE_NOT_FOUND",
         `no route for ${request.method} ${request.url.split("?")[0]}; see /docs`,
       ),
+      "native",
     ),
   );
 }

@@ -1,8 +1,9 @@
 // GET /openapi.json and GET /docs: the API as served right now, with each model's inputs,
 // outputs and a ready-to-paste curl example (language models: the OpenAI route they answer).
-import type { FastifyInstance } from "fastify";
+import type { FastifyPluginAsync } from "fastify";
 import type { ServedModel } from "../../catalogue/served-model.js";
 import type { TensorSpec } from "../../tensor.js";
+import { VERSION } from "../../version.js";
 import type { AppContext } from "../context.js";
 import { buildOpenApi } from "../openapi.js";
 import { openaiExample } from "../openapi-openai.js";
@@ -74,10 +75,11 @@ ${language}</body></html>`;
 const tensorModels = (ctx: AppContext) => ctx.catalogue.all().filter((m) => m.kind === "tensor");
 const languageModels = (ctx: AppContext) => ctx.catalogue.all().filter((m) => m.kind === "language");
 
-export function docsRoutes(app: FastifyInstance, ctx: AppContext, version: string): void {
-  app.get("/openapi.json", async () => buildOpenApi(tensorModels(ctx), version, languageModels(ctx)));
+export const docsRoutes: FastifyPluginAsync = async (app) => {
+  const ctx = app.modelport;
+  app.get("/openapi.json", async () => buildOpenApi(tensorModels(ctx), VERSION, languageModels(ctx)));
   app.get("/docs", async (req, reply) => {
     reply.type("text/html; charset=utf-8");
     return page(tensorModels(ctx), languageModels(ctx), `${req.protocol}://${req.host}`);
   });
-}
+};

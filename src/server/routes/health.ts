@@ -1,12 +1,12 @@
 // Probes: /livez (the process answers), /readyz (every model, tensor and language, loaded and
 // golden-checked, not draining; the job store's reachability reported beside it) and the Open Inference Protocol's /v2/health/live and /v2/health/ready.
-import type { FastifyInstance } from "fastify";
-import type { AppContext } from "../context.js";
+import type { FastifyPluginAsync } from "fastify";
 
 /** How long a job-store check is reused: probes come every few seconds, from several places. */
 const STORE_CHECK_MS = 2000;
 
-export function healthRoutes(app: FastifyInstance, ctx: AppContext): void {
+export const healthRoutes: FastifyPluginAsync = async (app) => {
+  const ctx = app.modelport;
   // The job store is reported, not required: a Redis outage must not take every pod out of the
   // load balancer (synchronous predicts do not need it), but /readyz says so.
   let storeCheck: { at: number; result: Promise<{ reachable: boolean; reason?: string }> } | undefined;
@@ -46,4 +46,4 @@ export function healthRoutes(app: FastifyInstance, ctx: AppContext): void {
     reply.code(r.ready ? 200 : 503);
     return { ready: r.ready };
   });
-}
+};

@@ -6,14 +6,13 @@
 // holds a stream slot, follows a set of at most jobs.maxSubscriptionsPerSocket jobs (one listener
 // per job, all removed on unsubscribe and close), and is pinged every limits.streamHeartbeatMs.
 import websocket from "@fastify/websocket";
-import type { FastifyInstance } from "fastify";
+import type { FastifyPluginAsync } from "fastify";
 import type { WebSocket } from "ws";
 import { z } from "zod";
 import { type ErrorCode, isModelportError, ModelportError } from "../../errors.js";
 import type { Job } from "../../jobs/job.js";
 import { isFinal } from "../../jobs/job-queue.js";
 import { jobView } from "../../jobs/job-view.js";
-import type { AppContext } from "../context.js";
 
 /** Largest frame accepted; a larger one closes the connection with 1009 (message too big). */
 export const MAX_FRAME_BYTES = 64 * 1024;
@@ -44,7 +43,8 @@ interface Subscription {
   updatedAt?: number;
 }
 
-export function jobsWebSocketRoute(app: FastifyInstance, ctx: AppContext): void {
+export const jobsWebSocketRoute: FastifyPluginAsync = async (app) => {
+  const ctx = app.modelport;
   const queue = ctx.jobs;
   const maxSubscriptions = ctx.config.jobs.maxSubscriptionsPerSocket;
   const heartbeatMs = ctx.config.limits.streamHeartbeatMs;
@@ -198,4 +198,4 @@ export function jobsWebSocketRoute(app: FastifyInstance, ctx: AppContext): void 
       subs.clear();
     });
   }
-}
+};

@@ -2,12 +2,11 @@
 // with long-poll, result (inline, redirect to a blob URL, or streamed), cancel, list, and an SSE
 // stream of a job's state changes (each stream holds a stream slot and lives at most
 // limits.maxStreamMs).
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { isModelportError, ModelportError } from "../../errors.js";
 import type { JobStatus } from "../../jobs/job.js";
 import { isFinal, type JobQueue } from "../../jobs/job-queue.js";
 import { jobView } from "../../jobs/job-view.js";
-import type { AppContext } from "../context.js";
 
 interface ModelParams {
   model: string;
@@ -76,7 +75,8 @@ function waitSeconds(raw: unknown): number {
   return n;
 }
 
-export function jobRoutes(app: FastifyInstance, ctx: AppContext): void {
+export const jobRoutes: FastifyPluginAsync = async (app) => {
+  const ctx = app.modelport;
   const queue = ctx.jobs;
   const { maxStreamMs, streamHeartbeatMs } = ctx.config.limits;
   app.post<{ Params: ModelParams }>("/v1/models/:model/jobs", async (req, reply) =>
@@ -194,4 +194,4 @@ export function jobRoutes(app: FastifyInstance, ctx: AppContext): void {
       res.end("event: end\ndata: {}\n\n");
     }
   });
-}
+};

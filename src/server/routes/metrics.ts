@@ -1,8 +1,8 @@
 // GET /metrics in the Prometheus text format.
-import type { FastifyInstance } from "fastify";
-import type { AppContext } from "../context.js";
+import type { FastifyPluginAsync } from "fastify";
 
-export function metricsRoutes(app: FastifyInstance, ctx: AppContext): void {
+export const metricsRoutes: FastifyPluginAsync = async (app) => {
+  const ctx = app.modelport;
   app.get("/metrics", async (_req, reply) => {
     for (const m of ctx.catalogue.all()) ctx.metrics.modelReady.set({ model: m.name }, m.ready ? 1 : 0);
     const counts = await ctx.jobs.counts().catch(() => undefined);
@@ -10,4 +10,4 @@ export function metricsRoutes(app: FastifyInstance, ctx: AppContext): void {
     reply.type(ctx.metrics.registry.contentType);
     return ctx.metrics.registry.metrics();
   });
-}
+};

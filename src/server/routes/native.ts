@@ -1,9 +1,9 @@
 // The native API: list and describe models, and POST /v1/models/{model}/predict with rows or
 // named tensors in and named outputs out.
-import type { FastifyInstance } from "fastify";
+import type { FastifyPluginAsync } from "fastify";
 import type { ServedModel } from "../../catalogue/served-model.js";
 import { decodeRawTensor, encodeRawTensor, rawOutputName, wantsOctetStream } from "../binary.js";
-import { type AppContext, infer } from "../context.js";
+import { infer } from "../context.js";
 import { decodeNative, requestedOutputs } from "../decode.js";
 import { encodeNative } from "../encode.js";
 import { submitJob } from "./jobs.js";
@@ -53,7 +53,8 @@ function outputsQuery(value: string | string[] | undefined): string[] | undefine
   return (Array.isArray(value) ? value : [value]).flatMap((v) => v.split(",")).filter((v) => v !== "");
 }
 
-export function nativeRoutes(app: FastifyInstance, ctx: AppContext): void {
+export const nativeRoutes: FastifyPluginAsync = async (app) => {
+  const ctx = app.modelport;
   // `models`: the native description of each tensor model (as before); `object` and `data`: every
   // served model, tensor and language, in OpenAI's list shape, so OpenAI clients can list them too.
   const created = Math.floor(Date.now() / 1000);
@@ -104,4 +105,4 @@ export function nativeRoutes(app: FastifyInstance, ctx: AppContext): void {
       };
     },
   );
-}
+};

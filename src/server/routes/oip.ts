@@ -1,11 +1,13 @@
 // The Open Inference Protocol (KServe V2; also spoken by Triton and MLServer): server and
 // model metadata, model readiness and infer, with and without /versions/{v}.
-import type { FastifyInstance, onRequestHookHandler } from "fastify";
+import type { FastifyPluginAsync, onRequestHookHandler } from "fastify";
 import type { ServedModel } from "../../catalogue/served-model.js";
+import { VERSION } from "../../version.js";
 import { binaryOutputs, encodeOipBinary, INFERENCE_HEADER, OCTET_STREAM, splitOipBody } from "../binary.js";
-import { type AppContext, infer } from "../context.js";
+import { infer } from "../context.js";
 import { decodeOip, requestedOutputs } from "../decode.js";
 import { encodeOip } from "../encode.js";
+import { errorHandler } from "../plugins/errors.js";
 
 interface Params {
   model: string;
@@ -37,28 +39,30 @@ const binaryBody: onRequestHookHandler = (req, _reply, done) => {
   done();
 };
 
-export function oipRoutes(app: FastifyInstance, ctx: AppContext, version: string): void {
-  const config = { errorStyle: "oip" as const };
+export const oipRoutes: FastifyPluginAsync = async (app) => {
+  const ctx = app.modelport;
+  // Every error in this scope (auth, drain, body parsing included) in the OIP shape.
+  app.setErrorHandler(errorHandler("oip", ctx.config.limits.maxBodyBytes));
 
-  app.get("/v2", { config }, async () => ({
+  app.get("/v2", async () => ({
     name: "modelport",
-    version,
+    version: VERSION,
     extensions: ["binary_tensor_data"],
   }));
 
   for (const prefix of ["/v2/models/:model", "/v2/models/:model/versions/:version"]) {
-    app.get<{ Params: Params }>(prefix, { config }, async (req) =>
+    app.get<{ Params: Params }>(prefix, async (req) =>
       metadata(ctx.catalogue.find(req.params.model, "predict", req.params.version)),
     );
 
-    app.get<{ Params: Params }>(`${prefix}/ready`, { config }, async (req, reply) => {
+    app.get<{ Params: Params }>(`${prefix}/ready`, async (req, reply) => {
       const host = ctx.catalogue.find(req.params.model, "predict", req.params.version);
       const ready = host.ready && !ctx.draining;
       reply.code(ready ? 200 : 503);
       return { name: host.config.name, ready };
     });
 
-    app.post<{ Params: Params }>(`${prefix}/infer`, { config, onRequest: binaryBody }, async (req, reply) => {
+    app.post<{ Params: Params }>(`${prefix}/infer`, { onRequest: binaryBody }, async (req, reply) => {
       const host = ctx.catalogue.require(req.params.model, "predict", req.params.version);
       const signature = host.signature;
       if (!signature) throw host.notReadyError();
@@ -81,4 +85,4 @@ export function oipRoutes(app: FastifyInstance, ctx: AppContext, version: string
       return reply.headers(res.headers).send(res.body);
     });
   }
-}
+};

@@ -5,9 +5,10 @@
 // model (batched across concurrent requests) or an upstream one. Errors are OpenAI-shaped:
 // {"error": {"message", "type", "param", "code"}} with an MP_ERR_* code (plugins/errors.ts),
 // `param` naming the field at fault.
-import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { FastifyPluginAsync, FastifyRequest } from "fastify";
 import { ModelportError } from "../../errors.js";
-import { type AppContext, requestCancel } from "../context.js";
+import { requestCancel } from "../context.js";
+import { errorHandler } from "../plugins/errors.js";
 
 function invalid(param: string, message: string): ModelportError {
   return new ModelportError("MP_ERR_REQUEST_INVALID", message, { param });
@@ -78,11 +79,12 @@ function toBase64(v: Float32Array | readonly number[]): string {
   return Buffer.from(f.buffer, f.byteOffset, f.byteLength).toString("base64");
 }
 
-export function openAiEmbeddingsRoutes(app: FastifyInstance, ctx: AppContext): void {
+export const openAiEmbeddingsRoutes: FastifyPluginAsync = async (app) => {
+  const ctx = app.modelport;
+  app.setErrorHandler(errorHandler("openai", ctx.config.limits.maxBodyBytes));
   // Most inputs in one request: limits.maxBatchRows.
   const maxInputs = ctx.config.limits.maxBatchRows;
-  // errorStyle "openai": every error, body-parsing ones included, answers in OpenAI's shape (plugins/errors.ts).
-  app.post("/v1/embeddings", { config: { errorStyle: "openai" } }, async (req: FastifyRequest) => {
+  app.post("/v1/embeddings", async (req: FastifyRequest) => {
     const parsed = parseEmbeddingsRequest(req.body, maxInputs);
     const model = ctx.catalogue.require(parsed.model, "embeddings");
     // The client going away cancels queued work (and an upstream call in flight).
@@ -98,4 +100,4 @@ export function openAiEmbeddingsRoutes(app: FastifyInstance, ctx: AppContext): v
       usage: { prompt_tokens: result.promptTokens, total_tokens: result.promptTokens },
     };
   });
-}
+};

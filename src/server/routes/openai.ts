@@ -9,7 +9,7 @@
 // `data: {chunk}` line written at once (no buffering: TTFT is the point), then a chunk with
 // finish_reason, an optional usage chunk and `data: [DONE]`. A client that disconnects aborts
 // its generation, which frees the model's sequence for the next request.
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { CancelHandle } from "../../cancel.js";
 import type { ServedModel } from "../../catalogue/served-model.js";
 import { llmSchema } from "../../config/schema.js";
@@ -23,7 +23,7 @@ import {
   parseChatRequest,
   parseCompletionRequest,
 } from "../openai-request.js";
-import { openaiError } from "../plugins/errors.js";
+import { errorHandler, openaiError } from "../plugins/errors.js";
 
 type Kind = "chat" | "completion";
 
@@ -289,14 +289,16 @@ export function describeLanguageModel(m: ServedModel): Record<string, unknown> {
   };
 }
 
-export function openaiRoutes(app: FastifyInstance, ctx: AppContext): void {
-  const config = { errorStyle: "openai" as const };
+export const openaiRoutes: FastifyPluginAsync = async (app) => {
+  const ctx = app.modelport;
+  // Every error in this scope (auth, drain, body parsing included) in OpenAI's shape.
+  app.setErrorHandler(errorHandler("openai", ctx.config.limits.maxBodyBytes));
   const limitsFor = (name: string) => promptLimits(ctx, name);
-  app.post("/v1/chat/completions", { config }, (req, reply) =>
+  app.post("/v1/chat/completions", (req, reply) =>
     answer(ctx, "chat", parseChatRequest(req.body, limitsFor), req, reply),
   );
-  app.post("/v1/completions", { config }, (req, reply) =>
+  app.post("/v1/completions", (req, reply) =>
     answer(ctx, "completion", parseCompletionRequest(req.body, limitsFor), req, reply),
   );
   // POST /v1/embeddings lives in routes/openai-embeddings.ts (registered in app.ts).
-}
+};
