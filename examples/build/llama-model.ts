@@ -8,7 +8,7 @@
 // dimension 0 of the residual stream is held constant (its writers are zeroed), and the output
 // rows read it with +1 for word pieces and -4 for byte, control and end tokens. So greedy decoding
 // emits whole pieces (valid UTF-8, no early end) and the answers run to max_tokens.
-import { fromHalfBits, toHalfBits } from "../../src/backends/onnx/float16.js";
+import { fromHalfBits, toHalfBits } from "../../src/protocol/float16.js";
 import { encodeGguf, f32, type GgufEntry, type GgufTensor, str, u32 } from "./gguf-writer.js";
 import { Random } from "./random.js";
 

@@ -2,10 +2,11 @@
 // golden file, so later loads (another machine, library or file) must reproduce it.
 import { readFileSync, writeFileSync } from "node:fs";
 import { basename, dirname, extname, join, resolve } from "node:path";
-import { backendForPath } from "../config/load.js";
+import { backendForPath } from "../config/backends.js";
 import type { GoldenFile, GoldenTensor } from "../golden.js";
+import { decodeNative } from "../protocol/native-body.js";
+import { decodeOip } from "../protocol/oip-body.js";
 import { WorkerRunner } from "../runner/worker-runner.js";
-import { decodeNative, decodeOip } from "../server/decode.js";
 import { type TensorMap, toJsonArray } from "../tensor.js";
 import { parse, UsageError } from "./args.js";
 

@@ -3,7 +3,7 @@
 import cluster from "node:cluster";
 import { availableParallelism } from "node:os";
 import { ConfigError, loadConfig } from "../config/load.js";
-import { threadBudget } from "../runner/threads.js";
+import { threadBudget } from "../config/threads.js";
 import { buildApp } from "../server/app.js";
 import { parse, SERVE_OPTIONS, serveFlags, UsageError } from "./args.js";
 import { runPrimary } from "./cluster.js";

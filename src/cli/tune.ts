@@ -7,6 +7,7 @@ import { availableParallelism } from "node:os";
 import { basename, dirname, relative, resolve } from "node:path";
 import { stringify } from "yaml";
 import { ConfigError, loadConfig } from "../config/load.js";
+import { THREADS_DOC } from "../config/threads.js";
 import type { GoldenFile } from "../golden.js";
 import { type LoadResult, runLoad, type Target } from "../loadgen/load.js";
 import { Progress } from "../loadgen/progress.js";
@@ -20,7 +21,6 @@ import {
   readBodyArg,
   trialRequest,
 } from "../loadgen/target.js";
-import { THREADS_DOC } from "../runner/threads.js";
 import { VERSION } from "../version.js";
 import { parse, UsageError } from "./args.js";
 import { concurrencyList, seconds } from "./bench.js";

@@ -4,7 +4,7 @@
 import { existsSync, statSync } from "node:fs";
 import { basename, dirname, extname, resolve } from "node:path";
 import type { z } from "zod";
-import { isLanguageBackend } from "../llm/language-model.js";
+import { isLanguageBackend } from "./backends.js";
 import { goldenFile, manifestSha256 } from "./model-files.js";
 import { type configSchema, type LanguageModelConfig, llmSchema } from "./schema.js";
 

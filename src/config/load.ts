@@ -5,9 +5,7 @@ import { availableParallelism } from "node:os";
 import { basename, dirname, extname, resolve } from "node:path";
 import { parse as parseYaml, YAMLParseError } from "yaml";
 import type { z } from "zod";
-import { isTransformersFolder } from "../backends/transformers/transformers-backend.js";
-import { isLanguageBackend } from "../llm/language-model.js";
-import { threadBudget } from "../runner/threads.js";
+import { backendForPath, isLanguageBackend } from "./backends.js";
 import { resolveLanguageModels } from "./language-models.js";
 import { goldenFile, manifestSha256 } from "./model-files.js";
 import {
@@ -17,6 +15,7 @@ import {
   type ModelConfig,
   type ModelConfigInput,
 } from "./schema.js";
+import { threadBudget } from "./threads.js";
 import { MAX_CONFIG_DEPTH, yamlDepthExceeds } from "./yaml-depth.js";
 
 /** A configuration that cannot be served; `problems` lists each as "file: key: what is wrong". */
@@ -87,17 +86,6 @@ export interface LoadConfigOptions {
   cwd?: string;
   /** Cores for the thread budget; default os.availableParallelism(). */
   cores?: number;
-}
-
-/** Picks the backend from a path: .onnx → onnx; .gguf → llama-cpp; .ts/.js/.mjs module → custom; a folder with config.json and tokenizer.json → transformers. */
-export function backendForPath(path: string): "onnx" | "custom" | "llama-cpp" | "transformers" | undefined {
-  // A Hugging Face model folder (config.json + tokenizer.json) is an embeddings model.
-  if (isTransformersFolder(path)) return "transformers";
-  const ext = extname(path).toLowerCase();
-  if (ext === ".onnx") return "onnx";
-  if (ext === ".gguf") return "llama-cpp";
-  if ([".ts", ".mts", ".js", ".mjs", ".cjs", ".cts"].includes(ext)) return "custom";
-  return undefined;
 }
 
 function modelBase(path: string): string {
@@ -208,18 +196,19 @@ function applyServerFlags(server: Record<string, unknown>, flags: ServeFlags, en
     server.instanceId = env.MODELPORT_INSTANCE_ID;
 }
 
-/** A file entry without `backend` whose path names a GGUF file is served by llama-cpp (not the onnx default). */
-function inferLanguageBackends(raw: Record<string, unknown>): void {
+/**
+ * A file entry without `backend` gets the one its path means (backends.ts: the same resolution as
+ * `modelport serve PATH`), its path taken relative to the config file; onnx when the path says
+ * nothing.
+ */
+function inferBackends(raw: Record<string, unknown>, baseDir: string): void {
   if (!Array.isArray(raw.models)) return;
   for (const m of raw.models as unknown[]) {
     if (typeof m !== "object" || m === null) continue;
     const entry = m as Record<string, unknown>;
-    if (
-      entry.backend === undefined &&
-      typeof entry.path === "string" &&
-      backendForPath(entry.path) === "llama-cpp"
-    )
-      entry.backend = "llama-cpp";
+    if (entry.backend !== undefined || typeof entry.path !== "string") continue;
+    const backend = backendForPath(resolve(baseDir, entry.path));
+    if (backend) entry.backend = backend;
   }
 }
 
@@ -310,7 +299,7 @@ export function loadConfig(opts: LoadConfigOptions): Config {
     ]);
   }
   applyFlags(raw, flags, env);
-  inferLanguageBackends(raw);
+  inferBackends(raw, baseDir);
   // An upstream model has a URL, not a file: its `path` may be left out (it is the URL then).
   if (Array.isArray(raw.models)) {
     for (const m of raw.models as Record<string, unknown>[]) {

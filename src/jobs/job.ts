@@ -1,5 +1,6 @@
 // What a job is: the durable record of one asynchronous prediction, from acceptance to its one
 // final result. Stores persist it; the queue and workers move it through its states.
+import type { WebhookState } from "../notify/webhook.js";
 
 export type JobStatus = "queued" | "running" | "succeeded" | "failed" | "canceled";
 
@@ -8,17 +9,6 @@ export const FINAL_STATUSES: readonly JobStatus[] = ["succeeded", "failed", "can
 export interface JobError {
   code: string;
   message: string;
-}
-
-export interface WebhookState {
-  url: string;
-  /** Delivery attempts made so far. */
-  attempts: number;
-  /** HTTP status of the last attempt, when one answered. */
-  lastStatus?: number;
-  lastError?: string;
-  /** When a delivery was acknowledged with a 2xx (ms since epoch). */
-  deliveredAt?: number;
 }
 
 export interface Job {

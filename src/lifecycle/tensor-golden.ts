@@ -3,7 +3,7 @@
 import { readFile } from "node:fs/promises";
 import { ModelportError } from "../errors.js";
 import type { GoldenFile, GoldenTensor } from "../golden.js";
-import { decodeTensor } from "../server/decode.js";
+import { decodeTensor } from "../protocol/decode-tensor.js";
 import type { ModelSignature } from "../tensor.js";
 import { type Tensor, type TensorMap, toJsonArray } from "../tensor.js";
 import type { GoldenVerdict } from "./model-lifecycle.js";

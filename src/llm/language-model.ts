@@ -37,14 +37,6 @@
 //   reports the numbers the metrics read at scrape time.
 import type { CancelHandle } from "../cancel.js";
 
-/** The config `backend` values that are language models. */
-export const LANGUAGE_BACKENDS = ["llama-cpp", "transformers", "upstream"] as const;
-export type LanguageBackend = (typeof LANGUAGE_BACKENDS)[number];
-
-export function isLanguageBackend(backend: string): backend is LanguageBackend {
-  return (LANGUAGE_BACKENDS as readonly string[]).includes(backend);
-}
-
 export interface ChatMessage {
   readonly role: "system" | "user" | "assistant" | "developer" | "tool";
   readonly content: string;

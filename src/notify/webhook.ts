@@ -10,9 +10,20 @@ import type { LookupAddress } from "node:dns";
 import { request as httpRequest, type IncomingMessage, type RequestOptions } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { ModelportError } from "../errors.js";
-import type { WebhookState } from "../jobs/job.js";
 import { VERSION } from "../version.js";
 import { type CheckedCallback, checkCallbackUrl, type LookupFn } from "./callback-url.js";
+
+/** A job's webhook delivery, as the job record keeps it. */
+export interface WebhookState {
+  url: string;
+  /** Delivery attempts made so far. */
+  attempts: number;
+  /** HTTP status of the last attempt, when one answered. */
+  lastStatus?: number;
+  lastError?: string;
+  /** When a delivery was acknowledged with a 2xx (ms since epoch). */
+  deliveredAt?: number;
+}
 
 export {
   allowPrivateProblems,

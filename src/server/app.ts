@@ -14,9 +14,9 @@ import { openJobStore, purgeExpired } from "../jobs/open-job-store.js";
 import type { RunnerFactory } from "../lifecycle/local-tensor-model.js";
 import { Metrics } from "../metrics/metrics.js";
 import { resolveWebhookSecret } from "../notify/webhook.js";
+import { INSTANCE_HEADER, OCTET_STREAM, REQUEST_ID_HEADER } from "../protocol/headers.js";
 import type { BlobStore } from "../storage/blob-store.js";
 import { createBlobStore } from "../storage/create-blob-store.js";
-import { OCTET_STREAM } from "./binary.js";
 import { connectionOptions, limitConnections } from "./connections.js";
 import type { AppContext } from "./context.js";
 import { registerJsonParser } from "./json-body.js";
@@ -82,7 +82,7 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   });
   limitConnections(app.server, config.server.connections.maxConnections);
   // JSON (nesting depth checked before parsing; see json-body.ts), and binary tensors as
-  // application/octet-stream (read whole, within bodyLimit; see binary.ts); 415 otherwise.
+  // application/octet-stream (read whole, within bodyLimit; see protocol/); 415 otherwise.
   // Fastify's default text/plain parser would let strings through.
   app.removeContentTypeParser("text/plain");
   registerJsonParser(app, config.limits.maxJsonDepth);
@@ -132,8 +132,8 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   let inFlight = 0;
 
   app.addHook("onRequest", (request, reply, done) => {
-    reply.header("x-request-id", request.id);
-    reply.header("x-modelport-instance", instance);
+    reply.header(REQUEST_ID_HEADER, request.id);
+    reply.header(INSTANCE_HEADER, instance);
     if (context.draining && !PROBE_PATHS.has(request.url.split("?")[0]!)) {
       reply.header("connection", "close");
       done(

@@ -8,6 +8,7 @@ import type { Config } from "../config/schema.js";
 import { ModelportError } from "../errors.js";
 import type { JobQueue } from "../jobs/job-queue.js";
 import type { Metrics } from "../metrics/metrics.js";
+import { TIMEOUT_HEADER } from "../protocol/headers.js";
 import type { TensorMap } from "../tensor.js";
 import type { StreamSlots } from "./stream-slots.js";
 
@@ -33,8 +34,6 @@ declare module "fastify" {
     cancelHandle?: CancelHandle;
   }
 }
-
-export const TIMEOUT_HEADER = "x-request-timeout-ms";
 
 /**
  * Scores `inputs` with the request's deadline (X-Request-Timeout-Ms or the model's

@@ -2,7 +2,7 @@
 // extension (Inference-Header-Content-Length, binary_data_size, binary_data / binary_data_output)
 // and the native route's raw application/octet-stream tensor. Binary must answer exactly what JSON
 // answers, in every direction, and every malformed binary body gets a 4xx with its MP_ERR code.
-// The tensor bytes here are written and read with Buffer's own methods, independently of binary.ts.
+// The tensor bytes here are written and read with Buffer's own methods, independently of src/protocol/.
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";

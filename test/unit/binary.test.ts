@@ -1,24 +1,25 @@
-// binary.ts without a server: bytes ↔ typed arrays for every datatype, the OIP binary body split
+// The binary tensor codecs (src/protocol/) without a server: bytes ↔ typed arrays for every datatype, the OIP binary body split
 // and build, output selection, the native route's raw tensor and Accept negotiation.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { ModelportError } from "../../src/errors.js";
 import {
-  BinarySection,
   binaryOutputs,
   buildBinaryBody,
-  decodeRawTensor,
   encodeOipBinary,
-  encodeRawTensor,
   parseHeaderLength,
+  splitOipBody,
+} from "../../src/protocol/binary-body.js";
+import { BinarySection } from "../../src/protocol/binary-section.js";
+import { decodeOip } from "../../src/protocol/oip-body.js";
+import {
+  decodeRawTensor,
+  encodeRawTensor,
   parseShapeHeader,
   rawOutputName,
-  splitOipBody,
-  tensorDataFromBytes,
-  tensorToBytes,
   wantsOctetStream,
-} from "../../src/server/binary.js";
-import { decodeOip } from "../../src/server/decode.js";
+} from "../../src/protocol/raw-tensor.js";
+import { tensorDataFromBytes, tensorToBytes } from "../../src/protocol/tensor-bytes.js";
 import type { Datatype, ModelSignature, Tensor, TensorData } from "../../src/tensor.js";
 
 const LIMITS = { maxBatchRows: 100 };
@@ -34,7 +35,7 @@ function throwsCode(fn: () => unknown, code: string, message?: RegExp): void {
   });
 }
 
-/** Little-endian bytes written with Buffer's own methods, to check binary.ts against. */
+/** Little-endian bytes written with Buffer's own methods, to check the codecs against. */
 function le(
   kind: "f16" | "f32" | "f64" | "i64" | "u64" | "i32" | "u32" | "i16" | "u16",
   values: number[],

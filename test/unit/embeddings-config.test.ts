@@ -4,11 +4,12 @@
 import assert from "node:assert/strict";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, relative } from "node:path";
 import { before, describe, it } from "node:test";
 import { stringify } from "yaml";
 import { embeddingOptions, pool } from "../../src/backends/transformers/transformers-backend.js";
-import { backendForPath, type ConfigError, loadConfig } from "../../src/config/load.js";
+import { backendForPath } from "../../src/config/backends.js";
+import { type ConfigError, loadConfig } from "../../src/config/load.js";
 import { testModels } from "../helpers/models.js";
 
 describe("config for embeddings and upstream models", () => {
@@ -29,6 +30,30 @@ describe("config for embeddings and upstream models", () => {
     assert.equal(m?.path, folder);
     assert.equal(m?.golden, join(models, "tiny-embed.golden.json"));
     assert.equal(m?.batching?.maxBatchRows, 64);
+  });
+
+  it("a config entry without backend resolves its path as the command line does (relative to the file)", () => {
+    const dir = mkdtempSync(join(tmpdir(), "modelport-cfg-"));
+    const file = join(dir, "m.yaml");
+    const rel = (p: string) => relative(dir, p);
+    const entries = [
+      { name: "embed", path: rel(join(models, "tiny-embed")) },
+      { name: "tree", path: rel(join(models, "churn-tree.onnx")) },
+      { name: "llm", path: rel(join(models, "tiny-llama.gguf")) },
+      { name: "pinned", backend: "onnx", path: rel(join(models, "churn-tree.onnx")) },
+    ];
+    writeFileSync(file, stringify({ models: entries }));
+    // From another working directory: the path is the file's, not the process's.
+    const config = loadConfig({ file, cwd: tmpdir(), cores: 4 });
+    const backends = Object.fromEntries(
+      [...config.models, ...(config.languageModels ?? [])].map((m) => [m.name, m.backend]),
+    );
+    assert.deepEqual(backends, { tree: "onnx", pinned: "onnx", embed: "transformers", llm: "llama-cpp" });
+    for (const e of entries.filter((x) => !("backend" in x))) {
+      const cli = loadConfig({ modelPath: join(dir, e.path), cores: 4 });
+      const one = [...cli.models, ...(cli.languageModels ?? [])][0];
+      assert.equal(one?.backend, backends[e.name], `${e.name}: the command line and the file agree`);
+    }
   });
 
   it("--backend overrides the folder's guess", () => {

@@ -5,7 +5,8 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import { backendForPath, ConfigError, loadConfig } from "../../src/config/load.js";
+import { backendForPath } from "../../src/config/backends.js";
+import { ConfigError, loadConfig } from "../../src/config/load.js";
 
 const dir = mkdtempSync(join(tmpdir(), "modelport-llm-config-"));
 writeFileSync(join(dir, "m.gguf"), "not read by loadConfig");

@@ -1,9 +1,10 @@
 // The pure pieces under the HTTP layer: nesting, JSON conversion, half floats and decoding.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { fromHalfBits, toHalfBits } from "../../src/backends/onnx/float16.js";
 import { ModelportError } from "../../src/errors.js";
-import { decodeNative, decodeTensor } from "../../src/server/decode.js";
+import { decodeTensor } from "../../src/protocol/decode-tensor.js";
+import { fromHalfBits, toHalfBits } from "../../src/protocol/float16.js";
+import { decodeNative } from "../../src/protocol/native-body.js";
 import { nest, toJsonArray } from "../../src/tensor.js";
 
 describe("tensor helpers", () => {

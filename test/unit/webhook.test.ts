@@ -18,7 +18,7 @@ import { after, before, describe, it } from "node:test";
 import { Webhook } from "standardwebhooks";
 import { jobsSchema } from "../../src/config/schema.js";
 import { isModelportError } from "../../src/errors.js";
-import type { WebhookState } from "../../src/jobs/job.js";
+import type { WebhookState } from "../../src/notify/webhook.js";
 import {
   allowPrivateProblems,
   checkCallbackUrl,

@@ -3,9 +3,9 @@
 // explicit intra-op thread count.
 import { stat } from "node:fs/promises";
 import { ModelportError } from "../../errors.js";
+import { fromHalfBits, toHalfBits } from "../../protocol/float16.js";
 import type { Datatype, ModelSignature, Tensor, TensorMap, TensorSpec } from "../../tensor.js";
 import type { Backend, LoadedModel, LoadOptions } from "../backend.js";
-import { fromHalfBits, toHalfBits } from "./float16.js";
 
 type Ort = typeof import("onnxruntime-node");
 type OrtTensor = import("onnxruntime-node").Tensor;

@@ -3,7 +3,7 @@
 // thread like any backend and turns a batch of texts (BYTES [n]) into pooled, optionally
 // normalised vectors (FP32 [n, dim]) plus each text's token count (INT32 [n], for usage and
 // cost). Local folders only: remote loading is switched off, so nothing is ever downloaded.
-import { existsSync, statSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { ModelportError } from "../../errors.js";
 import type { ModelSignature, TensorMap } from "../../tensor.js";
@@ -45,19 +45,6 @@ export function embeddingOptions(options: Readonly<Record<string, unknown>>): Em
     throw new ModelportError("MP_ERR_MODEL_LOAD_FAILED", "options.normalize must be true or false");
   }
   return { pooling, normalize };
-}
-
-/** True when `path` is a folder transformers.js can load (config.json and tokenizer.json). */
-export function isTransformersFolder(path: string): boolean {
-  try {
-    return (
-      statSync(path).isDirectory() &&
-      existsSync(join(path, "config.json")) &&
-      existsSync(join(path, "tokenizer.json"))
-    );
-  } catch {
-    return false;
-  }
 }
 
 /**

@@ -3,13 +3,8 @@
 // a runner's binary infer response becomes a TensorMap again. The runner speaks it already
 // (POST /v2/models/{m}/infer with application/octet-stream).
 import { ERRORS, type ErrorCode, ModelportError } from "../../errors.js";
-import {
-  type BinaryBody,
-  buildBinaryBody,
-  parseHeaderLength,
-  tensorDataFromBytes,
-  tensorToBytes,
-} from "../../server/binary.js";
+import { type BinaryBody, buildBinaryBody, parseHeaderLength } from "../../protocol/binary-body.js";
+import { tensorDataFromBytes, tensorToBytes } from "../../protocol/tensor-bytes.js";
 import { DATATYPES, type Datatype, elementCount, type TensorMap } from "../../tensor.js";
 
 /** The request body and headers for POST /v2/models/{model}/infer. */

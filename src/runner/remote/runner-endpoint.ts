@@ -2,7 +2,7 @@
 // what its last health poll said (reachable? which models ready, with which signatures?) and
 // how many forwarded requests it is working on, for least-loaded routing.
 import http from "node:http";
-import { POLL_HEADER } from "../../server/plugins/request-log.js";
+import { INSTANCE_HEADER, POLL_HEADER } from "../../protocol/headers.js";
 import type { ModelSignature, TensorSpec } from "../../tensor.js";
 
 export interface RunnerModelReport {
@@ -149,7 +149,7 @@ export class RunnerEndpoint {
   }
 
   private noteInstance(headers: http.IncomingHttpHeaders): void {
-    const id = headers["x-modelport-instance"];
+    const id = headers[INSTANCE_HEADER];
     if (typeof id === "string") this.instance = id;
   }
 

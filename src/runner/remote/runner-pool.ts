@@ -9,6 +9,7 @@ import type { CancelHandle } from "../../cancel.js";
 import type { ServerConfig } from "../../config/schema.js";
 import { ModelportError } from "../../errors.js";
 import type { Metrics } from "../../metrics/metrics.js";
+import { REQUEST_ID_HEADER } from "../../protocol/headers.js";
 import type { TensorMap } from "../../tensor.js";
 import { decodeInferResponse, encodeInferRequest, errorFromRunner } from "./infer-codec.js";
 import { RunnerEndpoint, RunnerUnreachableError } from "./runner-endpoint.js";
@@ -191,7 +192,7 @@ export class RunnerPool {
       );
     }
     const headers: Record<string, string> = { ...request.headers, "x-request-timeout-ms": String(left) };
-    if (options.requestId) headers["x-request-id"] = options.requestId;
+    if (options.requestId) headers[REQUEST_ID_HEADER] = options.requestId;
     const started = performance.now();
     ep.inFlight++;
     this.metrics?.runnerInFlight.set({ runner: ep.url }, ep.inFlight);

@@ -5,6 +5,7 @@
 // (auth, drain) and body parsing answer in the style of the route they reached.
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ModelportError } from "../../errors.js";
+import { REQUEST_ID_HEADER } from "../../protocol/headers.js";
 
 /** Translates Fastify's own errors (body parsing, limits) into table codes. */
 function fromFastify(err: FastifyError, maxBodyBytes: number): ModelportError {
@@ -103,7 +104,7 @@ export function frameworkError(
   request: FastifyRequest,
   reply: FastifyReply,
 ): FastifyReply {
-  reply.header("x-request-id", request.id);
+  reply.header(REQUEST_ID_HEADER, request.id);
   let mp: ModelportError;
   if (err.code === "FST_ERR_BAD_URL")
     mp = new ModelportError("MP_ERR_REQUEST_INVALID", "the path has a malformed percent-escape (%XX)");

@@ -3,18 +3,16 @@
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import { type FastifyReply, type FastifyRequest, LogController } from "fastify";
+import { POLL_HEADER, REQUEST_ID_HEADER } from "../../protocol/headers.js";
 import { PROBE_PATHS } from "./auth.js";
 
 const SAFE_ID = /^[A-Za-z0-9._:@/+=-]{1,128}$/;
 
 /** Fastify genReqId: the client's X-Request-Id when it is safe to log, else a UUID. */
 export function requestId(req: IncomingMessage): string {
-  const given = req.headers["x-request-id"];
+  const given = req.headers[REQUEST_ID_HEADER];
   return typeof given === "string" && SAFE_ID.test(given) ? given : randomUUID();
 }
-
-/** Sent by the API tier's health polls of its runners. */
-export const POLL_HEADER = "x-modelport-poll";
 
 /** One "request completed" line per request instead of Fastify's two. */
 export class RequestLogController extends LogController {

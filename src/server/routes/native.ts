@@ -2,10 +2,15 @@
 // named tensors in and named outputs out.
 import type { FastifyPluginAsync } from "fastify";
 import type { ServedModel } from "../../catalogue/served-model.js";
-import { decodeRawTensor, encodeRawTensor, rawOutputName, wantsOctetStream } from "../binary.js";
+import { decodeNative, encodeNative } from "../../protocol/native-body.js";
+import {
+  decodeRawTensor,
+  encodeRawTensor,
+  rawOutputName,
+  wantsOctetStream,
+} from "../../protocol/raw-tensor.js";
+import { requestedOutputs } from "../../protocol/requested-outputs.js";
 import { infer } from "../context.js";
-import { decodeNative, requestedOutputs } from "../decode.js";
-import { encodeNative } from "../encode.js";
 import { submitJob } from "./jobs.js";
 import { describeLanguageModel, openaiModelList } from "./openai.js";
 
@@ -84,7 +89,7 @@ export const nativeRoutes: FastifyPluginAsync = async (app) => {
       const host = ctx.catalogue.require(req.params.model, "predict", req.query.version);
       const signature = host.signature;
       if (!signature) throw host.notReadyError();
-      // A Buffer is a raw application/octet-stream tensor (binary.ts); anything else is JSON.
+      // A Buffer is a raw application/octet-stream tensor (protocol/raw-tensor.ts); anything else is JSON.
       const raw = Buffer.isBuffer(req.body) ? req.body : undefined;
       const body = raw ? undefined : (req.body as Record<string, unknown> | undefined);
       const inputs = raw

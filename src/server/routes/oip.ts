@@ -2,11 +2,12 @@
 // model metadata, model readiness and infer, with and without /versions/{v}.
 import type { FastifyPluginAsync, onRequestHookHandler } from "fastify";
 import type { ServedModel } from "../../catalogue/served-model.js";
+import { binaryOutputs, encodeOipBinary, splitOipBody } from "../../protocol/binary-body.js";
+import { INFERENCE_HEADER, OCTET_STREAM } from "../../protocol/headers.js";
+import { decodeOip, encodeOip } from "../../protocol/oip-body.js";
+import { requestedOutputs } from "../../protocol/requested-outputs.js";
 import { VERSION } from "../../version.js";
-import { binaryOutputs, encodeOipBinary, INFERENCE_HEADER, OCTET_STREAM, splitOipBody } from "../binary.js";
 import { infer } from "../context.js";
-import { decodeOip, requestedOutputs } from "../decode.js";
-import { encodeOip } from "../encode.js";
 import { errorHandler } from "../plugins/errors.js";
 
 interface Params {

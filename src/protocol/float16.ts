@@ -1,5 +1,5 @@
-// IEEE 754 half-precision conversion: modelport carries FP16 as float32 numbers and converts
-// at the onnxruntime boundary, which wants raw half bits in a Uint16Array.
+// IEEE 754 half-precision conversion: modelport carries FP16 as float32 numbers and converts at
+// the wire (binary tensor bytes) and at the onnxruntime boundary, which want raw half bits.
 
 const f32 = new Float32Array(1);
 const u32 = new Uint32Array(f32.buffer);

@@ -1,6 +1,7 @@
-// Turns JSON request bodies (native rows / named tensors, Open Inference Protocol inputs)
-// into typed tensors checked against the model's signature. Every refusal names the input,
-// what was sent and what the model expects.
+// One JSON tensor (nested data, or flat data with a shape) into a typed tensor checked against
+// the model's input spec, and the checks every decoded request passes (every input present,
+// rows within limits, named dims consistent). Every refusal names the input, what was sent and
+// what the model expects.
 import { ModelportError } from "../errors.js";
 import {
   allocate,
@@ -13,7 +14,6 @@ import {
   type TensorMap,
   type TensorSpec,
 } from "../tensor.js";
-import type { BinarySection } from "./binary.js";
 
 export interface DecodeLimits {
   maxBatchRows: number;
@@ -328,7 +328,7 @@ function checkNamedDims(signature: ModelSignature, tensors: TensorMap): void {
   }
 }
 
-function tooManyRows(rows: number, max: number): ModelportError {
+export function tooManyRows(rows: number, max: number): ModelportError {
   return new ModelportError(
     "MP_ERR_INPUT_TOO_MANY_ROWS",
     `the request holds ${rows} rows; this model takes at most ${max} per request (split it, or raise limits.maxBatchRows)`,
@@ -336,213 +336,9 @@ function tooManyRows(rows: number, max: number): ModelportError {
   );
 }
 
-function requireObject(body: unknown, what: string): Record<string, unknown> {
+export function requireObject(body: unknown, what: string): Record<string, unknown> {
   if (typeof body !== "object" || body === null || Array.isArray(body)) {
     throw new ModelportError("MP_ERR_REQUEST_INVALID", `${what} must be a JSON object`);
   }
   return body as Record<string, unknown>;
-}
-
-/** Rows of objects ({input: value}) become one tensor per input. */
-function rowsOfObjects(rows: unknown[], signature: ModelSignature): TensorMap {
-  const columns = new Map<string, unknown[]>();
-  for (const spec of signature.inputs) columns.set(spec.name, []);
-  rows.forEach((row, r) => {
-    const obj = requireObject(row, `rows[${r}]`);
-    for (const key of Object.keys(obj)) {
-      const col = columns.get(key);
-      if (!col) {
-        throw new ModelportError(
-          "MP_ERR_INPUT_UNKNOWN",
-          `rows[${r}] has '${key}', which is not a model input; inputs are ${[...columns.keys()].map((k) => `'${k}'`).join(", ")}`,
-          { input: key },
-        );
-      }
-      col.push(obj[key]);
-    }
-    for (const [name, col] of columns) {
-      if (col.length !== r + 1) {
-        throw new ModelportError(
-          "MP_ERR_INPUT_MISSING",
-          `rows[${r}] has no '${name}'; every row needs every input`,
-          {
-            input: name,
-          },
-        );
-      }
-    }
-  });
-  const out: TensorMap = {};
-  for (const spec of signature.inputs) out[spec.name] = decodeTensor(spec, columns.get(spec.name));
-  return out;
-}
-
-/**
- * Native predict body: `{rows: [...]}` (arrays for a single-input model, objects keyed by
- * input name for any model) or `{inputs: {name: nested data | {data, shape?}}}`.
- */
-export function decodeNative(body: unknown, signature: ModelSignature, limits: DecodeLimits): TensorMap {
-  const obj = requireObject(body, "the request body");
-  // Own keys only: `in` also sees Object.prototype ("constructor", "toString", ...).
-  const hasRows = Object.hasOwn(obj, "rows");
-  const hasInputs = Object.hasOwn(obj, "inputs");
-  if (hasRows === hasInputs) {
-    throw new ModelportError(
-      "MP_ERR_REQUEST_INVALID",
-      'send exactly one of "rows" (a list of rows) or "inputs" (an object of named tensors)',
-    );
-  }
-  let tensors: TensorMap;
-  let names: string[];
-  if (hasRows) {
-    const rows = obj.rows;
-    if (!Array.isArray(rows))
-      throw new ModelportError("MP_ERR_REQUEST_INVALID", '"rows" must be an array of rows');
-    if (rows.length === 0)
-      throw new ModelportError("MP_ERR_INPUT_EMPTY_BATCH", '"rows" is empty; send at least one row');
-    // Refuse oversized requests before decoding them.
-    if (rows.length > limits.maxBatchRows) throw tooManyRows(rows.length, limits.maxBatchRows);
-    const first = rows[0];
-    if (typeof first === "object" && first !== null && !Array.isArray(first)) {
-      tensors = rowsOfObjects(rows, signature);
-    } else if (signature.inputs.length === 1) {
-      tensors = { [signature.inputs[0]!.name]: decodeTensor(signature.inputs[0]!, rows) };
-    } else {
-      throw new ModelportError(
-        "MP_ERR_REQUEST_INVALID",
-        `this model has ${signature.inputs.length} inputs: send rows as objects keyed by input name, or use "inputs"`,
-      );
-    }
-    names = Object.keys(tensors);
-  } else {
-    const inputs = requireObject(obj.inputs, '"inputs"');
-    names = Object.keys(inputs);
-    tensors = {};
-    for (const spec of signature.inputs) {
-      if (!Object.hasOwn(inputs, spec.name)) continue;
-      const v = inputs[spec.name];
-      if (typeof v === "object" && v !== null && !Array.isArray(v)) {
-        const t = v as Record<string, unknown>;
-        tensors[spec.name] = decodeTensor(spec, t.data, t.shape, t.datatype);
-      } else tensors[spec.name] = decodeTensor(spec, v);
-    }
-  }
-  checkInputs(names, signature, tensors, limits);
-  return tensors;
-}
-
-/** An OIP input's `parameters.binary_data_size` (binary tensor extension); undefined when absent. */
-function binaryDataSize(inp: Record<string, unknown>, i: number): unknown {
-  const params = inp.parameters;
-  if (params === undefined) return undefined;
-  if (typeof params !== "object" || params === null || Array.isArray(params)) {
-    throw new ModelportError(
-      "MP_ERR_REQUEST_INVALID",
-      `inputs[${i}] ('${inp.name}'): "parameters" must be an object`,
-    );
-  }
-  return (params as Record<string, unknown>).binary_data_size;
-}
-
-/**
- * Open Inference Protocol infer body: `{id?, parameters?, inputs: [{name, shape, datatype, data}], outputs?}`.
- * With `binary` (the bytes after a binary request's JSON header), inputs with
- * `parameters.binary_data_size` take their data from it, in input order; the others carry `data`.
- */
-export function decodeOip(
-  body: unknown,
-  signature: ModelSignature,
-  limits: DecodeLimits,
-  binary?: BinarySection,
-): TensorMap {
-  const obj = requireObject(body, "the request body");
-  if (!Array.isArray(obj.inputs)) {
-    throw new ModelportError(
-      "MP_ERR_REQUEST_INVALID",
-      '"inputs" must be an array of {name, shape, datatype, data}',
-    );
-  }
-  const specs = new Map(signature.inputs.map((s) => [s.name, s]));
-  const tensors: TensorMap = {};
-  const names: string[] = [];
-  obj.inputs.forEach((raw, i) => {
-    const inp = requireObject(raw, `inputs[${i}]`);
-    if (typeof inp.name !== "string")
-      throw new ModelportError("MP_ERR_REQUEST_INVALID", `inputs[${i}].name must be a string`);
-    if (!Array.isArray(inp.shape)) {
-      throw new ModelportError(
-        "MP_ERR_REQUEST_INVALID",
-        `inputs[${i}] ('${inp.name}'): "shape" is required and must be an array`,
-      );
-    }
-    if (typeof inp.datatype !== "string") {
-      throw new ModelportError(
-        "MP_ERR_REQUEST_INVALID",
-        `inputs[${i}] ('${inp.name}'): "datatype" is required`,
-      );
-    }
-    const size = binaryDataSize(inp, i);
-    const hasData = Object.hasOwn(inp, "data");
-    if (size === undefined && !hasData) {
-      throw new ModelportError(
-        "MP_ERR_REQUEST_INVALID",
-        `inputs[${i}] ('${inp.name}'): "data" is required (or parameters.binary_data_size in a binary request)`,
-      );
-    }
-    if (size !== undefined && hasData) {
-      throw new ModelportError(
-        "MP_ERR_REQUEST_INVALID",
-        `inputs[${i}] ('${inp.name}') has both "data" and parameters.binary_data_size; send one`,
-      );
-    }
-    names.push(inp.name);
-    const spec = specs.get(inp.name);
-    // An unknown input is reported by checkInputs with the list of known inputs.
-    if (spec && inp.datatype === "BYTES" && spec.datatype !== "BYTES") {
-      throw new ModelportError(
-        "MP_ERR_DATATYPE_UNSUPPORTED",
-        `input '${inp.name}': BYTES data is not accepted for this input; the model expects ${spec.datatype}`,
-      );
-    }
-    if (size === undefined) {
-      if (spec) tensors[inp.name] = decodeTensor(spec, inp.data, inp.shape, inp.datatype);
-      return;
-    }
-    if (!binary) {
-      throw new ModelportError(
-        "MP_ERR_BINARY_HEADER_LENGTH",
-        `input '${inp.name}' has parameters.binary_data_size but the request has no binary part: send the JSON header, then the bytes, with Inference-Header-Content-Length set to the JSON header's length`,
-        { input: inp.name },
-      );
-    }
-    const tensor = binary.take(inp.name, spec, inp.shape, inp.datatype, size);
-    if (tensor) tensors[inp.name] = tensor;
-  });
-  checkInputs(names, signature, tensors, limits);
-  binary?.finish();
-  return tensors;
-}
-
-/** Requested output names (OIP `outputs: [{name}]` or native `outputs: ["name"]`), checked against the model. */
-export function requestedOutputs(raw: unknown, signature: ModelSignature): string[] | undefined {
-  if (raw === undefined) return undefined;
-  if (!Array.isArray(raw)) throw new ModelportError("MP_ERR_REQUEST_INVALID", '"outputs" must be an array');
-  const known = new Set(signature.outputs.map((o) => o.name));
-  return raw.map((o, i) => {
-    const name =
-      typeof o === "string"
-        ? o
-        : typeof o === "object" && o !== null
-          ? (o as { name?: unknown }).name
-          : undefined;
-    if (typeof name !== "string")
-      throw new ModelportError("MP_ERR_REQUEST_INVALID", `outputs[${i}] must name an output`);
-    if (!known.has(name)) {
-      throw new ModelportError(
-        "MP_ERR_OUTPUT_UNKNOWN",
-        `output '${name}' is not produced by this model; it produces ${[...known].map((k) => `'${k}'`).join(", ")}`,
-      );
-    }
-    return name;
-  });
 }

@@ -2,7 +2,7 @@
 // llama.cpp) spin while they wait, so more busy pool threads than cores does not just share the
 // machine, it collapses throughput (llama.cpp on 2 cores ran ~1000× slower with 4 threads than 1).
 // modelport therefore refuses layouts whose multi-threaded models cannot all have their cores.
-import type { Config } from "../config/schema.js";
+import type { Config } from "./schema.js";
 
 export const THREADS_DOC = "docs/Performance-tuning.md#the-thread-budget";
 

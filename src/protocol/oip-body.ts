@@ -1,0 +1,117 @@
+// The Open Inference Protocol's JSON bodies: infer inputs into tensors checked against the
+// model's signature (binary inputs taken from a BinarySection), and outputs as flat row-major
+// data with shape and datatype.
+import { ModelportError } from "../errors.js";
+import { type ModelSignature, type TensorMap, toJsonArray } from "../tensor.js";
+import type { BinarySection } from "./binary-section.js";
+import { checkInputs, type DecodeLimits, decodeTensor, requireObject } from "./decode-tensor.js";
+import { pickOutputs } from "./requested-outputs.js";
+
+/** An OIP input's `parameters.binary_data_size` (binary tensor extension); undefined when absent. */
+function binaryDataSize(inp: Record<string, unknown>, i: number): unknown {
+  const params = inp.parameters;
+  if (params === undefined) return undefined;
+  if (typeof params !== "object" || params === null || Array.isArray(params)) {
+    throw new ModelportError(
+      "MP_ERR_REQUEST_INVALID",
+      `inputs[${i}] ('${inp.name}'): "parameters" must be an object`,
+    );
+  }
+  return (params as Record<string, unknown>).binary_data_size;
+}
+
+/**
+ * Open Inference Protocol infer body: `{id?, parameters?, inputs: [{name, shape, datatype, data}], outputs?}`.
+ * With `binary` (the bytes after a binary request's JSON header), inputs with
+ * `parameters.binary_data_size` take their data from it, in input order; the others carry `data`.
+ */
+export function decodeOip(
+  body: unknown,
+  signature: ModelSignature,
+  limits: DecodeLimits,
+  binary?: BinarySection,
+): TensorMap {
+  const obj = requireObject(body, "the request body");
+  if (!Array.isArray(obj.inputs)) {
+    throw new ModelportError(
+      "MP_ERR_REQUEST_INVALID",
+      '"inputs" must be an array of {name, shape, datatype, data}',
+    );
+  }
+  const specs = new Map(signature.inputs.map((s) => [s.name, s]));
+  const tensors: TensorMap = {};
+  const names: string[] = [];
+  obj.inputs.forEach((raw, i) => {
+    const inp = requireObject(raw, `inputs[${i}]`);
+    if (typeof inp.name !== "string")
+      throw new ModelportError("MP_ERR_REQUEST_INVALID", `inputs[${i}].name must be a string`);
+    if (!Array.isArray(inp.shape)) {
+      throw new ModelportError(
+        "MP_ERR_REQUEST_INVALID",
+        `inputs[${i}] ('${inp.name}'): "shape" is required and must be an array`,
+      );
+    }
+    if (typeof inp.datatype !== "string") {
+      throw new ModelportError(
+        "MP_ERR_REQUEST_INVALID",
+        `inputs[${i}] ('${inp.name}'): "datatype" is required`,
+      );
+    }
+    const size = binaryDataSize(inp, i);
+    const hasData = Object.hasOwn(inp, "data");
+    if (size === undefined && !hasData) {
+      throw new ModelportError(
+        "MP_ERR_REQUEST_INVALID",
+        `inputs[${i}] ('${inp.name}'): "data" is required (or parameters.binary_data_size in a binary request)`,
+      );
+    }
+    if (size !== undefined && hasData) {
+      throw new ModelportError(
+        "MP_ERR_REQUEST_INVALID",
+        `inputs[${i}] ('${inp.name}') has both "data" and parameters.binary_data_size; send one`,
+      );
+    }
+    names.push(inp.name);
+    const spec = specs.get(inp.name);
+    // An unknown input is reported by checkInputs with the list of known inputs.
+    if (spec && inp.datatype === "BYTES" && spec.datatype !== "BYTES") {
+      throw new ModelportError(
+        "MP_ERR_DATATYPE_UNSUPPORTED",
+        `input '${inp.name}': BYTES data is not accepted for this input; the model expects ${spec.datatype}`,
+      );
+    }
+    if (size === undefined) {
+      if (spec) tensors[inp.name] = decodeTensor(spec, inp.data, inp.shape, inp.datatype);
+      return;
+    }
+    if (!binary) {
+      throw new ModelportError(
+        "MP_ERR_BINARY_HEADER_LENGTH",
+        `input '${inp.name}' has parameters.binary_data_size but the request has no binary part: send the JSON header, then the bytes, with Inference-Header-Content-Length set to the JSON header's length`,
+        { input: inp.name },
+      );
+    }
+    const tensor = binary.take(inp.name, spec, inp.shape, inp.datatype, size);
+    if (tensor) tensors[inp.name] = tensor;
+  });
+  checkInputs(names, signature, tensors, limits);
+  binary?.finish();
+  return tensors;
+}
+
+export interface OipOutput {
+  name: string;
+  datatype: string;
+  shape: number[];
+  data: (number | boolean | string)[];
+}
+
+/** Open Inference Protocol form: flat row-major data with shape and datatype. */
+export function encodeOip(outputs: TensorMap, names?: readonly string[]): OipOutput[] {
+  return pickOutputs(outputs, names).map(([name, t]) => ({
+    name,
+    datatype: t.datatype,
+    shape: t.shape,
+    data: toJsonArray(t),
+  }));
+}
