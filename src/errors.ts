@@ -1,10 +1,17 @@
 // Every error modelport can answer with: one table of MP_ERR_* codes, each with an HTTP
-// status, whether a retry can help, and a hint that tells the user what to do. docs/Errors.md
+// status, whether a retry can help, whether another runner may answer where this one could
+// not, and a hint that tells the user what to do. docs/Errors.md
 // is kept in step with this table by a test.
 
 export interface ErrorSpec {
   status: number;
   retryable: boolean;
+  /**
+   * The API tier sends the request to another runner once when a runner answers this (the
+   * runner, not the request, is the problem: draining, loading, crashed, full; for a language
+   * model, the runner's own call failed). Absent: false.
+   */
+  tryElsewhere?: true;
   /** What the code means, for docs/Errors.md. */
   summary: string;
 }
@@ -116,6 +123,7 @@ export const ERRORS = {
   MP_ERR_MODEL_NOT_READY: {
     status: 503,
     retryable: true,
+    tryElsewhere: true,
     summary: "The model is loading, or failed its integrity or golden check; /readyz says why.",
   },
   MP_ERR_MODEL_LOAD_FAILED: {
@@ -152,6 +160,7 @@ export const ERRORS = {
   MP_ERR_MODEL_OVERLOADED: {
     status: 503,
     retryable: true,
+    tryElsewhere: true,
     summary:
       "The model's queue is full (limits.maxQueueRows); Retry-After estimates when it will have drained.",
   },
@@ -170,6 +179,7 @@ export const ERRORS = {
   MP_ERR_RUNNER_CRASHED: {
     status: 503,
     retryable: true,
+    tryElsewhere: true,
     summary: "The runner that owns the model stopped while the request was in flight; it restarts by itself.",
   },
   MP_ERR_RUNNER_UNAVAILABLE: {
@@ -194,6 +204,7 @@ export const ERRORS = {
   MP_ERR_LLM_UPSTREAM_FAILED: {
     status: 502,
     retryable: true,
+    tryElsewhere: true,
     summary:
       "The upstream server behind an `upstream` model failed or could not be reached, or its answer broke a limit (upstream.maxEventChars, upstream.maxResponseBytes).",
   },
@@ -278,6 +289,7 @@ export const ERRORS = {
   MP_ERR_SERVER_SHUTTING_DOWN: {
     status: 503,
     retryable: true,
+    tryElsewhere: true,
     summary: "The server is draining for shutdown; retry on another instance.",
   },
   // Connections (server.connections)
@@ -329,6 +341,13 @@ export const ERRORS = {
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERRORS;
+
+/** The codes marked tryElsewhere: a runner's answer that another runner might not give. */
+export const TRY_ELSEWHERE: ReadonlySet<string> = new Set(
+  Object.entries(ERRORS as Record<string, ErrorSpec>)
+    .filter(([, spec]) => spec.tryElsewhere)
+    .map(([code]) => code),
+);
 
 /** The error every modelport path throws: a table code plus a message that says what to do. */
 export class ModelportError extends Error {

@@ -9,10 +9,10 @@ import type { Logger } from "pino";
 import { UpstreamLanguageModel } from "../backends/upstream/upstream-language-model.js";
 import type { CancelHandle } from "../cancel.js";
 import { type LanguageModelConfig, upstreamSchema } from "../config/schema.js";
-import { ERRORS, type ErrorCode, isModelportError, ModelportError } from "../errors.js";
+import { ERRORS, type ErrorCode, isModelportError, ModelportError, TRY_ELSEWHERE } from "../errors.js";
 import type { EmbedResult, GenerateOptions, GenerateRequest, GenerateResult } from "../llm/language-model.js";
 import type { RunnerEndpoint } from "../runner/remote/runner-endpoint.js";
-import { type RunnerPool, TRY_ELSEWHERE } from "../runner/remote/runner-pool.js";
+import type { RunnerPool } from "../runner/remote/runner-pool.js";
 import {
   type Capabilities,
   EMBEDDINGS_CAPABILITIES,
@@ -23,9 +23,6 @@ import {
 
 /** Where the API tier's key for its runners is handed to the upstream client. */
 const KEY_ENV = "MODELPORT_RUNNER_API_KEY";
-
-/** TRY_ELSEWHERE, plus the upstream client's connection failure or 5xx (the runner died or failed). */
-const TRY_ELSEWHERE_LLM: ReadonlySet<string> = new Set([...TRY_ELSEWHERE, "MP_ERR_LLM_UPSTREAM_FAILED"]);
 
 /**
  * A runner's refusal as the runner gave it: the upstream client wraps answers in
@@ -147,7 +144,7 @@ export class RemoteLanguageModel implements ServedModel {
       } catch (caught) {
         const err = runnerError(caught);
         const again =
-          !streamed && !options.cancel?.canceled && isModelportError(err) && TRY_ELSEWHERE_LLM.has(err.code);
+          !streamed && !options.cancel?.canceled && isModelportError(err) && TRY_ELSEWHERE.has(err.code);
         if (!again) throw err;
         const second = this.pool.pick(this.name, first);
         // The only runner refused (overloaded, draining): its own answer is the best one; a runner

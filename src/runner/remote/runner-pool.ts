@@ -7,7 +7,7 @@ import { isIP } from "node:net";
 import type { Logger } from "pino";
 import type { CancelHandle } from "../../cancel.js";
 import type { ServerConfig } from "../../config/schema.js";
-import { ModelportError } from "../../errors.js";
+import { ModelportError, TRY_ELSEWHERE } from "../../errors.js";
 import type { Metrics } from "../../metrics/metrics.js";
 import { REQUEST_ID_HEADER } from "../../protocol/headers.js";
 import type { TensorMap } from "../../tensor.js";
@@ -20,14 +20,6 @@ export interface ForwardOptions {
   cancel?: CancelHandle;
   requestId?: string;
 }
-
-/** Runner answers that another runner might not give: try the next one. */
-export const TRY_ELSEWHERE: ReadonlySet<string> = new Set([
-  "MP_ERR_SERVER_SHUTTING_DOWN",
-  "MP_ERR_MODEL_NOT_READY",
-  "MP_ERR_RUNNER_CRASHED",
-  "MP_ERR_MODEL_OVERLOADED",
-]);
 
 export class RunnerPool {
   private readonly endpoints = new Map<string, RunnerEndpoint>();
