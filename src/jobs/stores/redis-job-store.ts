@@ -1,6 +1,7 @@
 // The Redis JobStore: one Redis server (or primary) shared by every process that opens it.
 //
-// - Every operation that reads then writes is one Lua script, which Redis runs atomically: two
+// - Every operation that reads then writes is one Lua script (redis-lua/*.lua, each headed by
+//   its KEYS and ARGV), which Redis runs atomically: two
 //   workers (in any process) can never be handed the same job, only the lease owner can change a
 //   running job, and an idempotency key can never create two jobs.
 // - The clock is never read here, neither Node's nor Redis's: every time comes in as an argument.
@@ -19,6 +20,7 @@
 // om ("order member") is the zero-padded createdAt, ":", the id: equal scores sort by member, so
 // it gives claim order (createdAt, id) within a priority and list order (createdAt, id).
 import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { Redis } from "ioredis";
 import { isModelportError, ModelportError } from "../../errors.js";
 import type { Job, JobError, JobStatus, NewJob } from "../job.js";
@@ -31,14 +33,19 @@ import type {
   ListPage,
   ListQuery,
 } from "../job-store.js";
+import {
+  badCursor,
+  DEFAULT_IDEMPOTENCY_TTL_MS,
+  jobFromFields,
+  listLimit,
+  PURGE_BATCH,
+  summaryOf,
+} from "./stored-job.js";
 
-/** Used when a NewJob carries an idempotency key but no TTL (jobs.idempotencyTtlMs default). */
-const DEFAULT_IDEMPOTENCY_TTL_MS = 24 * 3600 * 1000;
+const toJob = (h: Record<string, string>) => jobFromFields((k) => h[k]);
+
 /** Kept past the key's own expiry before Redis drops it (the expiry itself is checked against `now`). */
 const IDEMPOTENCY_GRACE_MS = 60_000;
-const DEFAULT_LIST_LIMIT = 100;
-const MAX_LIST_LIMIT = 1000;
-const PURGE_BATCH = 500;
 const STATUSES: readonly JobStatus[] = ["queued", "running", "succeeded", "failed", "canceled"];
 
 export interface RedisJobStoreOptions {
@@ -50,292 +57,31 @@ export interface RedisJobStoreOptions {
   commandTimeoutMs?: number;
 }
 
-// --- Lua ---
-
-const LIB = `
-local P = ARGV[1]
-local function jk(id) return P .. 'job:' .. id end
-local function n2s(x) return string.format('%.0f', x) end
-local function move(id, model, om, old, new)
-  if old then
-    redis.call('ZREM', P .. 'ls:' .. old, om)
-    redis.call('ZREM', P .. 'lms:' .. model .. ':' .. old, om)
-  end
-  redis.call('ZADD', P .. 'ls:' .. new, 0, om)
-  redis.call('ZADD', P .. 'lms:' .. model .. ':' .. new, 0, om)
-  redis.call('HSET', jk(id), 'status', new)
-end
-local function finish(id, model, om, old, status, now)
-  redis.call('ZREM', P .. 'run:' .. model, id)
-  redis.call('ZREM', P .. 'q:' .. model, om)
-  redis.call('ZREM', P .. 'dly:' .. model, id)
-  redis.call('HSET', jk(id), 'finishedAt', now, 'updatedAt', now)
-  redis.call('HDEL', jk(id), 'leaseOwner', 'leaseExpiresAt')
-  redis.call('ZADD', P .. 'fin', now, id)
-  move(id, model, om, old, status)
-end
-`;
-
-// ARGV: P, id, model, om, -priority, hasKey, key, hasHash, hash, expiresAt, pxMs, field, value, ...
-const CREATE = `${LIB}
-local id, model, om = ARGV[2], ARGV[3], ARGV[4]
-local hasKey, key = ARGV[6] == '1', ARGV[7]
-local hash = false
-if ARGV[8] == '1' then hash = ARGV[9] end
-local now = ARGV[10]
-if hasKey then
-  local v = redis.call('GET', P .. 'idem:' .. key)
-  if v then
-    local d = cjson.decode(v)
-    if tonumber(d.e) > tonumber(now) and redis.call('EXISTS', jk(d.j)) == 1 then
-      if (d.h or false) ~= hash then return {'conflict', d.j} end
-      return {'existing', redis.call('HGETALL', jk(d.j))}
-    end
-  end
-end
-if redis.call('EXISTS', jk(id)) == 1 then return {'exists'} end
-local fields = {}
-for i = 13, #ARGV do fields[#fields + 1] = ARGV[i] end
-redis.call('HSET', jk(id), unpack(fields))
-redis.call('ZADD', P .. 'q:' .. model, ARGV[5], om)
-redis.call('ZADD', P .. 'lall', 0, om)
-redis.call('ZADD', P .. 'lm:' .. model, 0, om)
-move(id, model, om, false, 'queued')
-if hasKey then
-  local d = {j = id, e = ARGV[11]}
-  if hash then d.h = hash end
-  redis.call('SET', P .. 'idem:' .. key, cjson.encode(d), 'PX', ARGV[12])
-end
-return {'created'}
-`;
-
-// ARGV: P, worker, leaseMs, now, model, ...
-const CLAIM = `${LIB}
-local worker, leaseMs, now = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-local models = {}
-for i = 5, #ARGV do models[#models + 1] = ARGV[i] end
-for _, m in ipairs(models) do
-  local dk = P .. 'dly:' .. m
-  local due = redis.call('ZRANGEBYSCORE', dk, '-inf', now, 'LIMIT', 0, 500)
-  for _, id in ipairs(due) do
-    local f = redis.call('HMGET', jk(id), 'priority', 'om')
-    if f[2] then redis.call('ZADD', P .. 'q:' .. m, -tonumber(f[1]), f[2]) end
-    redis.call('ZREM', dk, id)
-  end
-end
-local function better(a, b)
-  if not b then return true end
-  if a.prio ~= b.prio then return a.prio > b.prio end
-  if a.created ~= b.created then return a.created < b.created end
-  return a.id < b.id
-end
-for _ = 1, 10000 do
-  local best = false
-  for _, m in ipairs(models) do
-    local top = redis.call('ZRANGE', P .. 'q:' .. m, 0, 0, 'WITHSCORES')
-    if top[1] then
-      local om = top[1]
-      local sep = string.find(om, ':', 1, true)
-      local c = {kind = 'q', model = m, om = om, prio = -tonumber(top[2]),
-        created = tonumber(string.sub(om, 1, sep - 1)), id = string.sub(om, sep + 1)}
-      if better(c, best) then best = c end
-    end
-    local rk = P .. 'run:' .. m
-    local lapsed = redis.call('ZRANGEBYSCORE', rk, '-inf', now, 'LIMIT', 0, 100)
-    for _, id in ipairs(lapsed) do
-      local f = redis.call('HMGET', jk(id), 'priority', 'createdAt', 'om')
-      if f[3] then
-        local c = {kind = 'r', model = m, om = f[3], prio = tonumber(f[1]), created = tonumber(f[2]), id = id}
-        if better(c, best) then best = c end
-      else
-        redis.call('ZREM', rk, id)
-      end
-    end
-  end
-  if not best then return false end
-  local k = jk(best.id)
-  local proceed = true
-  if best.kind == 'q' then
-    redis.call('ZREM', P .. 'q:' .. best.model, best.om)
-    local runAt = tonumber(redis.call('HGET', k, 'runAt'))
-    if runAt > now then
-      redis.call('ZADD', P .. 'dly:' .. best.model, runAt, best.id)
-      proceed = false
-    end
-  else
-    local f = redis.call('HMGET', k, 'cancelRequested', 'attempts', 'maxAttempts', 'leaseOwner', 'leaseExpiresAt')
-    if f[1] == '1' then
-      finish(best.id, best.model, best.om, 'running', 'canceled', ARGV[4])
-      proceed = false
-    elseif tonumber(f[2]) + 1 > tonumber(f[3]) then
-      local msg = 'the worker holding the lease stopped (' .. (f[4] or 'unknown worker') .. ', lease lapsed at ' ..
-        (f[5] or '?') .. ') and the job has no attempt left (attempt ' .. f[2] .. ' of ' .. f[3] .. ')'
-      redis.call('HSET', k, 'lastError', cjson.encode({code = 'MP_ERR_RUNNER_CRASHED', message = msg}))
-      finish(best.id, best.model, best.om, 'running', 'failed', ARGV[4])
-      proceed = false
-    end
-  end
-  if proceed then
-    local exp = now + leaseMs
-    redis.call('HINCRBY', k, 'attempts', 1)
-    redis.call('HSET', k, 'leaseOwner', worker, 'leaseExpiresAt', n2s(exp), 'startedAt', ARGV[4], 'updatedAt', ARGV[4])
-    redis.call('ZADD', P .. 'run:' .. best.model, exp, best.id)
-    if best.kind == 'q' then move(best.id, best.model, best.om, 'queued', 'running') end
-    return redis.call('HGETALL', k)
-  end
-end
-return false
-`;
-
-// Operations only the lease owner may do. ARGV: P, id, worker, now, op, args...
-const HELD = `${LIB}
-local id, worker, now, op = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local k = jk(id)
-local f = redis.call('HMGET', k, 'status', 'leaseOwner', 'model', 'om', 'priority', 'attempts')
-if f[1] ~= 'running' or f[2] ~= worker then return 0 end
-local model, om = f[3], f[4]
-if op == 'renew' then
-  local exp = tonumber(now) + tonumber(ARGV[6])
-  redis.call('HSET', k, 'leaseExpiresAt', n2s(exp), 'updatedAt', now)
-  redis.call('ZADD', P .. 'run:' .. model, exp, id)
-elseif op == 'complete' then
-  if ARGV[6] == '1' then redis.call('HSET', k, 'result', ARGV[7]) else redis.call('HDEL', k, 'result') end
-  if ARGV[8] == '1' then redis.call('HSET', k, 'resultKey', ARGV[9]) else redis.call('HDEL', k, 'resultKey') end
-  redis.call('HSET', k, 'resultBytes', ARGV[10])
-  finish(id, model, om, 'running', 'succeeded', now)
-elseif op == 'fail' then
-  redis.call('HSET', k, 'lastError', ARGV[6])
-  if ARGV[7] == '' then
-    finish(id, model, om, 'running', 'failed', now)
-  else
-    redis.call('HSET', k, 'runAt', ARGV[7], 'updatedAt', now)
-    redis.call('HDEL', k, 'leaseOwner', 'leaseExpiresAt')
-    redis.call('ZREM', P .. 'run:' .. model, id)
-    redis.call('ZADD', P .. 'dly:' .. model, ARGV[7], id)
-    move(id, model, om, 'running', 'queued')
-  end
-elseif op == 'release' then
-  local attempts = math.max(tonumber(f[6]) - 1, 0)
-  redis.call('HSET', k, 'attempts', attempts, 'updatedAt', now)
-  redis.call('HDEL', k, 'leaseOwner', 'leaseExpiresAt')
-  redis.call('ZREM', P .. 'run:' .. model, id)
-  redis.call('ZADD', P .. 'q:' .. model, -tonumber(f[5]), om)
-  move(id, model, om, 'running', 'queued')
-elseif op == 'markCanceled' then
-  finish(id, model, om, 'running', 'canceled', now)
-else
-  return redis.error_reply('unknown op ' .. op)
-end
-return 1
-`;
-
-// ARGV: P, id, now
-const CANCEL = `${LIB}
-local id, now = ARGV[2], ARGV[3]
-local k = jk(id)
-local f = redis.call('HMGET', k, 'status', 'model', 'om', 'cancelRequested')
-if not f[1] then return false end
-if f[1] == 'queued' then
-  finish(id, f[2], f[3], 'queued', 'canceled', now)
-elseif f[1] == 'running' and f[4] ~= '1' then
-  redis.call('HSET', k, 'cancelRequested', '1', 'updatedAt', now)
-end
-return redis.call('HGETALL', k)
-`;
-
-// ARGV: P, id, now
-const RETRY = `${LIB}
-local id, now = ARGV[2], ARGV[3]
-local k = jk(id)
-local f = redis.call('HMGET', k, 'status', 'model', 'om', 'priority')
-if not f[1] then return false end
-if f[1] == 'failed' or f[1] == 'canceled' then
-  redis.call('HSET', k, 'attempts', '0', 'runAt', now, 'updatedAt', now)
-  redis.call('HDEL', k, 'finishedAt', 'cancelRequested', 'result', 'resultKey', 'resultBytes', 'leaseOwner', 'leaseExpiresAt')
-  redis.call('ZREM', P .. 'fin', id)
-  redis.call('ZADD', P .. 'q:' .. f[2], -tonumber(f[4]), f[3])
-  move(id, f[2], f[3], f[1], 'queued')
-end
-return redis.call('HGETALL', k)
-`;
-
-// ARGV: P, id, webhook JSON
-const WEBHOOK = `${LIB}
-if redis.call('EXISTS', jk(ARGV[2])) == 1 then redis.call('HSET', jk(ARGV[2]), 'webhook', ARGV[3]) end
-return 1
-`;
-
-// ARGV: P, before, limit. Returns {ids examined, {job hash, ...}}.
-const PURGE = `${LIB}
-local ids = redis.call('ZRANGEBYSCORE', P .. 'fin', '-inf', '(' .. ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
-local out = {}
-for _, id in ipairs(ids) do
-  redis.call('ZREM', P .. 'fin', id)
-  local k = jk(id)
-  local f = redis.call('HMGET', k, 'status', 'model', 'om', 'idempotencyKey')
-  if f[1] == 'succeeded' or f[1] == 'failed' or f[1] == 'canceled' then
-    out[#out + 1] = redis.call('HGETALL', k)
-    redis.call('DEL', k)
-    redis.call('ZREM', P .. 'lall', f[3])
-    redis.call('ZREM', P .. 'lm:' .. f[2], f[3])
-    redis.call('ZREM', P .. 'ls:' .. f[1], f[3])
-    redis.call('ZREM', P .. 'lms:' .. f[2] .. ':' .. f[1], f[3])
-    if f[4] then
-      local ik = P .. 'idem:' .. f[4]
-      local v = redis.call('GET', ik)
-      if v and cjson.decode(v).j == id then redis.call('DEL', ik) end
-    end
-  end
-end
-return {#ids, out}
-`;
-
-// ARGV: P, index key (after P), max (lex), limit + 1. Returns {oms, {job hash, ...}} aligned.
-const LIST = `${LIB}
-local oms = redis.call('ZREVRANGEBYLEX', P .. ARGV[2], ARGV[3], '-', 'LIMIT', 0, tonumber(ARGV[4]))
-local out = {}
-for i, om in ipairs(oms) do
-  local sep = string.find(om, ':', 1, true)
-  -- Summaries: a page never carries inputs or results.
-  local h = redis.call('HGETALL', jk(string.sub(om, sep + 1)))
-  local s = {}
-  for j = 1, #h, 2 do
-    if h[j] ~= 'input' and h[j] ~= 'result' then
-      s[#s + 1] = h[j]
-      s[#s + 1] = h[j + 1]
-    end
-  end
-  out[i] = s
-end
-return {oms, out}
-`;
-
-// ARGV: P, status, ...
-const COUNTS = `${LIB}
-local out = {}
-for i = 2, #ARGV do out[#out + 1] = redis.call('ZCARD', P .. 'ls:' .. ARGV[i]) end
-return out
-`;
-
 interface Script {
   source: string;
   sha: string;
 }
 
-function script(source: string): Script {
+// The scripts live in redis-lua/*.lua, each with a header naming its KEYS and ARGV; lib.lua is
+// prepended to each. The build copies them beside the compiled file.
+const LUA_DIR = new URL("./redis-lua/", import.meta.url);
+const LIB = readFileSync(new URL("lib.lua", LUA_DIR), "utf8");
+
+function script(name: string): Script {
+  const source = `${LIB}\n${readFileSync(new URL(`${name}.lua`, LUA_DIR), "utf8")}`;
   return { source, sha: createHash("sha1").update(source).digest("hex") };
 }
 
 const SCRIPTS = {
-  create: script(CREATE),
-  claim: script(CLAIM),
-  held: script(HELD),
-  cancel: script(CANCEL),
-  retry: script(RETRY),
-  webhook: script(WEBHOOK),
-  purge: script(PURGE),
-  list: script(LIST),
-  counts: script(COUNTS),
+  create: script("create"),
+  claim: script("claim"),
+  held: script("held"),
+  cancel: script("cancel"),
+  retry: script("retry"),
+  webhook: script("webhook"),
+  purge: script("purge"),
+  list: script("list"),
+  counts: script("counts"),
 };
 
 type Reply = string | number | null | Reply[];
@@ -477,10 +223,7 @@ export class RedisJobStore implements JobStore {
   }
 
   async list(query: ListQuery): Promise<ListPage> {
-    const limit = Math.min(
-      MAX_LIST_LIMIT,
-      Math.max(1, Math.floor(Number.isFinite(query.limit) ? query.limit! : DEFAULT_LIST_LIMIT)),
-    );
+    const limit = listLimit(query);
     let index = "lall";
     if (query.status !== undefined && query.model !== undefined) index = `lms:${query.model}:${query.status}`;
     else if (query.status !== undefined) index = `ls:${query.status}`;
@@ -495,7 +238,7 @@ export class RedisJobStore implements JobStore {
     const jobs: JobSummary[] = [];
     for (let i = 0; i < n; i++) {
       const hash = hashes[i];
-      if (hash && hash.length > 0) jobs.push(toSummary(toRecord(hash)));
+      if (hash && hash.length > 0) jobs.push(summaryOf(toJob(toRecord(hash))));
     }
     const last = oms[n - 1];
     return more && last !== undefined ? { jobs, nextCursor: encodeCursor(last) } : { jobs };
@@ -513,23 +256,20 @@ export class RedisJobStore implements JobStore {
   }
 
   async renew(id: string, worker: string, leaseMs: number, now: number): Promise<boolean> {
-    return (await this.#eval(SCRIPTS.held, id, worker, String(now), "renew", String(leaseMs))) === 1;
+    return this.#held("renew", id, worker, now, String(leaseMs));
   }
 
   async complete(id: string, worker: string, result: CompleteResult, now: number): Promise<boolean> {
-    return (
-      (await this.#eval(
-        SCRIPTS.held,
-        id,
-        worker,
-        String(now),
-        "complete",
-        result.result !== undefined ? "1" : "0",
-        result.result ?? "",
-        result.resultKey !== undefined ? "1" : "0",
-        result.resultKey ?? "",
-        String(result.resultBytes),
-      )) === 1
+    return this.#held(
+      "complete",
+      id,
+      worker,
+      now,
+      result.result !== undefined ? "1" : "0",
+      result.result ?? "",
+      result.resultKey !== undefined ? "1" : "0",
+      result.resultKey ?? "",
+      String(result.resultBytes),
     );
   }
 
@@ -541,22 +281,12 @@ export class RedisJobStore implements JobStore {
     now: number,
   ): Promise<boolean> {
     const lastError = JSON.stringify({ code: error.code, message: error.message });
-    return (
-      (await this.#eval(
-        SCRIPTS.held,
-        id,
-        worker,
-        String(now),
-        "fail",
-        lastError,
-        retryAt === undefined ? "" : String(retryAt),
-      )) === 1
-    );
+    return this.#held("fail", id, worker, now, lastError, retryAt === undefined ? "" : String(retryAt));
   }
 
   async release(id: string, worker: string, now: number): Promise<boolean> {
     // The attempt is given back: a job drained at shutdown does not lose one of its attempts.
-    return (await this.#eval(SCRIPTS.held, id, worker, String(now), "release")) === 1;
+    return this.#held("release", id, worker, now);
   }
 
   async cancel(id: string, now: number): Promise<Job | undefined> {
@@ -565,7 +295,7 @@ export class RedisJobStore implements JobStore {
   }
 
   async markCanceled(id: string, worker: string, now: number): Promise<boolean> {
-    return (await this.#eval(SCRIPTS.held, id, worker, String(now), "markCanceled")) === 1;
+    return this.#held("markCanceled", id, worker, now);
   }
 
   async retry(id: string, now: number): Promise<Job | undefined> {
@@ -612,6 +342,11 @@ export class RedisJobStore implements JobStore {
   // --- plumbing ---
 
   /** Runs a script by its SHA, loading it on first use (NOSCRIPT). */
+  /** An operation only the lease owner may do (held.lua); false when `worker` does not hold it. */
+  async #held(op: string, id: string, worker: string, now: number, ...args: string[]): Promise<boolean> {
+    return (await this.#eval(SCRIPTS.held, id, worker, String(now), op, ...args)) === 1;
+  }
+
   async #eval(s: Script, ...args: string[]): Promise<Reply> {
     return this.#call(async () => {
       try {
@@ -667,44 +402,6 @@ function toRecord(flat: readonly string[]): Record<string, string> {
   return rec;
 }
 
-/** A listed job: the hash without input and result (the list script leaves them out). */
-function toSummary(h: Record<string, string>): JobSummary {
-  const { input: _input, result: _result, ...summary } = toJob({ ...h, input: "" });
-  return summary;
-}
-
-function toJob(h: Record<string, string>): Job {
-  const num = (k: string) => Number(h[k]);
-  const job: Job = {
-    id: h["id"]!,
-    model: h["model"]!,
-    status: h["status"] as JobStatus,
-    priority: num("priority"),
-    input: h["input"]!,
-    createdAt: num("createdAt"),
-    updatedAt: num("updatedAt"),
-    attempts: num("attempts"),
-    maxAttempts: num("maxAttempts"),
-    runAt: num("runAt"),
-    timeoutMs: num("timeoutMs"),
-  };
-  if (h["metadata"] !== undefined) job.metadata = JSON.parse(h["metadata"]) as Record<string, unknown>;
-  if (h["startedAt"] !== undefined) job.startedAt = num("startedAt");
-  if (h["finishedAt"] !== undefined) job.finishedAt = num("finishedAt");
-  if (h["lastError"] !== undefined) job.lastError = JSON.parse(h["lastError"]) as JobError;
-  if (h["leaseOwner"] !== undefined) job.leaseOwner = h["leaseOwner"];
-  if (h["leaseExpiresAt"] !== undefined) job.leaseExpiresAt = num("leaseExpiresAt");
-  if (h["cancelRequested"] === "1") job.cancelRequested = true;
-  if (h["result"] !== undefined) job.result = h["result"];
-  if (h["resultKey"] !== undefined) job.resultKey = h["resultKey"];
-  if (h["resultBytes"] !== undefined) job.resultBytes = num("resultBytes");
-  if (h["idempotencyKey"] !== undefined) job.idempotencyKey = h["idempotencyKey"];
-  if (h["requestHash"] !== undefined) job.requestHash = h["requestHash"];
-  if (h["idempotencyExpiresAt"] !== undefined) job.idempotencyExpiresAt = num("idempotencyExpiresAt");
-  if (h["webhook"] !== undefined) job.webhook = JSON.parse(h["webhook"]) as NonNullable<Job["webhook"]>;
-  return job;
-}
-
 function encodeCursor(om: string): string {
   return Buffer.from(om).toString("base64url");
 }
@@ -712,8 +409,5 @@ function encodeCursor(om: string): string {
 function decodeCursor(cursor: string): string {
   const om = Buffer.from(cursor, "base64url").toString("utf8");
   if (/^\d{16}:./s.test(om) && encodeCursor(om) === cursor) return om;
-  throw new ModelportError(
-    "MP_ERR_REQUEST_INVALID",
-    "the cursor is not one this server issued; pass nextCursor from the previous page as it was returned",
-  );
+  throw badCursor();
 }

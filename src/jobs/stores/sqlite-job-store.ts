@@ -15,23 +15,21 @@ import { dirname } from "node:path";
 import Database from "better-sqlite3";
 import { isModelportError, ModelportError } from "../../errors.js";
 import { FINAL_STATUSES, type Job, type JobError, type JobStatus, type NewJob } from "../job.js";
-import type {
-  CompleteResult,
-  CreateResult,
-  JobState,
-  JobStore,
-  JobSummary,
-  ListPage,
-  ListQuery,
-} from "../job-store.js";
+import type { CompleteResult, CreateResult, JobState, JobStore, ListPage, ListQuery } from "../job-store.js";
+import {
+  badCursor,
+  DEFAULT_IDEMPOTENCY_TTL_MS,
+  jobFromFields,
+  listLimit,
+  PURGE_BATCH,
+  summaryOf,
+} from "./stored-job.js";
 
-/** Used when a NewJob carries an idempotency key but no TTL (jobs.idempotencyTtlMs default). */
-const DEFAULT_IDEMPOTENCY_TTL_MS = 24 * 3600 * 1000;
-const DEFAULT_LIST_LIMIT = 100;
-const MAX_LIST_LIMIT = 1000;
+/** A row's column for a Job field: createdAt → created_at. */
+const column = (field: string) => field.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+const toJob = (row: JobRow) => jobFromFields((k) => row[column(k) as keyof JobRow]);
+
 const SCHEMA_VERSION = 1;
-/** Jobs deleted per purge transaction. */
-const PURGE_BATCH = 500;
 
 export interface SqliteJobStoreOptions {
   /**
@@ -573,10 +571,7 @@ export class SqliteJobStore implements JobStore {
   }
 
   #list(query: ListQuery): ListPage {
-    const limit = Math.min(
-      MAX_LIST_LIMIT,
-      Math.max(1, Math.floor(Number.isFinite(query.limit) ? query.limit! : DEFAULT_LIST_LIMIT)),
-    );
+    const limit = listLimit(query);
     const where: string[] = [];
     const params: unknown[] = [];
     if (query.status !== undefined) {
@@ -596,7 +591,7 @@ export class SqliteJobStore implements JobStore {
       ORDER BY created_at DESC, id DESC LIMIT ?`;
     const rows = this.#stmt(sql).all(...params, limit + 1) as Omit<JobRow, "input" | "result">[];
     const more = rows.length > limit;
-    const jobs = (more ? rows.slice(0, limit) : rows).map(toSummary);
+    const jobs = (more ? rows.slice(0, limit) : rows).map((row) => summaryOf(toJob(row as JobRow)));
     const last = jobs[jobs.length - 1];
     return more && last ? { jobs, nextCursor: encodeCursor(last.createdAt, last.id) } : { jobs };
   }
@@ -661,42 +656,6 @@ function before(a: JobRow, b: JobRow): boolean {
   return a.id < b.id;
 }
 
-function toSummary(row: Omit<JobRow, "input" | "result">): JobSummary {
-  const { input: _input, result: _result, ...summary } = toJob({ ...row, input: "", result: null });
-  return summary;
-}
-
-function toJob(row: JobRow): Job {
-  const job: Job = {
-    id: row.id,
-    model: row.model,
-    status: row.status,
-    priority: row.priority,
-    input: row.input,
-    createdAt: row.created_at,
-    updatedAt: row.updated_at,
-    attempts: row.attempts,
-    maxAttempts: row.max_attempts,
-    runAt: row.run_at,
-    timeoutMs: row.timeout_ms,
-  };
-  if (row.metadata !== null) job.metadata = JSON.parse(row.metadata) as Record<string, unknown>;
-  if (row.started_at !== null) job.startedAt = row.started_at;
-  if (row.finished_at !== null) job.finishedAt = row.finished_at;
-  if (row.last_error !== null) job.lastError = JSON.parse(row.last_error) as JobError;
-  if (row.lease_owner !== null) job.leaseOwner = row.lease_owner;
-  if (row.lease_expires_at !== null) job.leaseExpiresAt = row.lease_expires_at;
-  if (row.cancel_requested) job.cancelRequested = true;
-  if (row.result !== null) job.result = row.result;
-  if (row.result_key !== null) job.resultKey = row.result_key;
-  if (row.result_bytes !== null) job.resultBytes = row.result_bytes;
-  if (row.idempotency_key !== null) job.idempotencyKey = row.idempotency_key;
-  if (row.request_hash !== null) job.requestHash = row.request_hash;
-  if (row.idempotency_expires_at !== null) job.idempotencyExpiresAt = row.idempotency_expires_at;
-  if (row.webhook !== null) job.webhook = JSON.parse(row.webhook) as NonNullable<Job["webhook"]>;
-  return job;
-}
-
 function encodeCursor(createdAt: number, id: string): string {
   return Buffer.from(JSON.stringify([createdAt, id])).toString("base64url");
 }
@@ -715,8 +674,5 @@ function decodeCursor(cursor: string): [number, string] {
   } catch {
     // reported below
   }
-  throw new ModelportError(
-    "MP_ERR_REQUEST_INVALID",
-    "the cursor is not one this server issued; pass nextCursor from the previous page as it was returned",
-  );
+  throw badCursor();
 }

@@ -1,0 +1,25 @@
+-- Shared by every script below (prepended to each): key names and the two state moves.
+-- KEYS: none. Every script takes the key prefix as ARGV[1] and builds its keys from it, so
+--   one Redis server (or primary) is needed, not Redis Cluster.
+-- ARGV[1] prefix: the prefix of every key (default "modelport:")
+local P = ARGV[1]
+local function jk(id) return P .. 'job:' .. id end
+local function n2s(x) return string.format('%.0f', x) end
+local function move(id, model, om, old, new)
+  if old then
+    redis.call('ZREM', P .. 'ls:' .. old, om)
+    redis.call('ZREM', P .. 'lms:' .. model .. ':' .. old, om)
+  end
+  redis.call('ZADD', P .. 'ls:' .. new, 0, om)
+  redis.call('ZADD', P .. 'lms:' .. model .. ':' .. new, 0, om)
+  redis.call('HSET', jk(id), 'status', new)
+end
+local function finish(id, model, om, old, status, now)
+  redis.call('ZREM', P .. 'run:' .. model, id)
+  redis.call('ZREM', P .. 'q:' .. model, om)
+  redis.call('ZREM', P .. 'dly:' .. model, id)
+  redis.call('HSET', jk(id), 'finishedAt', now, 'updatedAt', now)
+  redis.call('HDEL', jk(id), 'leaseOwner', 'leaseExpiresAt')
+  redis.call('ZADD', P .. 'fin', now, id)
+  move(id, model, om, old, status)
+end

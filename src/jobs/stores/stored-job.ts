@@ -1,0 +1,69 @@
+// What both job stores share: a Job rebuilt from its stored fields (Redis keeps a hash with text
+// values under the Job's own field names; SQLite a row with snake_case columns), the summary a
+// list page carries, the list-size limits and the default idempotency window, and the refusal
+// of a cursor the store did not issue. Each store keeps only its own encoding.
+import { ModelportError } from "../../errors.js";
+import type { Job, JobError, JobStatus } from "../job.js";
+import type { JobSummary, ListQuery } from "../job-store.js";
+
+/** Used when a NewJob carries an idempotency key but no TTL (jobs.idempotencyTtlMs default). */
+export const DEFAULT_IDEMPOTENCY_TTL_MS = 24 * 3600 * 1000;
+/** Jobs deleted per purge step (one script call or one transaction). */
+export const PURGE_BATCH = 500;
+
+/** A list page's size: the query's limit (default 100) within 1..1000. */
+export function listLimit(query: ListQuery): number {
+  const asked = Number.isFinite(query.limit) ? Math.floor(query.limit!) : 100;
+  return Math.min(1000, Math.max(1, asked));
+}
+
+export function badCursor(): ModelportError {
+  return new ModelportError(
+    "MP_ERR_REQUEST_INVALID",
+    "the cursor is not one this server issued; pass nextCursor from the previous page as it was returned",
+  );
+}
+
+/** One stored field by the Job's field name: a number, its text, or absent (null or undefined). */
+export type StoredField = (name: string) => string | number | null | undefined;
+
+/** The Job whose stored fields `field` reads; metadata, lastError and webhook are JSON text. */
+export function jobFromFields(field: StoredField): Job {
+  const num = (k: string) => Number(field(k));
+  const has = (k: string) => field(k) !== null && field(k) !== undefined;
+  const json = <T>(k: string) => JSON.parse(String(field(k))) as T;
+  const job: Job = {
+    id: String(field("id")),
+    model: String(field("model")),
+    status: field("status") as JobStatus,
+    priority: num("priority"),
+    input: String(field("input") ?? ""),
+    createdAt: num("createdAt"),
+    updatedAt: num("updatedAt"),
+    attempts: num("attempts"),
+    maxAttempts: num("maxAttempts"),
+    runAt: num("runAt"),
+    timeoutMs: num("timeoutMs"),
+  };
+  if (has("metadata")) job.metadata = json<Record<string, unknown>>("metadata");
+  if (has("startedAt")) job.startedAt = num("startedAt");
+  if (has("finishedAt")) job.finishedAt = num("finishedAt");
+  if (has("lastError")) job.lastError = json<JobError>("lastError");
+  if (has("leaseOwner")) job.leaseOwner = String(field("leaseOwner"));
+  if (has("leaseExpiresAt")) job.leaseExpiresAt = num("leaseExpiresAt");
+  if (num("cancelRequested") === 1) job.cancelRequested = true;
+  if (has("result")) job.result = String(field("result"));
+  if (has("resultKey")) job.resultKey = String(field("resultKey"));
+  if (has("resultBytes")) job.resultBytes = num("resultBytes");
+  if (has("idempotencyKey")) job.idempotencyKey = String(field("idempotencyKey"));
+  if (has("requestHash")) job.requestHash = String(field("requestHash"));
+  if (has("idempotencyExpiresAt")) job.idempotencyExpiresAt = num("idempotencyExpiresAt");
+  if (has("webhook")) job.webhook = json<NonNullable<Job["webhook"]>>("webhook");
+  return job;
+}
+
+/** A listed job: everything but its input and result. */
+export function summaryOf(job: Job): JobSummary {
+  const { input: _input, result: _result, ...summary } = job;
+  return summary;
+}
