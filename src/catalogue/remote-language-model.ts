@@ -35,7 +35,11 @@ function runnerError(err: unknown): unknown {
   if (typeof code !== "string" || !(code in ERRORS)) return err;
   const message =
     typeof err.details?.upstreamMessage === "string" ? err.details.upstreamMessage : err.message;
-  return new ModelportError(code as ErrorCode, message, { model: err.details?.model });
+  const retryAfterSeconds = err.details?.retryAfterSeconds;
+  return new ModelportError(code as ErrorCode, message, {
+    model: err.details?.model,
+    ...(typeof retryAfterSeconds === "number" ? { retryAfterSeconds } : {}),
+  });
 }
 
 export class RemoteLanguageModel implements ServedModel {

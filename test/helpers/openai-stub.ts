@@ -32,6 +32,12 @@ export interface OpenAiStub {
   streamGapMs: number;
   /** When false, GET /v1/models answers 404 (an upstream without a model list). */
   hasModelsRoute: boolean;
+  /**
+   * Generate as a real server does instead of sending streamPieces: one token " t<i>" after
+   * another up to max_tokens (finish_reason "length"), ending before a stop sequence (finish_reason
+   * "stop", the stop sequence left out), every streamGapMs, until the client leaves.
+   */
+  generate: boolean;
   close(): Promise<void>;
 }
 
@@ -54,6 +60,28 @@ export function stubEmbedding(text: string): number[] {
   return v;
 }
 
+/**
+ * What stub.generate answers: tokens " t0", " t1", … up to max_tokens; with stop sequences, the
+ * text before the earliest one (held back across tokens, as a real server does).
+ */
+function generated(body: Record<string, unknown> | undefined): { pieces: string[]; finish: string } {
+  const max = Number(body?.max_tokens ?? body?.max_completion_tokens ?? 16);
+  const stops = ([] as unknown[]).concat(body?.stop ?? []).map(String);
+  const pieces = Array.from({ length: max }, (_, i) => ` t${i}`);
+  if (stops.length === 0) return { pieces, finish: "length" };
+  const full = pieces.join("");
+  const at = Math.min(...stops.map((x) => full.indexOf(x)).filter((n) => n >= 0));
+  if (!Number.isFinite(at)) return { pieces, finish: "length" };
+  const kept: string[] = [];
+  let length = 0;
+  for (const piece of pieces) {
+    if (length >= at) break;
+    kept.push(piece.slice(0, at - length));
+    length += piece.length;
+  }
+  return { pieces: kept, finish: "stop" };
+}
+
 export async function startOpenAiStub(): Promise<OpenAiStub> {
   const failures = new Map<string, StubFailure[]>();
   const stub: OpenAiStub = {
@@ -65,6 +93,7 @@ export async function startOpenAiStub(): Promise<OpenAiStub> {
     streamPieces: ["Hello", " from", " the", " stub", "."],
     streamGapMs: 0,
     hasModelsRoute: true,
+    generate: false,
     close: async () => {},
   };
   const json = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
@@ -110,7 +139,10 @@ export async function startOpenAiStub(): Promise<OpenAiStub> {
     }
     const chat = path === "/v1/chat/completions";
     if (req.method === "POST" && (chat || path === "/v1/completions")) {
-      const text = stub.streamPieces.join("");
+      const { pieces, finish } = stub.generate
+        ? generated(body)
+        : { pieces: stub.streamPieces, finish: "stop" };
+      const text = pieces.join("");
       if (!body?.stream) {
         return json(res, 200, {
           id: "stub-1",
@@ -119,18 +151,19 @@ export async function startOpenAiStub(): Promise<OpenAiStub> {
           model,
           choices: [
             chat
-              ? { index: 0, message: { role: "assistant", content: text }, finish_reason: "stop" }
-              : { index: 0, text, finish_reason: "stop" },
+              ? { index: 0, message: { role: "assistant", content: text }, finish_reason: finish }
+              : { index: 0, text, finish_reason: finish },
           ],
           usage: {
             prompt_tokens: 7,
-            completion_tokens: stub.streamPieces.length,
-            total_tokens: 7 + stub.streamPieces.length,
+            completion_tokens: pieces.length,
+            total_tokens: 7 + pieces.length,
           },
         });
       }
       res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
-      for (const piece of stub.streamPieces) {
+      for (const piece of pieces) {
+        if (res.destroyed) return;
         const choice = chat
           ? { index: 0, delta: { content: piece }, finish_reason: null }
           : { index: 0, text: piece, finish_reason: null };
@@ -138,11 +171,11 @@ export async function startOpenAiStub(): Promise<OpenAiStub> {
         if (stub.streamGapMs) await new Promise((r) => setTimeout(r, stub.streamGapMs));
       }
       const last = chat
-        ? { index: 0, delta: {}, finish_reason: "stop" }
-        : { index: 0, text: "", finish_reason: "stop" };
+        ? { index: 0, delta: {}, finish_reason: finish }
+        : { index: 0, text: "", finish_reason: finish };
       res.write(`data: ${JSON.stringify({ id: "stub-1", object: "chunk", model, choices: [last] })}\n\n`);
       res.write(
-        `data: ${JSON.stringify({ id: "stub-1", object: "chunk", model, choices: [], usage: { prompt_tokens: 7, completion_tokens: stub.streamPieces.length } })}\n\n`,
+        `data: ${JSON.stringify({ id: "stub-1", object: "chunk", model, choices: [], usage: { prompt_tokens: 7, completion_tokens: pieces.length } })}\n\n`,
       );
       res.end("data: [DONE]\n\n");
       return;

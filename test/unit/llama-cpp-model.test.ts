@@ -27,6 +27,8 @@ for (const sequences of [1, 2]) {
     return {
       model,
       maxWaiting,
+      admission: "queue",
+      sequences,
       request: { prompt: " the model will serve", maxTokens: 12 },
       long: { prompt: " the", maxTokens: 8000 },
       deterministic: true,

@@ -425,6 +425,10 @@ export class UpstreamLanguageModel {
           ...(err.upstreamCode !== undefined ? { upstreamCode: err.upstreamCode } : {}),
           ...(err.upstreamType !== undefined ? { upstreamType: err.upstreamType } : {}),
           ...(err.upstreamMessage !== undefined ? { upstreamMessage: err.upstreamMessage } : {}),
+          // The upstream's Retry-After, passed on to this server's client.
+          ...(err.retryAfterMs !== undefined
+            ? { retryAfterSeconds: Math.max(1, Math.ceil(err.retryAfterMs / 1000)) }
+            : {}),
         };
         // A 4xx is the request's or the key's fault: say so; anything else is the upstream failing.
         if (!err.retryable && err.status !== undefined && err.status < 500) {
