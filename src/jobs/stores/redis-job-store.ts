@@ -34,8 +34,9 @@ import type {
   ListQuery,
 } from "../job-store.js";
 import {
-  badCursor,
   DEFAULT_IDEMPOTENCY_TTL_MS,
+  decodeCursor,
+  encodeCursor,
   jobFromFields,
   listLimit,
   PURGE_BATCH,
@@ -228,7 +229,7 @@ export class RedisJobStore implements JobStore {
     if (query.status !== undefined && query.model !== undefined) index = `lms:${query.model}:${query.status}`;
     else if (query.status !== undefined) index = `ls:${query.status}`;
     else if (query.model !== undefined) index = `lm:${query.model}`;
-    const max = query.cursor === undefined ? "+" : `(${decodeCursor(query.cursor)}`;
+    const max = query.cursor === undefined ? "+" : `(${orderMember(...decodeCursor(query.cursor))}`;
     const [oms, hashes] = (await this.#eval(SCRIPTS.list, index, max, String(limit + 1))) as [
       string[],
       string[][],
@@ -241,7 +242,9 @@ export class RedisJobStore implements JobStore {
       if (hash && hash.length > 0) jobs.push(summaryOf(toJob(toRecord(hash))));
     }
     const last = oms[n - 1];
-    return more && last !== undefined ? { jobs, nextCursor: encodeCursor(last) } : { jobs };
+    if (!more || last === undefined) return { jobs };
+    const sep = last.indexOf(":");
+    return { jobs, nextCursor: encodeCursor(Number(last.slice(0, sep)), last.slice(sep + 1)) };
   }
 
   async claim(
@@ -400,14 +403,4 @@ function toRecord(flat: readonly string[]): Record<string, string> {
   const rec: Record<string, string> = {};
   for (let i = 0; i + 1 < flat.length; i += 2) rec[flat[i]!] = flat[i + 1]!;
   return rec;
-}
-
-function encodeCursor(om: string): string {
-  return Buffer.from(om).toString("base64url");
-}
-
-function decodeCursor(cursor: string): string {
-  const om = Buffer.from(cursor, "base64url").toString("utf8");
-  if (/^\d{16}:./s.test(om) && encodeCursor(om) === cursor) return om;
-  throw badCursor();
 }

@@ -17,8 +17,9 @@ import { isModelportError, ModelportError } from "../../errors.js";
 import { FINAL_STATUSES, type Job, type JobError, type JobStatus, type NewJob } from "../job.js";
 import type { CompleteResult, CreateResult, JobState, JobStore, ListPage, ListQuery } from "../job-store.js";
 import {
-  badCursor,
   DEFAULT_IDEMPOTENCY_TTL_MS,
+  decodeCursor,
+  encodeCursor,
   jobFromFields,
   listLimit,
   PURGE_BATCH,
@@ -654,25 +655,4 @@ function before(a: JobRow, b: JobRow): boolean {
   if (a.priority !== b.priority) return a.priority > b.priority;
   if (a.created_at !== b.created_at) return a.created_at < b.created_at;
   return a.id < b.id;
-}
-
-function encodeCursor(createdAt: number, id: string): string {
-  return Buffer.from(JSON.stringify([createdAt, id])).toString("base64url");
-}
-
-function decodeCursor(cursor: string): [number, string] {
-  try {
-    const value: unknown = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8"));
-    if (
-      Array.isArray(value) &&
-      value.length === 2 &&
-      Number.isSafeInteger(value[0]) &&
-      typeof value[1] === "string"
-    ) {
-      return [value[0] as number, value[1]];
-    }
-  } catch {
-    // reported below
-  }
-  throw badCursor();
 }

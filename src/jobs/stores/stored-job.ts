@@ -1,7 +1,6 @@
 // What both job stores share: a Job rebuilt from its stored fields (Redis keeps a hash with text
 // values under the Job's own field names; SQLite a row with snake_case columns), the summary a
-// list page carries, the list-size limits and the default idempotency window, and the refusal
-// of a cursor the store did not issue. Each store keeps only its own encoding.
+// list page carries, the list-size limits, the list cursor and the default idempotency window. Each store keeps only its own encoding.
 import { ModelportError } from "../../errors.js";
 import type { Job, JobError, JobStatus } from "../job.js";
 import type { JobSummary, ListQuery } from "../job-store.js";
@@ -17,8 +16,28 @@ export function listLimit(query: ListQuery): number {
   return Math.min(1000, Math.max(1, asked));
 }
 
-export function badCursor(): ModelportError {
-  return new ModelportError(
+/** A list cursor: the last listed job's (createdAt, id), opaque to clients. */
+export function encodeCursor(createdAt: number, id: string): string {
+  return Buffer.from(JSON.stringify([createdAt, id])).toString("base64url");
+}
+
+/** The (createdAt, id) a cursor from encodeCursor holds; 400 for anything else. */
+export function decodeCursor(cursor: string): [number, string] {
+  try {
+    const value: unknown = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8"));
+    if (
+      Array.isArray(value) &&
+      value.length === 2 &&
+      Number.isSafeInteger(value[0]) &&
+      (value[0] as number) >= 0 &&
+      typeof value[1] === "string"
+    ) {
+      return [value[0] as number, value[1]];
+    }
+  } catch {
+    // reported below
+  }
+  throw new ModelportError(
     "MP_ERR_REQUEST_INVALID",
     "the cursor is not one this server issued; pass nextCursor from the previous page as it was returned",
   );
