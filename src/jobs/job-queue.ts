@@ -65,7 +65,7 @@ export class JobQueue {
   private readonly clock: () => number;
   private readonly pollMs: number;
   private readonly workerId = `${process.pid}-${randomUUID().slice(0, 8)}`;
-  private readonly running = new Map<string, { cancel: CancelHandle; done: Promise<void> }>();
+  private readonly running = new Map<string, { cancel: CancelHandle; done: Promise<void>; owner: string }>();
   private readonly wakers = new Set<() => void>();
   private loops: Promise<void>[] = [];
   /** True once stop() began: no new claims, long-polls and streams return. */
@@ -269,7 +269,7 @@ export class JobQueue {
   /** Starts `jobs.concurrency` workers per served model. */
   start(): void {
     for (const host of this.catalogue.all().filter((m) => m.kind === "tensor")) {
-      for (let i = 0; i < this.config.concurrency; i++) this.loops.push(this.workLoop(host));
+      for (let i = 0; i < this.config.concurrency; i++) this.loops.push(this.workLoop(host, i));
     }
   }
 
@@ -286,7 +286,7 @@ export class JobQueue {
     for (const [id, r] of this.running) {
       r.cancel.cancel();
       try {
-        await this.store.release(id, this.workerId, this.clock());
+        await this.store.release(id, r.owner, this.clock());
         this.log.info({ jobId: id }, "job returned to the queue at shutdown");
       } catch (err) {
         // Its lease lapses instead, and the next process claims it then.
@@ -316,13 +316,20 @@ export class JobQueue {
     });
   }
 
-  private async workLoop(host: ServedModel): Promise<void> {
+  /**
+   * One of a model's `concurrency` loops. Each loop holds its leases under an owner of its own, so
+   * a job whose lease lapsed while this loop ran it (a stalled process) and that another loop,
+   * even of this process, claimed since, is no longer this loop's: its renewal and its outcome are
+   * refused by the store instead of both runs writing.
+   */
+  private async workLoop(host: ServedModel, slot: number): Promise<void> {
     const model = host.config.name;
+    const owner = `${this.workerId}/${model}#${slot}`;
     while (!this.stopping) {
       let job: Job | undefined;
       try {
         job = host.ready
-          ? await this.store.claim(this.workerId, [model], this.config.leaseMs, this.clock())
+          ? await this.store.claim(owner, [model], this.config.leaseMs, this.clock())
           : undefined;
       } catch (err) {
         this.log.error({ err }, "claiming a job failed; retrying");
@@ -333,10 +340,10 @@ export class JobQueue {
       }
       const cancel = new CancelHandle();
       // run() handles its own failures; this catch only keeps a bug there from ending the loop.
-      const done = this.run(host, job, cancel).catch((err) =>
+      const done = this.run(host, job, owner, cancel).catch((err) =>
         this.log.error({ err, jobId: job.id }, "running a job failed unexpectedly"),
       );
-      this.running.set(job.id, { cancel, done });
+      this.running.set(job.id, { cancel, done, owner });
       await done;
       this.running.delete(job.id);
     }
@@ -347,16 +354,34 @@ export class JobQueue {
    * recording is retried within the lease (recordOutcome), and past it the lease lapses and the
    * job is claimed and run again.
    */
-  private async run(host: ServedModel, job: Job, cancel: CancelHandle): Promise<void> {
+  private async run(host: ServedModel, job: Job, owner: string, cancel: CancelHandle): Promise<void> {
     this.events.publish(job);
+    let leaseLost = false;
+    // Once the outcome is being written, a refused renewal only means the job already ended.
+    let settled = false;
+    const lost = () => {
+      if (leaseLost) return;
+      leaseLost = true;
+      this.log.warn(
+        { jobId: job.id, attempt: job.attempts, leaseMs: this.config.leaseMs },
+        "lost the lease on a running job (this process went longer than leaseMs without renewing it); this attempt is abandoned and another worker runs the job",
+      );
+    };
+    // A refused renewal means another worker holds the job now: this run is abandoned. A store
+    // that fails to answer is not a reason to stop; the next renewal tries again, and the outcome
+    // write is refused anyway if the lease lapsed meanwhile.
     const renew = setInterval(
       () =>
         void (async () => {
-          const ok = await this.store
-            .renew(job.id, this.workerId, this.config.leaseMs, this.clock())
-            .catch(() => false);
-          const current = ok ? await this.store.get(job.id).catch(() => undefined) : undefined;
-          if (!ok || current?.cancelRequested) cancel.cancel();
+          const ok = await this.store.renew(job.id, owner, this.config.leaseMs, this.clock()).catch((err) => {
+            this.log.warn({ err, jobId: job.id }, "renewing a running job's lease failed; trying again");
+            return undefined;
+          });
+          if (ok === false && !settled) {
+            lost();
+            cancel.cancel();
+          } else if (ok && (await this.store.get(job.id).catch(() => undefined))?.cancelRequested)
+            cancel.cancel();
         })(),
       Math.max(250, this.config.leaseMs / 3),
     );
@@ -364,18 +389,18 @@ export class JobQueue {
     try {
       const outputs = await this.execute(host, job, cancel);
       if (cancel.canceled) {
-        outcome = this.canceledOutcome(job);
+        outcome = this.canceledOutcome(job, owner);
       } else {
         const stored = await this.storeResult(host, job, outputs);
         outcome = {
           what: "recording the result",
-          write: () => this.store.complete(job.id, this.workerId, stored, this.clock()),
+          write: () => this.store.complete(job.id, owner, stored, this.clock()),
           final: true,
         };
       }
     } catch (err) {
       if (cancel.canceled) {
-        outcome = this.canceledOutcome(job);
+        outcome = this.canceledOutcome(job, owner);
       } else {
         const e = isModelportError(err) ? err : new ModelportError("MP_ERR_SERVER_INTERNAL", String(err));
         const retry = e.retryable && job.attempts < job.maxAttempts;
@@ -388,7 +413,7 @@ export class JobQueue {
           write: () =>
             this.store.fail(
               job.id,
-              this.workerId,
+              owner,
               { code: e.code, message: e.message },
               retry ? this.clock() + backoff : undefined,
               this.clock(),
@@ -398,7 +423,9 @@ export class JobQueue {
       }
     }
     try {
+      settled = true;
       const ok = await this.recordOutcome(job, outcome.what, outcome.write);
+      if (ok === false) lost();
       if (ok && outcome.final) await this.finished(job.id);
       else if (ok) await this.publishCurrent(job.id);
     } finally {
@@ -406,10 +433,13 @@ export class JobQueue {
     }
   }
 
-  private canceledOutcome(job: Job): { what: string; write: () => Promise<boolean>; final: boolean } {
+  private canceledOutcome(
+    job: Job,
+    owner: string,
+  ): { what: string; write: () => Promise<boolean>; final: boolean } {
     return {
       what: "recording the cancellation",
-      write: () => this.store.markCanceled(job.id, this.workerId, this.clock()),
+      write: () => this.store.markCanceled(job.id, owner, this.clock()),
       final: true,
     };
   }

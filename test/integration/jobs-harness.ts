@@ -4,7 +4,7 @@
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { pino } from "pino";
+import { type Logger, pino } from "pino";
 import { loadConfig } from "../../src/config/load.js";
 import { ModelportError } from "../../src/errors.js";
 import type { JobStore } from "../../src/jobs/job-store.js";
@@ -21,14 +21,18 @@ export interface JobsServer {
 }
 
 /**
- * Serves the tree and slow test models with `jobsYaml` (lines under `jobs:`, already indented)
- * and `limitsYaml` (lines under `limits:`), in a fresh temporary folder.
+ * Serves the tree and slow test models (or the `models` lines given, already indented) with `jobs`
+ * (lines under `jobs:`) and `limits` (lines under `limits:`), in a fresh temporary folder; logs go
+ * to `logger` when given, nowhere otherwise.
  */
 export async function startJobsServer(
-  options: { jobs?: string[]; limits?: string[]; apiKeys?: string[] } & Pick<
-    BuildOptions,
-    "jobStore" | "blobStore"
-  > = {},
+  options: {
+    jobs?: string[];
+    limits?: string[];
+    apiKeys?: string[];
+    models?: string[];
+    logger?: Logger;
+  } & Pick<BuildOptions, "jobStore" | "blobStore"> = {},
 ): Promise<JobsServer> {
   const models = await testModels();
   const dir = mkdtempSync(join(tmpdir(), "modelport-jobs-hardening-"));
@@ -43,13 +47,15 @@ export async function startJobsServer(
       `  blobs: {backend: fs, dir: ${join(dir, "blobs")}}`,
       ...(options.jobs ?? []),
       "models:",
-      `  - {name: tree, path: ${join(models, "churn-tree.onnx")}}`,
-      `  - {name: slow, path: ${join(models, "slow.onnx")}}`,
+      ...(options.models ?? [
+        `  - {name: tree, path: ${join(models, "churn-tree.onnx")}}`,
+        `  - {name: slow, path: ${join(models, "slow.onnx")}}`,
+      ]),
     ].join("\n"),
   );
   const config = loadConfig({ file, flags: { port: 0 } });
   const server = buildApp(config, {
-    logger: pino({ level: "silent" }),
+    logger: options.logger ?? pino({ level: "silent" }),
     ...(options.jobStore ? { jobStore: options.jobStore } : {}),
     ...(options.blobStore ? { blobStore: options.blobStore } : {}),
   });
@@ -63,6 +69,8 @@ export interface FaultyJobStore extends JobStore {
   readonly failing: Set<keyof JobStore>;
   /** While true, claim finds nothing: submitted jobs stay queued. */
   pausedClaims: boolean;
+  /** While true, renew calls wait unsent (a stalled process's would): leases lapse. */
+  heldRenewals: boolean;
   /** Calls that rejected so far, per method. */
   readonly rejected: Map<string, number>;
   /** Calls made so far, per method. */
@@ -73,7 +81,7 @@ export function faultyJobStore(real: JobStore): FaultyJobStore {
   const failing = new Set<keyof JobStore>();
   const rejected = new Map<string, number>();
   const calls = new Map<string, number>();
-  const wrapper = { failing, rejected, calls, pausedClaims: false } as FaultyJobStore;
+  const wrapper = { failing, rejected, calls, pausedClaims: false, heldRenewals: false } as FaultyJobStore;
   for (const name of [
     "create",
     "get",
@@ -102,7 +110,10 @@ export function faultyJobStore(real: JobStore): FaultyJobStore {
         );
       }
       if (name === "claim" && wrapper.pausedClaims) return Promise.resolve(undefined);
-      return (real[name] as (...a: unknown[]) => Promise<unknown>).apply(real, args);
+      const forward = () => (real[name] as (...a: unknown[]) => Promise<unknown>).apply(real, args);
+      if (name === "renew" && wrapper.heldRenewals)
+        return until(async () => !wrapper.heldRenewals, 120_000, 10).then(forward);
+      return forward();
     };
   }
   return wrapper;

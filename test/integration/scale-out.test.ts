@@ -250,9 +250,11 @@ async function runKillScenario(t: TestContext, d: Deployment, ns?: Namespace[]):
   assert.ok(results.every((pid) => pid === pid1 || pid === pid2));
   assert.ok(results.includes(pid1) && results.includes(pid2), "both runners worked before the kill");
 
-  // Executions: every job ran; the only ones that ran twice were running on runner 1 when it
-  // died (1 to jobs.concurrency of them: it held work), and their second run, after the lease
-  // lapsed, was on the survivor, whose result is the one stored.
+  // Executions: every job ran; the ones that ran twice were running on runner 1 when it died
+  // (1 to jobs.concurrency of them: it held work), and their second run, after the lease lapsed,
+  // was on the survivor, whose result is the one stored. A busy machine can also stall the
+  // survivor past a lease it holds: a job it ran twice for that reason is accepted only where it
+  // logged the lost lease of that very job.
   const runs = new Map<number, number[]>();
   for (const line of executed()) {
     const [input, pid] = line.split(" ").map(Number) as [number, number];
@@ -261,12 +263,28 @@ async function runKillScenario(t: TestContext, d: Deployment, ns?: Namespace[]):
   }
   for (let i = 0; i < JOBS; i++) assert.ok(runs.has(i), `job ${i} never ran`);
   const twice = [...runs.entries()].filter(([, pids]) => pids.length > 1);
-  assert.ok(twice.length >= 1 && twice.length <= 4, `re-run jobs: ${JSON.stringify(twice)}`);
-  for (const [input, pids] of twice) {
-    assert.equal(pids[0], pid1, `job ${input} first ran on the killed runner`);
+  const killed = twice.filter(([, pids]) => pids[0] === pid1);
+  const stalled = twice.filter(([, pids]) => pids[0] !== pid1);
+  assert.ok(killed.length >= 1 && killed.length <= 4, `re-run jobs: ${JSON.stringify(twice)}`);
+  for (const [input, pids] of killed) {
     assert.equal(pids.at(-1), pid2, `job ${input} re-ran on the survivor`);
     assert.equal(results[input], pid2);
   }
+  const lostLeases = new Set(
+    r2
+      .output()
+      .split("\n")
+      .filter((l) => l.includes("lost the lease"))
+      .map((l) => (JSON.parse(l) as { jobId: string }).jobId),
+  );
+  for (const [input, pids] of stalled) {
+    assert.ok(
+      pids.every((pid) => pid === pid2) && lostLeases.has(ids[input]!),
+      `job ${input} ran twice: ${pids}`,
+    );
+  }
+  if (stalled.length)
+    t.diagnostic(`the survivor lost ${stalled.length} lease(s) to a stall and re-ran those jobs`);
 
   // Sync traffic: successes throughout; a failure, if any, is a retryable 503 while the death
   // was being detected (the request in flight on the victim is retried on the survivor).
