@@ -18,6 +18,11 @@ export const USAGE = `Usage: node dist/bench/run.js [options]     (or: npm run b
                        llm: bench-llama (GGUF, built on demand) streamed through
                        /v1/completions vs node-llama-cpp in-process: TTFT (bar <= 5 ms
                        added) and decode tokens/s (bar >= 90%) (npm run bench:llm)
+                       overhead: what modelport adds where batching cannot help: a small
+                       MLP (1 row at c=1, 32 rows at c=1 and 64) vs the naive server;
+                       large tensors (image- and detector-shaped, OIP JSON and binary)
+                       and a stateful 4-input model vs onnxruntime in-process; the
+                       --concurrency flag does not apply (npm run bench:overhead)
   --tuned R/MS         batching suite: also modelport with --batch-max-rows R
                        --batch-max-delay-ms MS (default 64/1; "off" to skip)
   --duration S         measured seconds per load point (default 8; jobs suite 10)
@@ -36,7 +41,17 @@ export const USAGE = `Usage: node dist/bench/run.js [options]     (or: npm run b
 /** A bad flag: reported with the usage text, without a stack. */
 export class UsageError extends Error {}
 
-export type Suite = "foundation" | "batching" | "all" | "jobs" | "embeddings" | "scaleout" | "llm";
+const SUITES = [
+  "foundation",
+  "batching",
+  "all",
+  "jobs",
+  "embeddings",
+  "scaleout",
+  "llm",
+  "overhead",
+] as const;
+export type Suite = (typeof SUITES)[number];
 
 export interface BenchOptions {
   suite: Suite;
@@ -114,24 +129,14 @@ export function parseOptions(argv: string[]): BenchOptions | null {
   if (values.help) return null;
   const quick = values.quick ?? false;
   const suite = values.suite ?? "foundation";
-  if (
-    suite !== "foundation" &&
-    suite !== "batching" &&
-    suite !== "all" &&
-    suite !== "jobs" &&
-    suite !== "embeddings" &&
-    suite !== "scaleout" &&
-    suite !== "llm"
-  )
-    throw new UsageError(
-      `--suite must be foundation, batching, all, jobs, embeddings, scaleout or llm, got '${suite}'`,
-    );
+  if (!(SUITES as readonly string[]).includes(suite))
+    throw new UsageError(`--suite must be ${SUITES.join(", ")}; got '${suite}'`);
   const jobs = suite === "jobs";
   const concurrency = (values.concurrency ?? (jobs || suite === "embeddings" ? "32" : "1,8,64"))
     .split(",")
     .map((c) => wholePositive("concurrency", c.trim()));
   return {
-    suite,
+    suite: suite as Suite,
     tuned: parseTuned(values.tuned ?? "64/1"),
     durationS:
       values.duration !== undefined ? positive("duration", values.duration) : quick ? 2 : jobs ? 10 : 8,

@@ -3,7 +3,8 @@
 // bench/foundation.ts), batching (wide-mlp, bench/batching.ts), all (those two, the batching verdict
 // taking its churn-tree bar from the foundation suite), jobs (the jobs API, bench/jobs.ts) or
 // embeddings (POST /v1/embeddings with batching on vs off, bench/embeddings.ts) or llm
-// (streamed completions on llama.cpp vs node-llama-cpp in-process, bench/llm.ts). Each suite prints
+// (streamed completions on llama.cpp vs node-llama-cpp in-process, bench/llm.ts) or overhead (what
+// modelport adds where batching cannot help, bench/overhead.ts). Each suite prints
 // its tables, verdict and Markdown for docs/PERFORMANCE.md on stdout and writes its JSON to bench/results/; progress goes to stderr.
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
@@ -16,6 +17,7 @@ import { type FoundationOutcome, runFoundation } from "./foundation.js";
 import { runJobs } from "./jobs.js";
 import { runLlm } from "./llm.js";
 import { parseOptions, USAGE, UsageError } from "./options.js";
+import { runOverhead } from "./overhead.js";
 import { provenance } from "./provenance.js";
 import { machine } from "./report.js";
 import { runScaleout } from "./scaleout.js";
@@ -63,6 +65,9 @@ async function main(): Promise<void> {
   }
   if (opts.suite === "llm") {
     process.stdout.write(await runLlm(ctx, commandLine));
+  }
+  if (opts.suite === "overhead") {
+    process.stdout.write(await runOverhead(ctx, commandLine));
   }
   if (opts.suite === "embeddings") {
     process.stdout.write(await runEmbeddings(ctx, commandLine));

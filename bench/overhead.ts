@@ -1,0 +1,475 @@
+// The overhead suite (`npm run bench:overhead` = --suite overhead): what modelport adds to
+// inference where it cannot batch its way ahead. Each case pairs modelport (default settings, a
+// fresh `modelport serve <models>/<model>.onnx` per point) with a baseline measured in the same
+// round, the two alternating which goes first:
+// - the naive server (bench/naive-server.ts) on a small MLP: one row at concurrency 1 (p50), 32
+//   rows at concurrency 1 and 64 (requests/s);
+// - onnxruntime in this process (`session.run` in a loop, 1 intra-op thread as modelport's
+//   default) on large tensors (an image-shaped and a detector-shaped model, over OIP JSON and OIP
+//   binary) and on a stateful multi-input model with a scalar input (OIP JSON).
+// Concurrency-1 points use a sequential keep-alive node:http client (sub-millisecond latencies,
+// binary bodies); the concurrency-64 point uses the shared autocannon load generator. Models come
+// from bench/overhead-models.ts. Ratios are per round, reported as medians.
+import { Agent, request } from "node:http";
+import path from "node:path";
+import { InferenceSession, Tensor } from "onnxruntime-node";
+import { Random } from "../examples/build/random.js";
+import { runLoad } from "../src/loadgen/load.js";
+import { type OverheadModel, writeOverheadModel } from "./overhead-models.js";
+import { type RunningServer, startModelport, startNaive } from "./servers.js";
+import { round, Samples } from "./stats.js";
+import { type SuiteContext, writeResults } from "./suite.js";
+import type { Workload } from "./workload.js";
+
+type Transport = "rows" | "oip-json" | "oip-binary";
+
+interface InputSpec {
+  name: string;
+  datatype: "FP32" | "INT64";
+  shape: number[];
+}
+
+interface Case {
+  id: string;
+  about: string;
+  model: OverheadModel;
+  inputs: InputSpec[];
+  transport: Transport;
+  concurrency: number;
+  baseline: "naive" | "in-process";
+  /** What is compared: p50 latency (ms) or requests/s. */
+  metric: "p50" | "rps";
+  /** The issue's bar, as a check of (modelport, baseline) and its wording; none: reported only. */
+  bar?: { rule: string; holds(modelport: number, baseline: number): boolean };
+}
+
+const MLP_IN: InputSpec[] = [{ name: "features", datatype: "FP32", shape: [1, 30] }];
+const MLP32_IN: InputSpec[] = [{ name: "features", datatype: "FP32", shape: [32, 30] }];
+const IMAGE_IN: InputSpec[] = [{ name: "x", datatype: "FP32", shape: [1, 3, 48, 320] }];
+const DETECT_IN: InputSpec[] = [{ name: "images", datatype: "FP32", shape: [1, 3, 640, 640] }];
+const VAD_IN: InputSpec[] = [
+  { name: "x", datatype: "FP32", shape: [1, 512] },
+  { name: "h", datatype: "FP32", shape: [2, 1, 64] },
+  { name: "c", datatype: "FP32", shape: [2, 1, 64] },
+  { name: "sr", datatype: "INT64", shape: [] },
+];
+
+const largeBinary = {
+  rule: "p50 <= in-process + 10% + 2 ms",
+  holds: (m: number, b: number) => m <= b * 1.1 + 2,
+};
+
+export const CASES: readonly Case[] = [
+  {
+    id: "mlp-1row-c1",
+    about: "MLP 30-64-64-2, 1 row, concurrency 1",
+    model: "overhead-mlp",
+    inputs: MLP_IN,
+    transport: "rows",
+    concurrency: 1,
+    baseline: "naive",
+    metric: "p50",
+    bar: { rule: "p50 <= naive + 0.08 ms", holds: (m, b) => m <= b + 0.08 },
+  },
+  {
+    id: "mlp-32rows-c1",
+    about: "MLP, 32 rows per request, concurrency 1",
+    model: "overhead-mlp",
+    inputs: MLP32_IN,
+    transport: "rows",
+    concurrency: 1,
+    baseline: "naive",
+    metric: "rps",
+    bar: { rule: "requests/s >= 90% of naive", holds: (m, b) => m >= 0.9 * b },
+  },
+  {
+    id: "mlp-32rows-c64",
+    about: "MLP, 32 rows per request, concurrency 64",
+    model: "overhead-mlp",
+    inputs: MLP32_IN,
+    transport: "rows",
+    concurrency: 64,
+    baseline: "naive",
+    metric: "rps",
+    bar: { rule: "requests/s >= 110% of naive", holds: (m, b) => m >= 1.1 * b },
+  },
+  {
+    id: "image-json",
+    about: "image-shaped, 1x3x48x320 in, 1x40x6625 out, OIP JSON",
+    model: "overhead-image",
+    inputs: IMAGE_IN,
+    transport: "oip-json",
+    concurrency: 1,
+    baseline: "in-process",
+    metric: "p50",
+    bar: { rule: "p50 <= 2x in-process", holds: (m, b) => m <= 2 * b },
+  },
+  {
+    id: "image-binary",
+    about: "the same over OIP binary tensors",
+    model: "overhead-image",
+    inputs: IMAGE_IN,
+    transport: "oip-binary",
+    concurrency: 1,
+    baseline: "in-process",
+    metric: "p50",
+    bar: largeBinary,
+  },
+  {
+    id: "detect-binary",
+    about: "detector-shaped, 1x3x640x640 in, 1x84x6400 out, OIP binary",
+    model: "overhead-detect",
+    inputs: DETECT_IN,
+    transport: "oip-binary",
+    concurrency: 1,
+    baseline: "in-process",
+    metric: "p50",
+    bar: largeBinary,
+  },
+  {
+    id: "vad-json",
+    about: "stateful audio-shaped, 4 inputs (one an INT64 scalar), OIP JSON",
+    model: "overhead-vad",
+    inputs: VAD_IN,
+    transport: "oip-json",
+    concurrency: 1,
+    baseline: "in-process",
+    metric: "p50",
+  },
+];
+
+type Values = Float32Array | BigInt64Array;
+
+/** Seeded inputs for a case: uniform in [0, 1) (features in [-2, 2)), sr = 16000. */
+export function makeInputs(c: Case): Values[] {
+  const rng = new Random(4242);
+  return c.inputs.map((s) => {
+    const n = s.shape.reduce((a, b) => a * b, 1);
+    if (s.datatype === "INT64") return BigInt64Array.from({ length: n }, () => 16000n);
+    const lo = s.name === "features" ? -2 : 0;
+    return Float32Array.from({ length: n }, () => rng.uniform(lo, lo === 0 ? 1 : 2));
+  });
+}
+
+interface Request {
+  path: string;
+  headers: Record<string, string>;
+  body: Buffer;
+}
+
+export function encodeRequest(c: Case, values: Values[], kind: "modelport" | "naive"): Request {
+  const numbers = (v: Values) => Array.from(v as ArrayLike<number | bigint>, Number);
+  if (c.transport === "rows") {
+    const [spec, data] = [c.inputs[0]!, numbers(values[0]!)];
+    const width = spec.shape[1]!;
+    const rows = Array.from({ length: spec.shape[0]! }, (_, r) => data.slice(r * width, (r + 1) * width));
+    const path = kind === "naive" ? "/" : `/v1/models/${c.model}/predict`;
+    return {
+      path,
+      headers: { "content-type": "application/json" },
+      body: Buffer.from(JSON.stringify({ rows })),
+    };
+  }
+  const path = `/v2/models/${c.model}/infer`;
+  if (c.transport === "oip-json") {
+    const inputs = c.inputs.map((s, i) => ({ ...s, data: numbers(values[i]!) }));
+    return {
+      path,
+      headers: { "content-type": "application/json" },
+      body: Buffer.from(JSON.stringify({ inputs })),
+    };
+  }
+  const header = Buffer.from(
+    JSON.stringify({
+      inputs: c.inputs.map((s, i) => ({ ...s, parameters: { binary_data_size: values[i]!.byteLength } })),
+      parameters: { binary_data_output: true },
+    }),
+  );
+  const raw = values.map((v) => Buffer.from(v.buffer, v.byteOffset, v.byteLength));
+  return {
+    path,
+    headers: {
+      "content-type": "application/octet-stream",
+      "inference-header-content-length": String(header.length),
+    },
+    body: Buffer.concat([header, ...raw]),
+  };
+}
+
+interface Answer {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: Buffer;
+}
+
+function send(agent: Agent, base: string, req: Request): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const r = request(
+      `${base}${req.path}`,
+      { method: "POST", agent, headers: { ...req.headers, "content-length": String(req.body.length) } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () =>
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }),
+        );
+        res.on("error", reject);
+      },
+    );
+    r.on("error", reject);
+    r.end(req.body);
+  });
+}
+
+interface Measure {
+  p50: number;
+  p99: number;
+  rps: number;
+  requests: number;
+}
+
+function summary(samples: Samples, seconds: number): Measure {
+  const [p50, p99] = samples.percentiles([50, 99]) as [number, number];
+  return { p50: round(p50), p99: round(p99), rps: round(samples.count / seconds), requests: samples.count };
+}
+
+/** Requests one after another on one keep-alive connection; every answer must be a 200. */
+export async function sequential(base: string, req: Request, warmupS: number, durationS: number): Promise<Measure> {
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  try {
+    const loop = async (ms: number, samples?: Samples) => {
+      const start = performance.now();
+      let now = start;
+      while (now < start + ms) {
+        const t0 = performance.now();
+        const a = await send(agent, base, req);
+        now = performance.now();
+        if (a.status !== 200)
+          throw new Error(`${base}${req.path} answered ${a.status}: ${a.body.toString().slice(0, 300)}`);
+        samples?.add(now - t0);
+      }
+      return (now - start) / 1000;
+    };
+    await loop(warmupS * 1000);
+    const samples = new Samples();
+    return summary(samples, await loop(durationS * 1000, samples));
+  } finally {
+    agent.destroy();
+  }
+}
+
+/** The first output of an answer, flat (JSON rows, OIP JSON or OIP binary). */
+function firstOutput(c: Case, a: Answer, kind: "modelport" | "naive"): number[] {
+  if (c.transport === "oip-binary") {
+    const headerLength = Number(a.headers["inference-header-content-length"]);
+    const header = JSON.parse(a.body.subarray(0, headerLength).toString()) as {
+      outputs: { parameters?: { binary_data_size?: number } }[];
+    };
+    const size = header.outputs[0]!.parameters!.binary_data_size!;
+    const raw = a.body.subarray(headerLength, headerLength + size);
+    return Array.from(new Float32Array(raw.buffer.slice(raw.byteOffset, raw.byteOffset + size)));
+  }
+  const body = JSON.parse(a.body.toString()) as Record<string, unknown>;
+  if (c.transport === "oip-json") return (body.outputs as { data: number[] }[])[0]!.data;
+  const outputs = (kind === "naive" ? body : body.outputs) as Record<string, unknown[]>;
+  return (Object.values(outputs)[0] as unknown[]).flat(Number.POSITIVE_INFINITY) as number[];
+}
+
+async function openSession(file: string): Promise<InferenceSession> {
+  return InferenceSession.create(file, {
+    intraOpNumThreads: 1,
+    interOpNumThreads: 1,
+    executionMode: "sequential",
+  });
+}
+
+function feeds(c: Case, values: Values[]): Record<string, Tensor> {
+  const out: Record<string, Tensor> = {};
+  c.inputs.forEach((s, i) => {
+    out[s.name] = new Tensor(s.datatype === "FP32" ? "float32" : "int64", values[i]!, s.shape);
+  });
+  return out;
+}
+
+async function inProcess(
+  session: InferenceSession,
+  f: Record<string, Tensor>,
+  warmupS: number,
+  durationS: number,
+) {
+  const loop = async (ms: number, samples?: Samples) => {
+    const start = performance.now();
+    let now = start;
+    while (now < start + ms) {
+      const t0 = performance.now();
+      await session.run(f);
+      now = performance.now();
+      samples?.add(now - t0);
+    }
+    return (now - start) / 1000;
+  };
+  await loop(warmupS * 1000);
+  const samples = new Samples();
+  return summary(samples, await loop(durationS * 1000, samples));
+}
+
+interface Point {
+  case: string;
+  round: number;
+  server: "modelport" | "naive" | "in-process";
+  measure: Measure;
+}
+
+function workloadFor(c: Case): Workload {
+  return {
+    modelName: c.model,
+    modelFile: `${c.model}.onnx`,
+    inputName: c.inputs[0]!.name,
+    row: [],
+    body: "",
+    description: c.about,
+  };
+}
+
+async function measureServer(
+  ctx: SuiteContext,
+  c: Case,
+  kind: "modelport" | "naive",
+  values: Values[],
+  expected: number[],
+): Promise<{ measure: Measure; command: string }> {
+  const w = workloadFor(c);
+  const server: RunningServer =
+    kind === "naive"
+      ? await startNaive(ctx.modelDir, w)
+      : await startModelport(ctx.modelDir, ctx.opts.logLevel, w);
+  try {
+    const req = encodeRequest(c, values, kind);
+    const agent = new Agent({ keepAlive: false });
+    const answer = await send(agent, server.url, req);
+    agent.destroy();
+    if (answer.status !== 200)
+      throw new Error(`${kind} answered ${answer.status}: ${answer.body.toString().slice(0, 500)}`);
+    const got = firstOutput(c, answer, kind);
+    const worst = got.reduce(
+      (m, v, i) => Math.max(m, Math.abs(v - expected[i]!)),
+      got.length === expected.length ? 0 : Infinity,
+    );
+    if (!(worst <= 1e-4)) throw new Error(`${kind}'s answer differs from onnxruntime's by ${worst}`);
+    const { warmupS, durationS } = ctx.opts;
+    let measure: Measure;
+    if (c.concurrency === 1) measure = await sequential(server.url, req, warmupS, durationS);
+    else {
+      const r = await runLoad(
+        { url: `${server.url}${req.path}`, method: "POST", headers: req.headers, body: req.body.toString() },
+        { concurrency: c.concurrency, durationS, warmupS, timeoutS: 30 },
+      );
+      if (r.non2xx + r.errors + r.timeouts > 0)
+        throw new Error(`${kind}: ${r.non2xx} non-2xx, ${r.errors} errors, ${r.timeouts} timeouts`);
+      measure = {
+        p50: round(r.latencyMs.p50 ?? Number.NaN),
+        p99: round(r.latencyMs.p99 ?? Number.NaN),
+        rps: r.rps,
+        requests: r.requests,
+      };
+    }
+    return { measure, command: server.command };
+  } finally {
+    await server.child.stop();
+  }
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+
+export async function runOverhead(ctx: SuiteContext, commandLine: string): Promise<string> {
+  const { opts, log } = ctx;
+  const points: Point[] = [];
+  const commands = new Map<string, string>();
+  const files = new Map<OverheadModel, string>();
+  for (const c of CASES)
+    if (!files.has(c.model)) files.set(c.model, writeOverheadModel(ctx.modelDir, c.model));
+
+  let turn = 0;
+  for (let roundNo = 1; roundNo <= opts.rounds; roundNo++) {
+    for (const c of CASES) {
+      const values = makeInputs(c);
+      const session = await openSession(files.get(c.model)!);
+      const f = feeds(c, values);
+      const expected = Array.from((await session.run(f))[session.outputNames[0]!]!.data as Float32Array);
+      const order =
+        turn++ % 2 === 0 ? (["modelport", c.baseline] as const) : ([c.baseline, "modelport"] as const);
+      for (const who of order) {
+        let measure: Measure;
+        if (who === "in-process") measure = await inProcess(session, f, opts.warmupS, opts.durationS);
+        else {
+          const r = await measureServer(ctx, c, who, values, expected);
+          measure = r.measure;
+          commands.set(`${who} ${c.model}`, r.command);
+        }
+        points.push({ case: c.id, round: roundNo, server: who, measure });
+        log(
+          `  round ${roundNo} ${c.id.padEnd(15)} ${who.padEnd(10)} p50 ${measure.p50} ms, p99 ${measure.p99} ms, ${measure.rps} req/s`,
+        );
+      }
+      await session.release();
+    }
+  }
+
+  const rows = CASES.map((c) => {
+    const pick = (who: string) =>
+      points.filter((p) => p.case === c.id && p.server === who).map((p) => p.measure[c.metric]);
+    const m = pick("modelport");
+    const b = pick(c.baseline);
+    const ratios = m.map((v, i) => v / b[i]!);
+    const [mm, bb] = [median(m), median(b)];
+    return {
+      case: c.id,
+      about: c.about,
+      metric: c.metric,
+      baseline: c.baseline,
+      modelport: round(mm),
+      baselineValue: round(bb),
+      ratio: round(median(ratios)),
+      perRound: ratios.map(round),
+      bar: c.bar?.rule ?? null,
+      holds: c.bar ? c.bar.holds(mm, bb) : null,
+    };
+  });
+
+  const header =
+    "| case | measure | baseline | modelport | baseline value | ratio (rounds) | bar | verdict |";
+  const table = [
+    header,
+    "|---|---|---|--:|--:|--:|---|---|",
+    ...rows.map(
+      (r) =>
+        `| ${r.case}: ${r.about} | ${r.metric === "p50" ? "p50 ms" : "req/s"} | ${r.baseline} | ${r.modelport} | ${r.baselineValue} | ${r.ratio} (${r.perRound.join(", ")}) | ${r.bar ?? "-"} | ${r.holds === null ? "-" : r.holds ? "holds" : "missed"} |`,
+    ),
+  ].join("\n");
+  const out = writeResults(ctx, "overhead", {
+    date: ctx.date,
+    machine: ctx.machine,
+    source: ctx.source,
+    command: commandLine,
+    options: opts,
+    points,
+    rows,
+    commands: Object.fromEntries(commands),
+  });
+  return [
+    "",
+    `### Overhead suite, ${ctx.date.slice(0, 10)}`,
+    "",
+    `Machine: ${ctx.machine.cpuModel}, ${ctx.machine.cpus} CPUs, Node ${ctx.machine.node}. ${opts.rounds} round(s), ` +
+      `${opts.warmupS} s warm-up and ${opts.durationS} s measured per point; modelport and its baseline alternate. ` +
+      "Ratios are modelport / baseline per round, medians shown.",
+    "",
+    table,
+    "",
+    `Command: \`${commandLine}\`; results: ${path.relative(process.cwd(), out) || out}`,
+    "",
+  ].join("\n");
+}
