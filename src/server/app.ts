@@ -17,6 +17,7 @@ import { resolveWebhookSecret } from "../notify/webhook.js";
 import { INSTANCE_HEADER, OCTET_STREAM, REQUEST_ID_HEADER } from "../protocol/headers.js";
 import type { BlobStore } from "../storage/blob-store.js";
 import { createBlobStore } from "../storage/create-blob-store.js";
+import { asciiBody } from "./ascii-body.js";
 import { connectionOptions, limitConnections } from "./connections.js";
 import type { AppContext } from "./context.js";
 import { registerJsonParser } from "./json-body.js";
@@ -184,6 +185,7 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     done();
   });
 
+  app.addHook("onSend", asciiBody);
   registerAuth(app, config.server.apiKeys);
   registerErrorHandling(app, maxBodyBytes);
   // Each surface is a plugin of one signature (FastifyPluginAsync) reading `app.modelport`; the
