@@ -234,7 +234,12 @@ function summary(samples: Samples, seconds: number): Measure {
 }
 
 /** Requests one after another on one keep-alive connection; every answer must be a 200. */
-export async function sequential(base: string, req: Request, warmupS: number, durationS: number): Promise<Measure> {
+export async function sequential(
+  base: string,
+  req: Request,
+  warmupS: number,
+  durationS: number,
+): Promise<Measure> {
   const agent = new Agent({ keepAlive: true, maxSockets: 1 });
   try {
     const loop = async (ms: number, samples?: Samples) => {
