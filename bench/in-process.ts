@@ -15,7 +15,13 @@ export interface InProcessResult {
   latencyMs: { p50: number; p90: number; p99: number; max: number; mean: number };
 }
 
-async function loop(session: InferenceSession, feeds: Record<string, Tensor>, ms: number, samples?: Samples) {
+/** Calls `session.run(feeds)` back to back for `ms`; each call's time goes to `samples` when given. */
+export async function loop(
+  session: InferenceSession,
+  feeds: Record<string, Tensor>,
+  ms: number,
+  samples?: Samples,
+) {
   const start = performance.now();
   const end = start + ms;
   let calls = 0;

@@ -15,6 +15,7 @@ import path from "node:path";
 import { InferenceSession, Tensor } from "onnxruntime-node";
 import { Random } from "../examples/build/random.js";
 import { runLoad } from "../src/loadgen/load.js";
+import { loop } from "./in-process.js";
 import { type OverheadModel, writeOverheadModel } from "./overhead-models.js";
 import { type RunningServer, startModelport, startNaive } from "./servers.js";
 import { round, Samples } from "./stats.js";
@@ -302,20 +303,10 @@ async function inProcess(
   warmupS: number,
   durationS: number,
 ) {
-  const loop = async (ms: number, samples?: Samples) => {
-    const start = performance.now();
-    let now = start;
-    while (now < start + ms) {
-      const t0 = performance.now();
-      await session.run(f);
-      now = performance.now();
-      samples?.add(now - t0);
-    }
-    return (now - start) / 1000;
-  };
-  await loop(warmupS * 1000);
+  await loop(session, f, warmupS * 1000);
   const samples = new Samples();
-  return summary(samples, await loop(durationS * 1000, samples));
+  const { seconds } = await loop(session, f, durationS * 1000, samples);
+  return summary(samples, seconds);
 }
 
 interface Point {
