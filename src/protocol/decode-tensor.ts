@@ -223,11 +223,58 @@ function checkShapeValue(spec: TensorSpec, shape: unknown): number[] {
 }
 
 /**
+ * The common case without the general walk: nested arrays of finite numbers for an FP32 or FP64
+ * input (rows, or an image's [n][c][h][w]), rectangular, written straight into the typed array
+ * level by level. Anything else is undefined, and the general path decodes it (or refuses it with
+ * its exact message). Flat data is left to the general path, which takes it in one pass already.
+ */
+function denseNested(spec: TensorSpec, value: unknown): Tensor | undefined {
+  if (spec.datatype !== "FP32" && spec.datatype !== "FP64") return undefined;
+  const shape: number[] = [];
+  let probe: unknown = value;
+  while (Array.isArray(probe)) {
+    shape.push(probe.length);
+    probe = probe[0];
+  }
+  // Depth 1 is flat; an empty dim or a first leaf that is no number is for the general path.
+  if (shape.length < 2 || typeof probe !== "number") return undefined;
+  let level: unknown[] = [value];
+  for (let d = 0; d < shape.length - 1; d++) {
+    const next: unknown[] = [];
+    for (const a of level) {
+      if (!Array.isArray(a) || a.length !== shape[d]) return undefined;
+      for (let i = 0; i < a.length; i++) next.push(a[i]);
+    }
+    level = next;
+  }
+  const width = shape[shape.length - 1]!;
+  const out =
+    spec.datatype === "FP32"
+      ? new Float32Array(level.length * width)
+      : new Float64Array(level.length * width);
+  let k = 0;
+  for (const leaf of level) {
+    if (!Array.isArray(leaf) || leaf.length !== width) return undefined;
+    for (let j = 0; j < width; j++, k++) {
+      const v: unknown = leaf[j];
+      if (typeof v !== "number" || !Number.isFinite(v)) return undefined;
+      out[k] = v;
+    }
+  }
+  return { datatype: spec.datatype, shape, data: out };
+}
+
+/**
  * Decodes one input: `value` is flat or nested data; `shape` (optional) reshapes flat data.
  * @throws ModelportError with an MP_ERR_INPUT_* or MP_ERR_DATATYPE_UNSUPPORTED code.
  */
 export function decodeTensor(spec: TensorSpec, value: unknown, shape?: unknown, datatype?: unknown): Tensor {
   checkDatatype(spec, datatype);
+  const dense = shape === undefined ? denseNested(spec, value) : undefined;
+  if (dense) {
+    checkShape(spec, dense.shape);
+    return dense;
+  }
   const { flat, shape: nestedShape } = flatten(spec.name, value);
   let finalShape = nestedShape;
   if (shape !== undefined) {

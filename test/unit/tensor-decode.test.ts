@@ -52,6 +52,38 @@ describe("decode", () => {
     assert.ok(a.data instanceof Float32Array);
   });
 
+  it("nested FP32 and FP64 data of any depth gives what its flat form with a shape gives", () => {
+    const image = Array.from({ length: 2 }, (_, n) =>
+      Array.from({ length: 3 }, (_, c) =>
+        Array.from({ length: 4 }, (_, h) => [0, 1, 2, 3, 4].map((w) => n + c / 3 + h / 7 + w / 11)),
+      ),
+    );
+    const flat = image.flat(3);
+    for (const datatype of ["FP32", "FP64"] as const) {
+      const s = { name: "img", datatype, shape: [-1, 3, 4, 5] };
+      const nested = decodeTensor(s, image);
+      assert.deepEqual(nested, decodeTensor(s, flat, [2, 3, 4, 5]));
+      assert.ok(nested.data instanceof (datatype === "FP32" ? Float32Array : Float64Array));
+    }
+    // A ragged level, a string or a bool among the numbers, or a level nested too deep: the
+    // same refusals as ever, each naming what is wrong.
+    const img = { name: "img", datatype: "FP32" as const, shape: [-1, 3, 4, 5] };
+    const ragged = structuredClone(image);
+    ragged[1]![2]!.pop();
+    const bad = (value: unknown, code: string, message: RegExp) =>
+      assert.throws(
+        () => decodeTensor(img, value),
+        (e: unknown) => e instanceof ModelportError && e.code === code && message.test(e.message),
+      );
+    bad(ragged, "MP_ERR_INPUT_SHAPE", /element \[1\]\[2\] has 3 items but its siblings have 4/);
+    const text = structuredClone(image) as unknown[][][][];
+    text[1]![0]![0]![4] = "7";
+    bad(text, "MP_ERR_INPUT_DATATYPE", /element 64 is the string "7"/);
+    const deeper = structuredClone(image) as unknown[][][][];
+    deeper[0]![0]![1]![2] = [1];
+    bad(deeper, "MP_ERR_INPUT_SHAPE", /nested deeper than its siblings/);
+  });
+
   it("integers become the right typed arrays", () => {
     const t = decodeTensor({ name: "i", datatype: "INT64", shape: [-1] }, [1, -2]);
     assert.deepEqual(t.data, new BigInt64Array([1n, -2n]));
