@@ -18,7 +18,7 @@ import { runLoad } from "../src/loadgen/load.js";
 import { loop } from "./in-process.js";
 import { type OverheadModel, writeOverheadModel } from "./overhead-models.js";
 import { type RunningServer, startModelport, startNaive } from "./servers.js";
-import { round, Samples } from "./stats.js";
+import { median, round, Samples } from "./stats.js";
 import { type SuiteContext, writeResults } from "./suite.js";
 import type { Workload } from "./workload.js";
 
@@ -374,11 +374,6 @@ async function measureServer(
     await server.child.stop();
   }
 }
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
 
 export async function runOverhead(ctx: SuiteContext, commandLine: string): Promise<string> {
   const { opts, log } = ctx;

@@ -50,15 +50,21 @@ export function formatShape(shape: readonly number[] | undefined): string {
   return `[${dims.join(", ")}]`;
 }
 
+/** The shape the first element at each level implies, and the first leaf value. */
+function firstPath(value: unknown): { shape: number[]; leaf: unknown } {
+  const shape: number[] = [];
+  let leaf = value;
+  while (Array.isArray(leaf)) {
+    shape.push(leaf.length);
+    leaf = leaf[0];
+  }
+  return { shape, leaf };
+}
+
 /** Flattens nested arrays row-major; returns the flat values and the shape they form. */
 function flatten(input: string, value: unknown): { flat: unknown[]; shape: number[] } {
   if (!Array.isArray(value)) return { flat: [value], shape: [] };
-  const shape: number[] = [];
-  let probe: unknown = value;
-  while (Array.isArray(probe)) {
-    shape.push(probe.length);
-    probe = probe[0];
-  }
+  const { shape } = firstPath(value);
   if (shape.length === 1) return { flat: value, shape };
   const flat: unknown[] = [];
   // Walked with an explicit stack, not recursion: the depth is the client's to choose, and a
@@ -230,14 +236,9 @@ function checkShapeValue(spec: TensorSpec, shape: unknown): number[] {
  */
 function denseNested(spec: TensorSpec, value: unknown): Tensor | undefined {
   if (spec.datatype !== "FP32" && spec.datatype !== "FP64") return undefined;
-  const shape: number[] = [];
-  let probe: unknown = value;
-  while (Array.isArray(probe)) {
-    shape.push(probe.length);
-    probe = probe[0];
-  }
+  const { shape, leaf } = firstPath(value);
   // Depth 1 is flat; an empty dim or a first leaf that is no number is for the general path.
-  if (shape.length < 2 || typeof probe !== "number") return undefined;
+  if (shape.length < 2 || typeof leaf !== "number") return undefined;
   let level: unknown[] = [value];
   for (let d = 0; d < shape.length - 1; d++) {
     const next: unknown[] = [];

@@ -242,9 +242,9 @@ export class RedisJobStore implements JobStore {
       if (hash && hash.length > 0) jobs.push(summaryOf(toJob(toRecord(hash))));
     }
     const last = oms[n - 1];
-    if (!more || last === undefined) return { jobs };
-    const sep = last.indexOf(":");
-    return { jobs, nextCursor: encodeCursor(Number(last.slice(0, sep)), last.slice(sep + 1)) };
+    return more && last !== undefined
+      ? { jobs, nextCursor: encodeCursor(...splitOrderMember(last)) }
+      : { jobs };
   }
 
   async claim(
@@ -389,6 +389,12 @@ function maskUrl(url: string): string {
 }
 
 /** Claim and list order within one score: createdAt (zero-padded so text order is number order), then id. */
+/** The (createdAt, id) an order member was made from. */
+function splitOrderMember(om: string): [number, string] {
+  const sep = om.indexOf(":");
+  return [Number(om.slice(0, sep)), om.slice(sep + 1)];
+}
+
 function orderMember(createdAt: number, id: string): string {
   if (!Number.isSafeInteger(createdAt) || createdAt < 0) {
     throw new ModelportError(

@@ -1,6 +1,7 @@
 // What both job stores share: a Job rebuilt from its stored fields (Redis keeps a hash with text
 // values under the Job's own field names; SQLite a row with snake_case columns), the summary a
-// list page carries, the list-size limits, the list cursor and the default idempotency window. Each store keeps only its own encoding.
+// list page carries, the list-size limits, the list cursor and the default idempotency window.
+// Each store keeps only its own encoding.
 import { ModelportError } from "../../errors.js";
 import type { Job, JobError, JobStatus } from "../job.js";
 import type { JobSummary, ListQuery } from "../job-store.js";
