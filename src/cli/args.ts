@@ -9,6 +9,7 @@ export const SERVE_OPTIONS = {
   config: { type: "string", short: "c" },
   host: { type: "string" },
   port: { type: "string", short: "p" },
+  "grpc-port": { type: "string" },
   name: { type: "string" },
   backend: { type: "string" },
   threads: { type: "string" },
@@ -97,6 +98,7 @@ export function serveFlags(v: ServeValues): ServeFlags {
   };
   set("host", v.host);
   set("port", int("port", v.port));
+  set("grpcPort", int("grpc-port", v["grpc-port"]));
   set("name", v.name);
   set("backend", v.backend);
   set("threads", int("threads", v.threads));

@@ -22,6 +22,8 @@ Options:
   -c, --config FILE        YAML config with server, limits and models (docs/Config.md)
       --host HOST          address to listen on (default 127.0.0.1)
   -p, --port PORT          port to listen on (default 8080; 0 picks a free one)
+      --grpc-port PORT     also serve the Open Inference Protocol over gRPC on PORT (0 picks a
+                           free one; default: no gRPC) (docs/API.md#grpc)
       --name NAME          model name (single model)
       --backend NAME       onnx | custom | llama-cpp | transformers (default: from the file
                            extension; a folder with config.json + tokenizer.json: transformers)
@@ -138,9 +140,27 @@ export async function serve(args: string[]): Promise<number> {
   process.on("SIGINT", () => stop("SIGINT"));
 
   const address = await server.app.listen({ host: config.server.host, port: config.server.port });
+  let grpcAddress: string | undefined;
+  if (config.server.grpcPort !== undefined) {
+    // Loaded only when asked for: grpc-js and the .proto cost nothing to a server without gRPC.
+    const { startGrpcServer } = await import("../grpc/server.js");
+    try {
+      grpcAddress = (
+        await startGrpcServer(server, { host: config.server.host, port: config.server.grpcPort })
+      ).address;
+    } catch (err) {
+      logger.error({ err }, (err as Error).message);
+      await server.close();
+      return 1;
+    }
+  }
   logger.info(
-    { address, models: [...config.models, ...(config.languageModels ?? [])].map((m) => m.name) },
-    `modelport listening on ${address}`,
+    {
+      address,
+      ...(grpcAddress ? { grpcAddress } : {}),
+      models: [...config.models, ...(config.languageModels ?? [])].map((m) => m.name),
+    },
+    `modelport listening on ${address}${grpcAddress ? ` (gRPC on ${grpcAddress})` : ""}`,
   );
   await server.loadModels();
   const readiness = server.catalogue.readiness();

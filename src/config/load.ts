@@ -32,6 +32,7 @@ export class ConfigError extends Error {
 export interface ServeFlags {
   host?: string;
   port?: number;
+  grpcPort?: number;
   name?: string;
   backend?: string;
   threads?: number;
@@ -171,6 +172,7 @@ function applyFlags(raw: Record<string, unknown>, flags: ServeFlags, env: NodeJS
 function applyServerFlags(server: Record<string, unknown>, flags: ServeFlags, env: NodeJS.ProcessEnv): void {
   if (flags.host !== undefined) server.host = flags.host;
   if (flags.port !== undefined) server.port = flags.port;
+  if (flags.grpcPort !== undefined) server.grpcPort = flags.grpcPort;
   if (flags.logLevel !== undefined) server.logLevel = flags.logLevel;
   if (flags.drainTimeoutMs !== undefined) server.drainTimeoutMs = flags.drainTimeoutMs;
   if (flags.processes !== undefined) server.processes = flags.processes;

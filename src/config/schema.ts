@@ -210,6 +210,8 @@ export const serverSchema = z
   .object({
     host: z.string().min(1).default("127.0.0.1"),
     port: z.number().int().min(0).max(65535).default(8080),
+    /** The Open Inference Protocol over gRPC on this port (0 picks a free one); unset: no gRPC. */
+    grpcPort: z.number().int().min(0).max(65535).optional(),
     /** Bearer tokens accepted on every route but the probes; empty means no auth. */
     apiKeys: z.array(z.string().min(8, "API keys must be at least 8 characters")).default([]),
     /** Longest wait for in-flight requests on SIGTERM before closing anyway. */
@@ -416,6 +418,8 @@ export interface LanguageModelConfig {
 export interface ServerConfig {
   readonly host: string;
   readonly port: number;
+  /** The gRPC port (src/grpc/); absent: no gRPC. */
+  readonly grpcPort?: number;
   readonly apiKeys: readonly string[];
   readonly drainTimeoutMs: number;
   readonly logLevel: z.output<typeof serverSchema>["logLevel"];

@@ -9,7 +9,7 @@ export class Metrics {
 
   readonly requests = new Counter({
     name: "modelport_requests_total",
-    help: "HTTP requests answered, by model (empty when none), route and status code.",
+    help: "Requests answered, HTTP and gRPC (route grpc:<call>), by model (empty when none), route and status code (for gRPC, the HTTP status of the same outcome).",
     labelNames: ["model", "route", "status"] as const,
     registers: [this.registry],
   });

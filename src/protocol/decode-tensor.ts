@@ -203,7 +203,7 @@ function checkShape(spec: TensorSpec, shape: readonly number[]): void {
 }
 
 /** The datatype a request names for an input must be the model's (absent: taken as the model's). */
-function checkDatatype(spec: TensorSpec, datatype: unknown): void {
+export function checkDatatype(spec: TensorSpec, datatype: unknown): void {
   if (datatype !== undefined && datatype !== spec.datatype) {
     const known = (DATATYPES as readonly unknown[]).includes(datatype);
     throw new ModelportError(

@@ -2,7 +2,7 @@
 // model's signature (binary inputs taken from a BinarySection), and outputs as flat row-major
 // data with shape and datatype.
 import { ModelportError } from "../errors.js";
-import { type ModelSignature, type TensorMap, toJsonArray } from "../tensor.js";
+import { type ModelSignature, type TensorMap, type TensorSpec, toJsonArray } from "../tensor.js";
 import type { BinarySection } from "./binary-section.js";
 import { checkInputs, type DecodeLimits, decodeTensor, requireObject } from "./decode-tensor.js";
 import { pickOutputs } from "./requested-outputs.js";
@@ -18,6 +18,19 @@ function binaryDataSize(inp: Record<string, unknown>, i: number): unknown {
     );
   }
   return (params as Record<string, unknown>).binary_data_size;
+}
+
+/**
+ * BYTES sent for an input the model does not take as BYTES: refused with its own code before the
+ * data is read (strings cannot become numbers). Shared by the JSON, binary and gRPC inputs.
+ */
+export function refuseBytesFor(spec: TensorSpec, datatype: unknown): void {
+  if (datatype === "BYTES" && spec.datatype !== "BYTES") {
+    throw new ModelportError(
+      "MP_ERR_DATATYPE_UNSUPPORTED",
+      `input '${spec.name}': BYTES data is not accepted for this input; the model expects ${spec.datatype}`,
+    );
+  }
 }
 
 /**
@@ -74,12 +87,7 @@ export function decodeOip(
     names.push(inp.name);
     const spec = specs.get(inp.name);
     // An unknown input is reported by checkInputs with the list of known inputs.
-    if (spec && inp.datatype === "BYTES" && spec.datatype !== "BYTES") {
-      throw new ModelportError(
-        "MP_ERR_DATATYPE_UNSUPPORTED",
-        `input '${inp.name}': BYTES data is not accepted for this input; the model expects ${spec.datatype}`,
-      );
-    }
+    if (spec) refuseBytesFor(spec, inp.datatype);
     if (size === undefined) {
       if (spec) tensors[inp.name] = decodeTensor(spec, inp.data, inp.shape, inp.datatype);
       return;

@@ -47,6 +47,14 @@ export function sizeError(what: string, message: string): ModelportError {
 
 /** BYTES elements: each a 4-byte little-endian length, then that many bytes (read as UTF-8). */
 function readBytesElements(bytes: Uint8Array, count: number, what: string): string[] {
+  // Each element takes at least its 4-byte length: a count beyond that is refused before the
+  // array is made (a shape can claim far more elements than an array may hold).
+  if (count > bytes.length / 4) {
+    throw sizeError(
+      what,
+      `${bytes.length} bytes cannot hold ${count} BYTES elements (each takes at least its 4-byte length)`,
+    );
+  }
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const decoder = new TextDecoder();
   const out = new Array<string>(count);

@@ -44,6 +44,11 @@ export interface BuildOptions {
   runnerFactory?: RunnerFactory;
 }
 
+/** A listener other than the HTTP one that close() drains before the models close. */
+export interface Surface {
+  drain(deadline: number): Promise<void>;
+}
+
 export interface ModelportApp {
   readonly app: FastifyInstance;
   /** Every served model, tensor and language. */
@@ -53,8 +58,18 @@ export interface ModelportApp {
   readonly context: AppContext;
   /** Loads and golden-checks every model; never rejects (failures show in /readyz). */
   loadModels(): Promise<void>;
+  /** This process's name (server.instanceId, default HOST:PID): on every response, metric and log line. */
+  readonly instance: string;
+  readonly logger: Logger;
   /** Requests currently being answered. */
   inFlight(): number;
+  /**
+   * Adds a surface that listens beside the HTTP one (the gRPC server, src/grpc/). It refuses new
+   * calls itself once `context.draining` is set; close() then awaits `drain(deadline)` (a
+   * Date.now() time, server.drainTimeoutMs away) beside the HTTP requests, and only then closes
+   * the models. `drain` must have stopped its listener when it resolves.
+   */
+  addSurface(surface: Surface): void;
   /**
    * Graceful stop: readiness false at once, new requests 503, in-flight ones finish (up to
    * server.drainTimeoutMs), then the listener and the models close. Idempotent.
@@ -205,15 +220,20 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
 
   // Drain: readiness false and new requests 503 at once; running jobs finish within the drain
   // time (the rest go back to the queue for the next process), in-flight requests up to the
-  // deadline. Fastify then stops the listener, and the onClose hooks close each resource.
+  // deadline, on the HTTP listener and every added surface (gRPC) alike. Fastify then stops the
+  // listener, and the onClose hooks close each resource.
+  const surfaces: Surface[] = [];
   app.addHook("preClose", async () => {
     context.draining = true;
     const deadline = Date.now() + config.server.drainTimeoutMs;
     clearInterval(purgeTimer);
     await jobs.stop(config.server.drainTimeoutMs);
-    while (inFlight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-    if (inFlight > 0)
-      logger.warn({ inFlight }, "drain timeout reached; closing with requests still in flight");
+    const http = async () => {
+      while (inFlight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      if (inFlight > 0)
+        logger.warn({ inFlight }, "drain timeout reached; closing with requests still in flight");
+    };
+    await Promise.all([http(), ...surfaces.map((s) => s.drain(deadline))]);
   });
   app.addHook("onClose", () => catalogue.closeAll());
   app.addHook("onClose", () => jobStore.close());
@@ -236,7 +256,12 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
         metrics.modelReady.set({ model: s.name }, s.ready ? 1 : 0);
       }
     },
+    instance,
+    logger,
     inFlight: () => inFlight,
+    addSurface(surface) {
+      surfaces.push(surface);
+    },
     close() {
       context.draining = true;
       // Fastify runs preClose and onClose hooks only on an instance that has booted.

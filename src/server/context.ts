@@ -5,10 +5,10 @@ import { CancelHandle } from "../cancel.js";
 import type { Catalogue } from "../catalogue/catalogue.js";
 import type { ServedModel } from "../catalogue/served-model.js";
 import type { Config } from "../config/schema.js";
-import { ModelportError } from "../errors.js";
 import type { JobQueue } from "../jobs/job-queue.js";
 import type { Metrics } from "../metrics/metrics.js";
 import { TIMEOUT_HEADER } from "../protocol/headers.js";
+import { requestTimeoutMs } from "../protocol/request-timeout.js";
 import type { TensorMap } from "../tensor.js";
 import type { StreamSlots } from "./stream-slots.js";
 
@@ -40,18 +40,7 @@ declare module "fastify" {
  * limits.timeoutMs) and removes the work from the queue if the client disconnects.
  */
 export function infer(host: ServedModel, inputs: TensorMap, req: FastifyRequest): Promise<TensorMap> {
-  const header = req.headers[TIMEOUT_HEADER];
-  let timeoutMs = host.config.limits.timeoutMs;
-  if (header !== undefined) {
-    const n = Number(header);
-    if (!Number.isInteger(n) || n <= 0 || n > 3_600_000) {
-      throw new ModelportError(
-        "MP_ERR_REQUEST_INVALID",
-        `${TIMEOUT_HEADER} must be an integer from 1 to 3600000 (ms), got '${header}'`,
-      );
-    }
-    timeoutMs = n;
-  }
+  const timeoutMs = requestTimeoutMs(req.headers[TIMEOUT_HEADER]) ?? host.config.limits.timeoutMs;
   return host.predict!(inputs, {
     deadline: performance.now() + timeoutMs,
     cancel: requestCancel(req),

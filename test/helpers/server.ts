@@ -15,14 +15,22 @@ export const CLI = join(REPO_ROOT, "bin", "modelport.js");
 
 export interface InProcessServer {
   url: string;
+  /** host:port of the gRPC listener, when started with `grpc`. */
+  grpc?: string;
   server: ModelportApp;
   /** Parsed JSON log lines written so far. */
   logs: Record<string, unknown>[];
   close(): Promise<void>;
 }
 
-/** Builds the app from config options, listens on 127.0.0.1 at a free port and loads the models. */
-export async function startInProcess(options: LoadConfigOptions): Promise<InProcessServer> {
+/**
+ * Builds the app from config options, listens on 127.0.0.1 at a free port (and, with `grpc`, on
+ * another for gRPC, as `modelport serve --grpc-port 0`) and loads the models.
+ */
+export async function startInProcess(
+  options: LoadConfigOptions,
+  extra: { grpc?: boolean } = {},
+): Promise<InProcessServer> {
   const config = loadConfig({ ...options, flags: { port: 0, ...options.flags } });
   const logs: Record<string, unknown>[] = [];
   const sink = new Writable({
@@ -34,8 +42,16 @@ export async function startInProcess(options: LoadConfigOptions): Promise<InProc
   });
   const server = buildApp(config, { logger: pino({ level: "info" }, sink) });
   const url = await server.app.listen({ host: "127.0.0.1", port: 0 });
+  // Loaded only here, so the many tests without gRPC do not load grpc-js.
+  const grpc = extra.grpc
+    ? (
+        await (
+          await import("../../src/grpc/server.js")
+        ).startGrpcServer(server, { host: "127.0.0.1", port: 0 })
+      ).address
+    : undefined;
   await server.loadModels();
-  return { url, server, logs, close: () => server.close() };
+  return { url, ...(grpc ? { grpc } : {}), server, logs, close: () => server.close() };
 }
 
 export interface ChildServer {

@@ -123,6 +123,14 @@ describe("tensor bytes", () => {
       "MP_ERR_BINARY_DATA_SIZE",
       /its 2 BYTES elements use 11/,
     );
+    // A shape may claim more elements than an array can hold: refused before any is made.
+    for (const count of [5, 1e15, 2 ** 53 - 1]) {
+      throwsCode(
+        () => tensorDataFromBytes("BYTES", count, fixed, "t"),
+        "MP_ERR_BINARY_DATA_SIZE",
+        new RegExp(`16 bytes cannot hold ${count} BYTES elements`),
+      );
+    }
   });
 
   it("refuses a byte count that is not elements × element size, and BOOL bytes other than 0/1", () => {

@@ -1,17 +1,15 @@
 // Request ids and the one log line per request. An incoming X-Request-Id is kept when it is
-// sane (so ids travel across proxies), otherwise one is made; every reply carries it back.
-import { randomUUID } from "node:crypto";
+// sane (so ids travel across proxies), otherwise one is made (protocol/request-id.ts); every
+// reply carries it back.
 import type { IncomingMessage } from "node:http";
 import { type FastifyReply, type FastifyRequest, LogController } from "fastify";
 import { POLL_HEADER, REQUEST_ID_HEADER } from "../../protocol/headers.js";
+import { requestIdFrom } from "../../protocol/request-id.js";
 import { PROBE_PATHS } from "./auth.js";
-
-const SAFE_ID = /^[A-Za-z0-9._:@/+=-]{1,128}$/;
 
 /** Fastify genReqId: the client's X-Request-Id when it is safe to log, else a UUID. */
 export function requestId(req: IncomingMessage): string {
-  const given = req.headers[REQUEST_ID_HEADER];
-  return typeof given === "string" && SAFE_ID.test(given) ? given : randomUUID();
+  return requestIdFrom(req.headers[REQUEST_ID_HEADER]);
 }
 
 /** One "request completed" line per request instead of Fastify's two. */

@@ -1,36 +1,17 @@
 // The Open Inference Protocol (KServe V2; also spoken by Triton and MLServer): server and
 // model metadata, model readiness and infer, with and without /versions/{v}.
 import type { FastifyPluginAsync, onRequestHookHandler } from "fastify";
-import type { ServedModel } from "../../catalogue/served-model.js";
 import { binaryOutputs, encodeOipBinary, splitOipBody } from "../../protocol/binary-body.js";
 import { INFERENCE_HEADER, OCTET_STREAM } from "../../protocol/headers.js";
 import { decodeOip, encodeOip } from "../../protocol/oip-body.js";
+import { modelMetadata, serverMetadata } from "../../protocol/oip-metadata.js";
 import { requestedOutputs } from "../../protocol/requested-outputs.js";
-import { VERSION } from "../../version.js";
 import { infer } from "../context.js";
 import { errorHandler } from "../plugins/errors.js";
 
 interface Params {
   model: string;
   version?: string;
-}
-
-const PLATFORM: Record<string, string> = { onnx: "onnxruntime_onnx", custom: "modelport_custom" };
-
-function metadata(host: ServedModel) {
-  const sig = host.signature;
-  const spec = (s: { name: string; datatype: string; shape?: number[] }) => ({
-    name: s.name,
-    datatype: s.datatype,
-    shape: s.shape ?? [],
-  });
-  return {
-    name: host.config.name,
-    versions: [host.config.version],
-    platform: PLATFORM[host.config.backend] ?? host.config.backend,
-    inputs: (sig?.inputs ?? []).map(spec),
-    outputs: (sig?.outputs ?? []).map(spec),
-  };
 }
 
 // Like Triton, a body with Inference-Header-Content-Length is binary whatever its Content-Type
@@ -45,15 +26,11 @@ export const oipRoutes: FastifyPluginAsync = async (app) => {
   // Every error in this scope (auth, drain, body parsing included) in the OIP shape.
   app.setErrorHandler(errorHandler("oip", ctx.config.limits.maxBodyBytes));
 
-  app.get("/v2", async () => ({
-    name: "modelport",
-    version: VERSION,
-    extensions: ["binary_tensor_data"],
-  }));
+  app.get("/v2", async () => serverMetadata());
 
   for (const prefix of ["/v2/models/:model", "/v2/models/:model/versions/:version"]) {
     app.get<{ Params: Params }>(prefix, async (req) =>
-      metadata(ctx.catalogue.find(req.params.model, "predict", req.params.version)),
+      modelMetadata(ctx.catalogue.find(req.params.model, "predict", req.params.version)),
     );
 
     app.get<{ Params: Params }>(`${prefix}/ready`, async (req, reply) => {

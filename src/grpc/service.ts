@@ -1,0 +1,99 @@
+// The six calls of GRPCInferenceService, each the gRPC twin of an Open Inference Protocol HTTP
+// route (src/server/routes/oip.ts, health.ts): the same catalogue look-ups, decoders, metadata
+// and deadline rules, so both surfaces answer alike.
+import type { UntypedServiceImplementation } from "@grpc/grpc-js";
+import { ModelportError } from "../errors.js";
+import {
+  decodeGrpcInputs,
+  encodeGrpcOutputs,
+  type GrpcInferRequest,
+  type GrpcInferResponse,
+} from "../protocol/grpc-infer.js";
+import { TIMEOUT_HEADER } from "../protocol/headers.js";
+import { modelMetadata, serverMetadata } from "../protocol/oip-metadata.js";
+import { MAX_REQUEST_TIMEOUT_MS, requestTimeoutMs } from "../protocol/request-timeout.js";
+import { requestedOutputs } from "../protocol/requested-outputs.js";
+import { type Call, type CallEnv, metadataText, unary } from "./call.js";
+
+interface ModelRequest {
+  name: string;
+  version: string;
+}
+
+/** An empty version field means "whichever is served", as a path without /versions/{v}. */
+const version = (v: string) => (v === "" ? undefined : v);
+
+/**
+ * How long the model may take, in ms: x-request-timeout-ms or the model's limits.timeoutMs, as over
+ * HTTP. The call's gRPC deadline is the client's own timeout, so it stands in for limits.timeoutMs
+ * as the header does (up to the header's hour), and for the header when it comes sooner.
+ */
+function timeoutMs(call: Call, modelTimeoutMs: number): number {
+  const asked = requestTimeoutMs(metadataText(call.metadata, TIMEOUT_HEADER));
+  if (!Number.isFinite(call.deadline)) return asked ?? modelTimeoutMs;
+  const left = call.deadline - Date.now();
+  if (left <= 0) {
+    throw new ModelportError(
+      "MP_ERR_DEADLINE_EXCEEDED",
+      "the call's deadline passed before its inputs reached the model",
+    );
+  }
+  return Math.min(asked ?? MAX_REQUEST_TIMEOUT_MS, left);
+}
+
+export function inferenceHandlers(env: CallEnv): UntypedServiceImplementation {
+  const ctx = env.context;
+  const { catalogue } = ctx;
+  const modelName = (r: ModelRequest) => r.name;
+  return {
+    ServerLive: unary(env, "ServerLive", () => ({ live: true }), { open: true }),
+
+    ServerReady: unary(env, "ServerReady", () => ({ ready: !ctx.draining && catalogue.readiness().ready }), {
+      open: true,
+    }),
+
+    ModelReady: unary(
+      env,
+      "ModelReady",
+      (r: ModelRequest) => {
+        const host = catalogue.find(r.name, "predict", version(r.version));
+        return { ready: host.ready && !ctx.draining };
+      },
+      { model: modelName },
+    ),
+
+    ServerMetadata: unary(env, "ServerMetadata", () => serverMetadata()),
+
+    ModelMetadata: unary(
+      env,
+      "ModelMetadata",
+      (r: ModelRequest) => modelMetadata(catalogue.find(r.name, "predict", version(r.version))),
+      { model: modelName },
+    ),
+
+    ModelInfer: unary(
+      env,
+      "ModelInfer",
+      async (r: GrpcInferRequest, call): Promise<GrpcInferResponse> => {
+        const host = catalogue.require(r.model_name, "predict", version(r.model_version));
+        const signature = host.signature;
+        if (!signature) throw host.notReadyError();
+        const inputs = decodeGrpcInputs(r, signature, host.config.limits);
+        // proto3 cannot tell an empty list from none: empty means every output, as an absent one over HTTP.
+        const names = requestedOutputs(r.outputs.length > 0 ? r.outputs : undefined, signature);
+        const outputs = await host.predict!(inputs, {
+          deadline: performance.now() + timeoutMs(call, host.config.limits.timeoutMs),
+          cancel: call.cancel,
+          requestId: call.requestId,
+        });
+        const meta = {
+          model_name: host.config.name,
+          model_version: host.config.version,
+          id: r.id === "" ? call.requestId : r.id,
+        };
+        return encodeGrpcOutputs(meta, outputs, names);
+      },
+      { model: (r) => r.model_name },
+    ),
+  };
+}

@@ -1,0 +1,44 @@
+// Errors as gRPC statuses: each MP_ERR_* code's HTTP status (src/errors.ts) mapped to the gRPC
+// code that means the same, the MP_ERR code first in the message and in the trailing metadata.
+import { Metadata, type StatusObject, status } from "@grpc/grpc-js";
+import type { ModelportError } from "../errors.js";
+
+/** The trailing metadata entry that carries the MP_ERR_* code of a failed call. */
+export const ERROR_CODE_KEY = "mp-error-code";
+
+/** The gRPC code for an error, by its HTTP status (docs/API.md, "gRPC": the table). */
+export function grpcCode(err: ModelportError): status {
+  switch (err.status) {
+    case 401:
+      return status.UNAUTHENTICATED;
+    case 403:
+      return status.PERMISSION_DENIED;
+    case 404:
+      return status.NOT_FOUND;
+    case 408:
+    case 504:
+      return status.DEADLINE_EXCEEDED;
+    case 409:
+      return err.code === "MP_ERR_JOB_IDEMPOTENCY_CONFLICT" ? status.ALREADY_EXISTS : status.ABORTED;
+    case 413:
+    case 429:
+      return status.RESOURCE_EXHAUSTED;
+    case 499:
+      return status.CANCELLED;
+    case 502:
+    case 503:
+      return status.UNAVAILABLE;
+  }
+  // Every other 4xx (400, 422 the backend refusing these inputs, ...) is the request's fault.
+  return err.status >= 400 && err.status < 500 ? status.INVALID_ARGUMENT : status.INTERNAL;
+}
+
+/** The status a failed call ends with: "MP_ERR_…: message", the code again in `mp-error-code`. */
+export function errorStatus(err: ModelportError): Pick<StatusObject, "code" | "details" | "metadata"> {
+  const metadata = new Metadata();
+  metadata.set(ERROR_CODE_KEY, err.code);
+  // As HTTP's Retry-After on a retryable 503 (overloaded, loading, draining).
+  if (err.status === 503 && err.retryable)
+    metadata.set("retry-after", String(err.details?.retryAfterSeconds ?? 1));
+  return { code: grpcCode(err), details: `${err.code}: ${err.message}`, metadata };
+}

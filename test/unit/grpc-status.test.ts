@@ -1,0 +1,65 @@
+// Every MP_ERR_* code gets the gRPC status docs/API.md's table gives for its HTTP status (never
+// OK), and a failed call's status carries the code first in its message and in `mp-error-code`.
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, it } from "node:test";
+import { status } from "@grpc/grpc-js";
+import { ERRORS, type ErrorCode, ModelportError } from "../../src/errors.js";
+import { ERROR_CODE_KEY, errorStatus, grpcCode } from "../../src/grpc/status.js";
+import { REPO_ROOT } from "../helpers/server.js";
+
+/** docs/API.md's table: explicit HTTP statuses, the row for "every other 4xx" and the one for "any other". */
+function documented(): { byStatus: Map<number, string>; other4xx: string; other: string; conflict: string } {
+  const doc = readFileSync(join(REPO_ROOT, "docs", "API.md"), "utf8");
+  const from = doc.indexOf("| HTTP status of the `MP_ERR_*` code");
+  const section = doc.slice(from, doc.indexOf("\n\n", from));
+  const byStatus = new Map<number, string>();
+  let other4xx = "";
+  let other = "";
+  let conflict = "";
+  for (const m of section.matchAll(/^\| ([^|`]+?)\s*\| `([A-Z_]+)`([^|]*)\|$/gm)) {
+    const [, statuses, code, note] = m as unknown as [string, string, string, string];
+    if (/every other 4xx/.test(statuses)) other4xx = code;
+    if (/any other/.test(statuses)) other = code;
+    for (const s of statuses.match(/\b\d{3}\b/g) ?? []) byStatus.set(Number(s), code);
+    const alt = /`([A-Z_]+)` for an idempotency-key conflict/.exec(note);
+    if (alt) conflict = alt[1]!;
+  }
+  return { byStatus, other4xx, other, conflict };
+}
+
+describe("gRPC statuses of the MP_ERR codes", () => {
+  const doc = documented();
+
+  it("reads the documented table", () => {
+    assert.equal(doc.byStatus.get(401), "UNAUTHENTICATED");
+    assert.equal(doc.other4xx, "INVALID_ARGUMENT");
+    assert.equal(doc.other, "INTERNAL");
+    assert.equal(doc.conflict, "ALREADY_EXISTS");
+  });
+
+  it("maps every code as documented, and none to OK", () => {
+    for (const code of Object.keys(ERRORS) as ErrorCode[]) {
+      const err = new ModelportError(code, "x");
+      const want =
+        code === "MP_ERR_JOB_IDEMPOTENCY_CONFLICT"
+          ? doc.conflict
+          : (doc.byStatus.get(err.status) ??
+            (err.status >= 400 && err.status < 500 ? doc.other4xx : doc.other));
+      assert.equal(status[grpcCode(err)], want, `${code} (HTTP ${err.status})`);
+      assert.notEqual(grpcCode(err), status.OK);
+    }
+  });
+
+  it("puts the code first in the message and in the trailing metadata; retry-after on a retryable 503", () => {
+    const shape = errorStatus(new ModelportError("MP_ERR_INPUT_SHAPE", "input 'x' has shape [2]"));
+    assert.equal(shape.code, status.INVALID_ARGUMENT);
+    assert.equal(shape.details, "MP_ERR_INPUT_SHAPE: input 'x' has shape [2]");
+    assert.deepEqual(shape.metadata.get(ERROR_CODE_KEY), ["MP_ERR_INPUT_SHAPE"]);
+    assert.deepEqual(shape.metadata.get("retry-after"), []);
+    const busy = errorStatus(new ModelportError("MP_ERR_MODEL_OVERLOADED", "full", { retryAfterSeconds: 3 }));
+    assert.equal(busy.code, status.UNAVAILABLE);
+    assert.deepEqual(busy.metadata.get("retry-after"), ["3"]);
+  });
+});
