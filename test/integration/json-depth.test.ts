@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import fc from "fast-check";
 import { jsonDepthExceeds } from "../../src/protocol/json-depth.js";
 import { testModels } from "../helpers/models.js";
 import { type InProcessServer, postJson, startInProcess } from "../helpers/server.js";
@@ -109,6 +110,43 @@ describe("limits.maxJsonDepth", () => {
   });
 });
 
+describe("prototype poisoning (JSON.parse alone for bodies that cannot spell it)", () => {
+  const predict = (body: string) => postJson(`${server.url}/v1/models/churn-tree/jobs`, body);
+  const rows = '"rows":[[1,2,3,1,0,4]]';
+  // secure-json-parse refuses a __proto__ key, and a constructor key holding a prototype key.
+  for (const [what, poison] of [
+    ["__proto__", '"__proto__":{"polluted":1}'],
+    ["__proto__ with \\u escapes", '"\\u005f_proto\\u005F_":{"polluted":1}'],
+    ["constructor.prototype", '"constructor":{"prototype":{"polluted":1}}'],
+    ["constructor.prototype with \\u escapes", '"\\u0063onstructor":{"prototype":{"polluted":1}}'],
+  ]) {
+    it(`a body with a ${what} key is refused 400, as by Fastify's own parser`, async () => {
+      const res = await predict(`{${rows},"metadata":{${poison}}}`);
+      assert.equal(res.status, 400, JSON.stringify(res.body));
+      assert.equal(({} as Record<string, unknown>).polluted, undefined);
+    });
+  }
+
+  it("the words in a value, escapes in strings, and a byte-order mark are still fine", async () => {
+    for (const body of [
+      `{${rows},"metadata":{"note":"__proto__ and constructor"}}`,
+      `{${rows},"metadata":{"note":"a \\"quoted\\" word and a \\n"}}`,
+      `\ufeff{${rows}}`,
+    ]) {
+      const res = await predict(body);
+      assert.equal(res.status, 202, `${body}: ${JSON.stringify(res.body)}`);
+    }
+  });
+
+  it("invalid and empty JSON keep their errors", async () => {
+    for (const body of ['{"rows": [[1,2', ""]) {
+      const res = await predict(body);
+      assert.equal(res.status, 400, JSON.stringify(res.body));
+      assert.match((res.body as { error: { code: string } }).error.code, /^MP_ERR_/);
+    }
+  });
+});
+
 describe("jsonDepthExceeds", () => {
   it("measures the nesting of arrays and objects, skipping strings and escapes", () => {
     assert.equal(jsonDepthExceeds("[[[]]]", 3), false);
@@ -117,5 +155,40 @@ describe("jsonDepthExceeds", () => {
     assert.equal(jsonDepthExceeds('{"a":{"b":[[1]]}}', 3), true);
     assert.equal(jsonDepthExceeds('["[[[[[[", "\\"[[[[[["]', 1), false);
     assert.equal(jsonDepthExceeds("[[1],[2],[3],[4],[5],[6]]", 2), false);
+    assert.equal(
+      jsonDepthExceeds('["a\\\\", [1]]', 1),
+      true,
+      "an even run of backslashes does not escape the quote",
+    );
+    assert.equal(jsonDepthExceeds('["unterminated [[[[', 1), false);
+  });
+
+  it("agrees with a character-by-character reference on any text", () => {
+    // The reference walks every character; the function under test jumps between brackets and quotes.
+    const reference = (text: string, max: number): boolean => {
+      let depth = 0;
+      for (let i = 0; i < text.length; i++) {
+        const c = text[i];
+        if (c === "[" || c === "{") {
+          if (++depth > max) return true;
+        } else if (c === "]" || c === "}") depth--;
+        else if (c === '"') {
+          for (i++; i < text.length; i++) {
+            if (text[i] === "\\") i++;
+            else if (text[i] === '"') break;
+          }
+        }
+      }
+      return false;
+    };
+    const text = fc
+      .array(fc.constantFrom("[", "]", "{", "}", '"', "\\", "1", ",", "a", " "), { maxLength: 80 })
+      .map((cs) => cs.join(""));
+    fc.assert(
+      fc.property(text, fc.integer({ min: 0, max: 6 }), (t, max) => {
+        assert.equal(jsonDepthExceeds(t, max), reference(t, max), JSON.stringify(t));
+      }),
+      { numRuns: 3000 },
+    );
   });
 });
