@@ -86,6 +86,13 @@ export interface ModelStatus {
     maxDelayMs: number;
     queuedRows: number;
     inFlight: number;
+    /**
+     * The in-thread copy for short requests to an idle model: "active", "off" (not asked for),
+     * "dropped" (a call ran far over its limit), or why none was loaded; and the calls it answered.
+     */
+    inline?: { state: string; maxMs: number; calls: number };
+    /** Milliseconds since the model loaded during which its runner held at least one batch. */
+    runnerBusyMs?: number;
   };
   /** Language models: requests generating now, waiting, and the most that may run at once. */
   concurrency?: { active: number; waiting: number; limit: number };

@@ -37,6 +37,7 @@ export const SERVE_OPTIONS = {
   "batch-max-rows": { type: "string" },
   "batch-max-delay-ms": { type: "string" },
   "batch-mode": { type: "string" },
+  "inline-max-ms": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const satisfies ParseArgsConfig["options"];
 
@@ -133,5 +134,6 @@ export function serveFlags(v: ServeValues): ServeFlags {
     throw new UsageError(`--batch-mode must be adaptive or classic, got '${mode}'`);
   }
   set("batchAdaptive", mode === undefined ? undefined : mode === "adaptive");
+  set("inlineMaxMs", num("inline-max-ms", v["inline-max-ms"]));
   return flags;
 }

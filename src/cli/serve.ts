@@ -4,7 +4,8 @@ import cluster from "node:cluster";
 import { availableParallelism } from "node:os";
 import { ConfigError, loadConfig } from "../config/load.js";
 import { threadBudget } from "../config/threads.js";
-import { buildApp } from "../server/app.js";
+import { IdleCoresWatch, type RunnerLoad } from "../lifecycle/idle-cores.js";
+import { buildApp, type ModelportApp } from "../server/app.js";
 import { parse, SERVE_OPTIONS, serveFlags, UsageError } from "./args.js";
 import { runPrimary } from "./cluster.js";
 import { CLOSE_MARGIN_MS, installLastResort } from "./last-resort.js";
@@ -60,6 +61,8 @@ Options:
       --batch-max-rows N   largest batch (default 64)
       --batch-max-delay-ms N  longest a request waits for company (default 2)
       --batch-mode MODE    adaptive (default) | classic (wait for a full batch or the max delay)
+      --inline-max-ms N    ONNX: a request to an idle model predicted to take at most N ms runs
+                           on a copy in the server's thread, without a thread hop (default 1; 0 off)
   -h, --help               show this help
 `;
 
@@ -177,7 +180,21 @@ export async function serve(args: string[]): Promise<number> {
     const served = config.models.length + (config.languageModels?.length ?? 0);
     logger.info(`ready: ${served} model(s) loaded${checked}; docs at ${address}/docs`);
   } else logger.error({ reasons: readiness.reasons }, "NOT READY: /readyz answers 503 until this is fixed");
+  // Models with a runner: a warning if one is the bottleneck while cores stand idle (idle-cores.ts).
+  if (config.server.role !== "api") {
+    const cores = availableParallelism() / config.server.processes;
+    new IdleCoresWatch(cores, () => runnerLoads(server), logger).start();
+  }
   return new Promise<number>(() => {}); // runs until a signal
+}
+
+/** Each model with a local runner: its threads and how long its runner has been busy. */
+function runnerLoads(server: ModelportApp): RunnerLoad[] {
+  return server.catalogue.all().flatMap((m) => {
+    const busy = m.status().batching?.runnerBusyMs;
+    const threads = (m.config as { threads?: number }).threads;
+    return busy === undefined || threads === undefined ? [] : [{ name: m.name, threads, runnerBusyMs: busy }];
+  });
 }
 
 /** `args` with every --api-key and its value removed. */

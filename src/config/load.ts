@@ -59,6 +59,7 @@ export interface ServeFlags {
   batchMaxRows?: number;
   batchMaxDelayMs?: number;
   batchAdaptive?: boolean;
+  inlineMaxMs?: number;
 }
 
 /** Flags that describe the one model given on the command line. */
@@ -75,6 +76,7 @@ const SINGLE_MODEL_FLAGS = [
   "batchMaxRows",
   "batchMaxDelayMs",
   "batchAdaptive",
+  "inlineMaxMs",
 ] as const;
 
 export interface LoadConfigOptions {
@@ -141,6 +143,7 @@ function singleModelInput(modelPath: string, flags: ServeFlags, cwd: string): Mo
   if (flags.batchMaxRows !== undefined) batching.maxBatchRows = flags.batchMaxRows;
   if (flags.batchMaxDelayMs !== undefined) batching.maxDelayMs = flags.batchMaxDelayMs;
   if (flags.batchAdaptive !== undefined) batching.adaptive = flags.batchAdaptive;
+  if (flags.inlineMaxMs !== undefined) batching.inlineMaxMs = flags.inlineMaxMs;
   if (Object.keys(batching).length) model.batching = batching as ModelConfigInput["batching"];
   return model;
 }

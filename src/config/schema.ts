@@ -60,6 +60,12 @@ export const batchingSchema = z
     maxInFlight: positiveInt.max(64).default(2),
     /** Adaptive: wait only while rows keep arriving and waiting pays; false: wait for a full batch or maxDelayMs. */
     adaptive: z.boolean().default(true),
+    /**
+     * ONNX on the CPU in a worker: a request that finds the model idle and is predicted (from
+     * measured batches) to take at most this many ms runs on a copy in the server's thread, without
+     * the thread hop. 0: off. See docs/PERFORMANCE.md.
+     */
+    inlineMaxMs: z.number().nonnegative().max(100).default(1),
   })
   .strict();
 

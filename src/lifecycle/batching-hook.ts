@@ -6,7 +6,8 @@ import type { ModelConfig } from "../config/schema.js";
 import { hardTimeoutMs } from "../config/schema.js";
 import type { CostMeter } from "../metrics/cost.js";
 import type { Metrics } from "../metrics/metrics.js";
-import { Batcher, type BatcherObserver } from "../runner/batcher.js";
+import { Batcher, type BatcherObserver, INLINE_SLOW_FACTOR } from "../runner/batcher.js";
+import type { InlineLane } from "../runner/runner.js";
 import type { ModelSignature, TensorMap } from "../tensor.js";
 
 export interface BatchingHookDeps {
@@ -15,6 +16,8 @@ export interface BatchingHookDeps {
   cost: CostMeter;
   /** A batch has been on the runner past limits.hardTimeoutMs. */
   onStuck: (elapsedMs: number, rows: number) => void;
+  /** The runner's copy of the model in this thread, when it has one. */
+  inline?: InlineLane | undefined;
 }
 
 /** The batcher for a freshly loaded model: joins requests when config and signature allow. */
@@ -32,6 +35,8 @@ export function attachBatching(
     );
   }
   const observer = deps.metrics ? batchObserver(config.name, deps.metrics, deps.cost) : undefined;
+  const maxMs = b.inlineMaxMs;
+  const inline = deps.inline && maxMs > 0 ? { predict: deps.inline.predict, maxMs } : undefined;
   return new Batcher(run, {
     ...b,
     batchable: enabled,
@@ -40,6 +45,12 @@ export function attachBatching(
     hardTimeoutMs: hardTimeoutMs(config.limits),
     onStuck: deps.onStuck,
     onInternalError: (err) => deps.log.error({ err }, `${config.name}: batcher error (contained)`),
+    ...(inline ? { inline } : {}),
+    onInlineSlow: (ms, rows) =>
+      deps.log.warn(
+        { ms: Math.round(ms * 1000) / 1000, rows },
+        `${config.name}: a call on the in-thread copy took ${ms.toFixed(2)} ms, over ${INLINE_SLOW_FACTOR}x batching.inlineMaxMs (${maxMs} ms); every request now goes to the runner`,
+      ),
   });
 }
 

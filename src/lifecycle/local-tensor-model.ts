@@ -48,7 +48,9 @@ const defaultRunnerFactory: RunnerFactory = (c) => {
   if (c.placement === "process") {
     return new ProcessRunner(c.maxRssMb ? { ...spec, maxRssMb: c.maxRssMb } : spec);
   }
-  return new WorkerRunner(spec);
+  // Small ONNX models on the CPU also get a copy in the server's thread (runner/inline-lane.ts).
+  const inline = c.backend === "onnx" && c.device === "cpu" && c.batching.inlineMaxMs > 0;
+  return new WorkerRunner(spec, { inline });
 };
 
 export interface LocalTensorModelOptions {
@@ -129,15 +131,23 @@ export class LocalTensorModel implements ServedModel {
             ...(metrics ? { metrics } : {}),
             cost: this.cost,
             onStuck: (ms, rows) => this.lifecycle.stuck(ms, rows),
+            inline: this.runner.inline,
           });
           return this.batcher;
         },
         ...(run.golden
           ? {
-              golden: (direct: boolean) =>
-                tensorGolden(run, this.lifecycle.info!.signature, (inputs) =>
+              golden: async (direct: boolean) => {
+                const signature = this.lifecycle.info!.signature;
+                const verdict = await tensorGolden(run, signature, (inputs) =>
                   direct ? this.runner.predict(inputs) : this.batcher!.submit(inputs),
-                ),
+                );
+                // The in-thread copy answers requests too: it must score the golden example as well.
+                const lane = this.runner.inline;
+                if (!verdict.passed || !lane) return verdict;
+                const copy = await tensorGolden(run, signature, lane.predict);
+                return copy.passed ? copy : { ...copy, message: `the in-thread copy: ${copy.message}` };
+              },
             }
           : {}),
         stateChanged: (state) => metrics?.modelReady.set({ model: run.name }, state === "ready" ? 1 : 0),
@@ -259,6 +269,8 @@ export class LocalTensorModel implements ServedModel {
         maxBatchRows: c.batching.maxBatchRows,
         maxDelayMs: c.batching.maxDelayMs,
         ...depth,
+        inline: this.inlineStatus(),
+        runnerBusyMs: Math.round(this.batcher?.runnerBusyMs ?? 0),
       },
       ...(this.kind === "language"
         ? {
@@ -271,6 +283,14 @@ export class LocalTensorModel implements ServedModel {
         : {}),
       cost: this.cost.snapshot(),
     };
+  }
+
+  private inlineStatus(): { state: string; maxMs: number; calls: number } {
+    const maxMs = this.run.batching.inlineMaxMs;
+    const lane = this.batcher?.inlineStatus ?? { active: false, calls: 0 };
+    const why = this.lifecycle.info?.inline;
+    const state = lane.active ? "active" : why === "loaded" ? "dropped" : (why ?? "off");
+    return { state, maxMs, calls: lane.calls };
   }
 
   close(): Promise<void> {

@@ -34,6 +34,11 @@ export class CostModel {
     return this.a * rows + this.b;
   }
 
+  /** Batches the fit is drawn from (at most the window). */
+  get samples(): number {
+    return this.rows.length;
+  }
+
   get coefficients(): { a: number; b: number } {
     return { a: this.a, b: this.b };
   }

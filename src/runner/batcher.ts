@@ -5,7 +5,9 @@
 // at its deadline is answered 504 at once (its rows are discarded when they come back), and a
 // batch on the runner longer than the hard limit is reported (onStuck) so the runner can be
 // replaced. Nothing in the batch path can escape as an unhandled rejection: every failure
-// becomes an error for the requests it concerns.
+// becomes an error for the requests it concerns. A request that finds the model idle (nothing
+// queued or running) and whose measured cost is short goes straight to the in-thread copy when
+// there is one (inline-lane.ts): no batching wait, no thread hop.
 
 import type { CancelHandle } from "../cancel.js";
 import { ModelportError } from "../errors.js";
@@ -44,6 +46,13 @@ export interface BatcherOptions extends BatchSettings {
   onStuck?: (elapsedMs: number, rows: number) => void;
   /** Called with a failure of the batcher's own bookkeeping (a bug), which is contained, not thrown. */
   onInternalError?: (err: unknown) => void;
+  /**
+   * A copy of the model in this thread (inline-lane.ts) and the longest predicted time (ms) of a
+   * call it may take: a request to an idle model whose predicted time is within it runs there.
+   */
+  inline?: { predict(inputs: TensorMap): Promise<TensorMap>; maxMs: number };
+  /** An inline call took INLINE_SLOW_FACTOR × maxMs or more: the lane is no longer used. */
+  onInlineSlow?: (ms: number, rows: number) => void;
 }
 
 interface Item {
@@ -69,6 +78,15 @@ interface Running {
 
 /** Estimates are inflated by this factor when judging deadlines, so "accepted" means "will make it". */
 const DEADLINE_SAFETY = 1.25;
+
+/** Batches measured before the inline lane is trusted with a request: its use is decided on measurements. */
+export const INLINE_MIN_SAMPLES = 8;
+
+/**
+ * An inline call this many times over the lane's maxMs means the cost is not what the model
+ * predicted (data-dependent work): the lane is dropped, so the HTTP thread never blocks long.
+ */
+export const INLINE_SLOW_FACTOR = 5;
 
 const noopObserver: BatcherObserver = { batch() {}, queueWait() {}, queueDepth() {}, rejected() {} };
 
@@ -104,6 +122,11 @@ export class Batcher {
   private readonly clock: () => number;
   private readonly observer: BatcherObserver;
   private readonly settings: BatchSettings;
+  private inline: BatcherOptions["inline"];
+  private inlineCalls = 0;
+  /** Time with at least one batch on the runner, up to busySince (when one is on it now). */
+  private busyMs = 0;
+  private busySince = 0;
 
   constructor(
     private readonly run: (inputs: TensorMap) => Promise<TensorMap>,
@@ -112,6 +135,7 @@ export class Batcher {
     this.clock = options.clock ?? (() => performance.now());
     this.observer = options.observer ?? noopObserver;
     this.hardTimeoutMs = options.hardTimeoutMs ?? Number.POSITIVE_INFINITY;
+    this.inline = options.inline;
     // A model that cannot be batched takes one request per call.
     this.settings = options.batchable
       ? options
@@ -120,6 +144,16 @@ export class Batcher {
 
   get depth(): { queuedRows: number; inFlight: number } {
     return { queuedRows: this.queuedRows, inFlight: this.inFlight };
+  }
+
+  /** Milliseconds, since this batcher started, during which the runner held at least one batch. */
+  get runnerBusyMs(): number {
+    return this.busyMs + (this.running.size > 0 ? this.clock() - this.busySince : 0);
+  }
+
+  /** Whether the in-thread copy is in use, and the requests it has answered. */
+  get inlineStatus(): { active: boolean; calls: number } {
+    return { active: this.inline !== undefined, calls: this.inlineCalls };
   }
 
   /**
@@ -163,6 +197,7 @@ export class Batcher {
       this.observer.rejected(idleFeasible ? "overloaded" : "deadline");
       return Promise.reject(idleFeasible ? this.overloaded(rows, now) : deadlineError(deadline - now));
     }
+    if (rows <= max && this.inlineAdmits(rows)) return this.runInline(inputs, rows, now, opts.cancel);
     if (rows <= max) return this.enqueue(inputs, rows, now, deadline, opts.cancel, opts.background);
     const pieces: Promise<TensorMap>[] = [];
     try {
@@ -178,6 +213,71 @@ export class Batcher {
       return Promise.reject(err);
     }
     return Promise.all(pieces).then(concatBatch);
+  }
+
+  /**
+   * The in-thread copy takes a request when the model is idle (nothing queued or running, not
+   * paused) and enough batches have been measured to predict it finishes within the lane's maxMs.
+   */
+  private inlineAdmits(rows: number): boolean {
+    const lane = this.inline;
+    return (
+      lane !== undefined &&
+      this.inFlight === 0 &&
+      this.queue.length === 0 &&
+      !this.paused &&
+      this.cost.samples >= INLINE_MIN_SAMPLES &&
+      this.cost.estimate(rows) <= lane.maxMs
+    );
+  }
+
+  /**
+   * Scores one request on the in-thread copy. It counts as a batch in flight, so requests arriving
+   * meanwhile queue behind it for the runner, and it teaches the cost model like any batch.
+   */
+  private async runInline(
+    inputs: TensorMap,
+    rows: number,
+    now: number,
+    cancel?: CancelHandle,
+  ): Promise<TensorMap> {
+    if (cancel?.canceled) {
+      this.observer.rejected("canceled");
+      throw canceledError();
+    }
+    const lane = this.inline!;
+    this.inFlight++;
+    this.inlineCalls++;
+    this.arrivals.observe(rows, now);
+    this.observer.queueWait(0);
+    const started = this.clock();
+    let ok = false;
+    try {
+      const outputs = checkOutputs(await lane.predict(inputs));
+      ok = true;
+      return outputs;
+    } catch (err) {
+      throw asError(err);
+    } finally {
+      this.inFlight--;
+      try {
+        const end = this.clock();
+        const ms = end - started;
+        if (ok) {
+          this.cost.observe(rows, ms);
+          this.drain.observe(rows, end);
+        }
+        this.observer.batch(rows, 1, ms);
+        if (ms >= lane.maxMs * INLINE_SLOW_FACTOR && this.inline === lane) {
+          this.inline = undefined;
+          this.options.onInlineSlow?.(ms, rows);
+        }
+        if (this.inFlight === 0) for (const wake of this.idleWaiters.splice(0)) wake();
+        this.schedule();
+      } catch (err) {
+        this.options.onInternalError?.(err);
+      }
+    }
   }
 
   private enqueue(
@@ -395,12 +495,16 @@ export class Batcher {
     this.inFlight++;
     const started = this.clock();
     const running: Running = { rows: taken, started, items: batch, stuck: false };
+    if (this.running.size === 0) this.busySince = started;
     this.running.add(running);
     this.armWatch(Math.min(batchDeadline, started + this.hardTimeoutMs), started);
     const done = (ok: boolean) => {
       this.inFlight--;
       this.running.delete(running);
-      if (this.running.size === 0) this.clearWatch();
+      if (this.running.size === 0) {
+        this.clearWatch();
+        this.busyMs += this.clock() - this.busySince;
+      }
       try {
         const ms = this.clock() - started;
         // Only answered batches teach the cost model: a batch that failed fast or was cut off

@@ -25,12 +25,28 @@ export interface RunnerLoadInfo {
    * added (loads run one at a time); for a child process its whole RSS after the load.
    */
   memoryBytes: number;
+  /** When an in-thread copy was asked for: "loaded", or why there is none. */
+  inline?: string;
+}
+
+/** A copy of a model in the server's own thread (inline-lane.ts). */
+export interface InlineLane {
+  /** Scores one request in this thread (blocking it while the backend computes). */
+  predict(inputs: TensorMap): Promise<TensorMap>;
+  close(): Promise<void>;
+  /** Resident memory the copy added, in bytes. */
+  readonly memoryBytes: number;
 }
 
 export interface Runner {
   readonly spec: RunnerSpec;
   /** The process that owns the model when it is not the server's own (child-process runners). */
   readonly pid?: number | undefined;
+  /**
+   * A copy of the model in the server's own thread, for short requests to an idle model
+   * (inline-lane.ts); set once start() has loaded it.
+   */
+  readonly inline?: InlineLane | undefined;
   /**
    * Loads the model; rejects with a ModelportError (MP_ERR_MODEL_LOAD_FAILED) when it cannot.
    * May be called again after a crash or after close() to run a fresh copy.

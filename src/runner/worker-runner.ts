@@ -3,11 +3,14 @@
 // terminate() stops a thread stuck in JavaScript at once (V8 interrupts even `while (true)`);
 // a thread stuck inside a native call stops only when that call returns, so it is abandoned
 // (it keeps its memory and a core until then) and a fresh one is started beside it.
+// With `inline`, a small model also gets a copy in the server's thread (inline-lane.ts), loaded
+// once after the first worker load and kept across worker restarts.
 import { Worker } from "node:worker_threads";
 import { ModelportError, reviveError } from "../errors.js";
 import type { TensorMap } from "../tensor.js";
+import { openInlineLane } from "./inline-lane.js";
 import { PendingCalls } from "./pending-calls.js";
-import type { Runner, RunnerLoadInfo, RunnerSpec } from "./runner.js";
+import type { InlineLane, Runner, RunnerLoadInfo, RunnerSpec } from "./runner.js";
 import type { FromWorker, ToWorker, WorkerData } from "./worker-protocol.js";
 import { transferables } from "./worker-protocol.js";
 
@@ -16,14 +19,25 @@ const WORKER_URL = new URL("./worker-main.js", import.meta.url);
 /** How long terminate() waits for the thread to stop before abandoning it (stuck in native code). */
 const TERMINATE_WAIT_MS = 2000;
 
+export interface WorkerRunnerOptions {
+  /** Also load a copy in the server's thread for short requests (ONNX on the CPU). */
+  inline?: boolean;
+}
+
 export class WorkerRunner implements Runner {
   readonly spec: RunnerSpec;
+  inline: InlineLane | undefined;
+  /** Why there is no in-thread copy, once one was tried. */
+  private inlineSkipped: string | undefined;
   private worker: Worker | undefined;
   private readonly pending = new PendingCalls();
   private closing: Promise<void> | undefined;
   private readonly crashListeners: ((reason: string) => void)[] = [];
 
-  constructor(spec: RunnerSpec) {
+  constructor(
+    spec: RunnerSpec,
+    private readonly options: WorkerRunnerOptions = {},
+  ) {
     this.spec = spec;
   }
 
@@ -39,7 +53,7 @@ export class WorkerRunner implements Runner {
         switch (msg.type) {
           case "loaded":
             loaded = true;
-            resolve(msg.info);
+            this.withInline(msg.info).then(resolve, reject);
             return;
           case "load-failed":
             reject(reviveError(msg.error));
@@ -76,6 +90,19 @@ export class WorkerRunner implements Runner {
         if (this.worker === worker) die(`worker exited with code ${code}`);
       });
     });
+  }
+
+  /** Loads the in-thread copy after the first load (a file the worker could load), and reports it. */
+  private async withInline(info: RunnerLoadInfo): Promise<RunnerLoadInfo> {
+    if (!this.options.inline) return info;
+    if (!this.inline && this.inlineSkipped === undefined) {
+      const lane = await openInlineLane(this.spec).catch((err: Error) => ({ skipped: err.message }));
+      if ("skipped" in lane) this.inlineSkipped = lane.skipped;
+      else if (this.closing) await lane.close();
+      else this.inline = lane;
+    }
+    if (!this.inline) return { ...info, inline: this.inlineSkipped ?? "not loaded" };
+    return { ...info, memoryBytes: info.memoryBytes + this.inline.memoryBytes, inline: "loaded" };
   }
 
   predict(inputs: TensorMap): Promise<TensorMap> {
@@ -120,6 +147,10 @@ export class WorkerRunner implements Runner {
   }
 
   private async shutdown(): Promise<void> {
+    const lane = this.inline;
+    this.inline = undefined;
+    this.inlineSkipped = undefined;
+    await lane?.close();
     const worker = this.worker;
     if (!worker) return;
     const closed = new Promise<void>((resolve) => {
