@@ -6,7 +6,9 @@
 // 1536, 6 layers), built on demand into the bench's model folder (tests never build it), so that
 // a call costs real arithmetic. tiny-embed (hidden 32, the example model) is measured the same way
 // as a secondary row, not judged: on it per-request costs (HTTP, tokenisation) dominate. Batch
-// sizes come from the server's own /metrics; CPU per process and thread from /proc.
+// sizes come from the server's own /metrics; CPU per process and thread from /proc. A second bar
+// (the overhead issue's) compares the server with batching on to the backend called in this
+// process with batches of the size the server formed: at least 95% of its texts/s.
 import path from "node:path";
 import { BENCH_EMBED, writeTinyEmbed } from "../examples/build/models/tiny-embed.js";
 import { TransformersBackend } from "../src/backends/transformers/transformers-backend.js";
@@ -20,6 +22,8 @@ import type { SuiteContext } from "./suite.js";
 import { writeResults } from "./suite.js";
 
 const BAR = 3;
+/** The server with batching on against the backend in-process with the same batch size. */
+const SAME_BATCH_BAR = 0.95;
 const _START_TIMEOUT_MS = 60_000;
 const TEXT = "The cat likes warm milk and my dog likes the sun.";
 
@@ -269,6 +273,7 @@ export async function runEmbeddings(ctx: SuiteContext, commandLine: string): Pro
       `onnx/model.onnx ${benchEmbed.bytes} bytes in ${Math.round(performance.now() - built)} ms`,
   );
   const ceilings = new Map<string, Ceiling[]>();
+  const sameBatch = new Map<string, Ceiling>();
   const points: Point[] = [];
   const commands = new Map<string, string>();
   for (const model of MODELS) {
@@ -283,7 +288,29 @@ export async function runEmbeddings(ctx: SuiteContext, commandLine: string): Pro
       ceiling.push(r);
     }
     ceilings.set(model.name, ceiling);
-    points.push(...(await measureModel(ctx, model, variants, commands)));
+    const measured = await measureModel(ctx, model, variants, commands);
+    points.push(...measured);
+    // The same batches in-process: the size the server formed (median over rounds), called directly.
+    for (const c of opts.concurrency) {
+      const rows = median(
+        measured
+          .filter((p) => p.server === "batching-on" && p.concurrency === c && p.meanBatchRows !== null)
+          .map((p) => p.meanBatchRows!),
+      );
+      if (rows <= 0) continue;
+      const folder = path.join(ctx.modelDir, model.name);
+      const r = await inProcess(
+        model.name,
+        folder,
+        Math.max(1, Math.round(rows)),
+        opts.inProcessS,
+        ctx.machine.cpus,
+      );
+      log(
+        `${model.name} in-process with the server's batch size at c=${c} (${r.rows} texts): ${r.textsPerS} texts/s`,
+      );
+      sameBatch.set(`${model.name}@${c}`, r);
+    }
   }
 
   const lines: string[] = [];
@@ -332,6 +359,19 @@ export async function runEmbeddings(ctx: SuiteContext, commandLine: string): Pro
         `${model.name} c=${c}: batching on / off = ${ratio.toFixed(2)}× (${detail}; bar ≥ ${BAR}×): ` +
           (model.judged ? (ok ? "PASS" : "FAIL") : "not judged (toy model)"),
       );
+      const same = sameBatch.get(`${model.name}@${c}`);
+      if (same) {
+        const on = median(
+          mine.filter((p) => p.server === "batching-on" && p.concurrency === c).map((p) => p.rps),
+        );
+        const share = on / same.textsPerS;
+        if (model.judged && share < SAME_BATCH_BAR) pass = false;
+        verdicts.push(
+          `${model.name} c=${c}: batching on ${on} texts/s = ${(share * 100).toFixed(1)}% of the backend in-process ` +
+            `with the same batches (${same.rows} texts per call: ${same.textsPerS} texts/s; bar ≥ ${SAME_BATCH_BAR * 100}%): ` +
+            (model.judged ? (share >= SAME_BATCH_BAR ? "PASS" : "FAIL") : "not judged (toy model)"),
+        );
+      }
     }
   }
   lines.push("", ...verdicts.map((v) => `- ${v}`), "");
@@ -355,6 +395,7 @@ export async function runEmbeddings(ctx: SuiteContext, commandLine: string): Pro
     models: MODELS,
     points,
     ceilings: Object.fromEntries(ceilings),
+    sameBatch: Object.fromEntries(sameBatch),
     verdicts,
     pass,
     commandLine,
