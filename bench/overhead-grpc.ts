@@ -16,11 +16,19 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import * as grpc from "@grpc/grpc-js";
 import { loadSync } from "@grpc/proto-loader";
-import { InferenceSession, Tensor } from "onnxruntime-node";
 import { freePort } from "../src/loadgen/serve-child.js";
 import { cpuReport, cpuSnapshot } from "./cpu.js";
-import { loop } from "./in-process.js";
-import { CASES, encodeRequest, makeInputs, sequential } from "./overhead.js";
+import {
+  CASES,
+  encodeRequest,
+  feeds,
+  inProcess,
+  makeInputs,
+  openSession,
+  sequential,
+  summary,
+  workloadFor,
+} from "./overhead.js";
 import { writeOverheadModel } from "./overhead-models.js";
 import { machine } from "./report.js";
 import { startModelport } from "./servers.js";
@@ -38,11 +46,6 @@ type Who = "in-process" | "http-binary" | "grpc";
 
 /** The overhead suite's large-tensor cases over OIP binary: the image and the detector. */
 const GRPC_CASES = CASES.filter((c) => c.transport === "oip-binary");
-
-function summary(samples: Samples, seconds: number): Measure {
-  const [p50, p99] = samples.percentiles([50, 99]) as [number, number];
-  return { p50: round(p50), p99: round(p99), rps: round(samples.count / seconds), requests: samples.count };
-}
 
 function inferRequest(c: Case, values: Values[]) {
   return {
@@ -108,18 +111,6 @@ async function sequentialGrpc(address: string, request: object, warmupS: number,
   }
 }
 
-async function inProcess(
-  session: InferenceSession,
-  feeds: Record<string, Tensor>,
-  warmupS: number,
-  durationS: number,
-) {
-  await loop(session, feeds, warmupS * 1000);
-  const samples = new Samples();
-  const { seconds } = await loop(session, feeds, durationS * 1000, samples);
-  return summary(samples, seconds);
-}
-
 function worstDifference(got: readonly number[], want: readonly number[]): number {
   if (got.length !== want.length) return Number.POSITIVE_INFINITY;
   return got.reduce((m, v, i) => Math.max(m, Math.abs(v - want[i]!)), 0);
@@ -154,30 +145,13 @@ async function main(): Promise<void> {
   for (let roundNo = 1; roundNo <= rounds; roundNo++) {
     for (const c of GRPC_CASES) {
       const values = makeInputs(c);
-      const session = await InferenceSession.create(files.get(c.model)!, {
-        intraOpNumThreads: 1,
-        interOpNumThreads: 1,
-        executionMode: "sequential",
-      });
-      const feeds: Record<string, Tensor> = {};
-      c.inputs.forEach((s, i) => {
-        feeds[s.name] = new Tensor(s.datatype === "FP32" ? "float32" : "int64", values[i]!, s.shape);
-      });
-      const expected = Array.from((await session.run(feeds))[session.outputNames[0]!]!.data as Float32Array);
+      const session = await openSession(files.get(c.model)!);
+      const inputs = feeds(c, values);
+      const expected = Array.from((await session.run(inputs))[session.outputNames[0]!]!.data as Float32Array);
       const grpcPort = await freePort();
-      const server = await startModelport(
-        modelDir,
-        logLevel,
-        {
-          modelName: c.model,
-          modelFile: `${c.model}.onnx`,
-          inputName: c.inputs[0]!.name,
-          row: [],
-          body: "",
-          description: c.about,
-        },
-        { flags: ["--grpc-port", String(grpcPort)] },
-      );
+      const server = await startModelport(modelDir, logLevel, workloadFor(c), {
+        flags: ["--grpc-port", String(grpcPort)],
+      });
       commands.add(server.command);
       try {
         const order: Who[] = ["in-process", "http-binary", "grpc"];
@@ -187,7 +161,7 @@ async function main(): Promise<void> {
           let measure: Measure;
           // The server's and this process's CPU over the point (warm-up included, at the same rate).
           const before = cpuSnapshot(server.child.pid);
-          if (who === "in-process") measure = await inProcess(session, feeds, warmupS, durationS);
+          if (who === "in-process") measure = await inProcess(session, inputs, warmupS, durationS);
           else if (who === "http-binary")
             measure = await sequential(server.url, encodeRequest(c, values, "modelport"), warmupS, durationS);
           else {

@@ -229,7 +229,7 @@ interface Measure {
   requests: number;
 }
 
-function summary(samples: Samples, seconds: number): Measure {
+export function summary(samples: Samples, seconds: number): Measure {
   const [p50, p99] = samples.percentiles([50, 99]) as [number, number];
   return { p50: round(p50), p99: round(p99), rps: round(samples.count / seconds), requests: samples.count };
 }
@@ -281,7 +281,8 @@ function firstOutput(c: Case, a: Answer, kind: "modelport" | "naive"): number[] 
   return (Object.values(outputs)[0] as unknown[]).flat(Number.POSITIVE_INFINITY) as number[];
 }
 
-async function openSession(file: string): Promise<InferenceSession> {
+/** onnxruntime in this process with modelport's default: one intra-op thread. */
+export async function openSession(file: string): Promise<InferenceSession> {
   return InferenceSession.create(file, {
     intraOpNumThreads: 1,
     interOpNumThreads: 1,
@@ -289,7 +290,7 @@ async function openSession(file: string): Promise<InferenceSession> {
   });
 }
 
-function feeds(c: Case, values: Values[]): Record<string, Tensor> {
+export function feeds(c: Case, values: Values[]): Record<string, Tensor> {
   const out: Record<string, Tensor> = {};
   c.inputs.forEach((s, i) => {
     out[s.name] = new Tensor(s.datatype === "FP32" ? "float32" : "int64", values[i]!, s.shape);
@@ -297,7 +298,8 @@ function feeds(c: Case, values: Values[]): Record<string, Tensor> {
   return out;
 }
 
-async function inProcess(
+/** `session.run` in a loop: warm-up, then p50/p99 of every call. */
+export async function inProcess(
   session: InferenceSession,
   f: Record<string, Tensor>,
   warmupS: number,
@@ -316,7 +318,8 @@ interface Point {
   measure: Measure;
 }
 
-function workloadFor(c: Case): Workload {
+/** The case as the shared server launcher describes a workload. */
+export function workloadFor(c: Case): Workload {
   return {
     modelName: c.model,
     modelFile: `${c.model}.onnx`,
