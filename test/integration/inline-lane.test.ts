@@ -10,9 +10,8 @@ import { after, before, describe, it } from "node:test";
 import { encodeModel, floatTensor, node, tensorInfo } from "../../examples/build/onnx-graph.js";
 import { INLINE_MIN_SAMPLES } from "../../src/runner/batcher.js";
 import { INLINE_MAX_FILE_BYTES } from "../../src/runner/inline-lane.js";
-import { type InProcessServer, postJson, REPO_ROOT, startInProcess } from "../helpers/server.js";
-
-const MLP = join(REPO_ROOT, "examples", "models", "segment-mlp.onnx");
+import { testModels } from "../helpers/models.js";
+import { type InProcessServer, postJson, startInProcess } from "../helpers/server.js";
 
 /** y = x + 1, with an unused initializer that makes the file larger than INLINE_MAX_FILE_BYTES. */
 function writeBigModel(dir: string): string {
@@ -42,6 +41,7 @@ let srv: InProcessServer;
 
 before(async () => {
   const dir = mkdtempSync(join(tmpdir(), "modelport-inline-"));
+  const MLP = join(await testModels(), "segment-mlp.onnx");
   const config = join(dir, "modelport.yaml");
   writeFileSync(
     config,
