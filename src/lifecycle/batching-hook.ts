@@ -49,7 +49,7 @@ export function attachBatching(
     onInlineSlow: (ms, rows) =>
       deps.log.warn(
         { ms: Math.round(ms * 1000) / 1000, rows },
-        `${config.name}: a call on the in-thread copy took ${ms.toFixed(2)} ms, over ${INLINE_SLOW_FACTOR}x batching.inlineMaxMs (${maxMs} ms); every request now goes to the runner`,
+        `${config.name}: calls on the in-thread copy keep taking over ${INLINE_SLOW_FACTOR}x batching.inlineMaxMs (${maxMs} ms; the last ${ms.toFixed(2)} ms); every request now goes to the runner`,
       ),
   });
 }

@@ -109,6 +109,7 @@ export class LocalTensorModel implements ServedModel {
     if (!embeddings) this.embed = undefined;
     this.log = log.child({ model: config.name });
     this.runner = (options.runnerFactory ?? defaultRunnerFactory)(run);
+    this.runner.onComputed?.((outputs, ms) => this.batcher?.observeCompute(outputs, ms));
     const metrics = options.metrics;
     this.cost = new CostMeter(config.name, { pricePerHour: run.pricePerHour }, metrics?.cost);
     const minRecycleIntervalMs = options.minRecycleIntervalMs ?? MIN_RECYCLE_INTERVAL_MS;

@@ -51,7 +51,7 @@ export interface BatcherOptions extends BatchSettings {
    * call it may take: a request to an idle model whose predicted time is within it runs there.
    */
   inline?: { predict(inputs: TensorMap): Promise<TensorMap>; maxMs: number };
-  /** An inline call took INLINE_SLOW_FACTOR × maxMs or more: the lane is no longer used. */
+  /** Inline calls took INLINE_SLOW_FACTOR × maxMs or more, often enough to drop the lane (INLINE_SLOW_CALLS). */
   onInlineSlow?: (ms: number, rows: number) => void;
 }
 
@@ -79,14 +79,27 @@ interface Running {
 /** Estimates are inflated by this factor when judging deadlines, so "accepted" means "will make it". */
 const DEADLINE_SAFETY = 1.25;
 
+/**
+ * Requests submitted to any batcher of this process and not yet answered. The in-thread copy of
+ * one model must not take the HTTP thread while another model's requests wait for it: with many
+ * models each idle in turn, inline calls would otherwise move all inference onto that thread.
+ */
+let unanswered = 0;
+const answered = () => {
+  unanswered--;
+};
+
 /** Batches measured before the inline lane is trusted with a request: its use is decided on measurements. */
 export const INLINE_MIN_SAMPLES = 8;
 
 /**
- * An inline call this many times over the lane's maxMs means the cost is not what the model
- * predicted (data-dependent work): the lane is dropped, so the HTTP thread never blocks long.
+ * An inline call this many times over the lane's maxMs is slow. INLINE_SLOW_CALLS of them, and at
+ * least 1% of the inline calls, mean the cost is not what the measurements predict (data-dependent
+ * work): the lane is dropped, so the HTTP thread does not keep blocking. One slow call alone may be
+ * the machine (a descheduled thread, a GC pause), not the model.
  */
 export const INLINE_SLOW_FACTOR = 5;
+export const INLINE_SLOW_CALLS = 3;
 
 const noopObserver: BatcherObserver = { batch() {}, queueWait() {}, queueDepth() {}, rejected() {} };
 
@@ -124,6 +137,13 @@ export class Batcher {
   private readonly settings: BatchSettings;
   private inline: BatcherOptions["inline"];
   private inlineCalls = 0;
+  private inlineSlowCalls = 0;
+  /**
+   * The model's own compute time per batch (the runner's report, and inline calls): what an
+   * inline call would cost. The batch times of `cost` include the hop and a sleeping worker's
+   * wake-up, which are exactly what the inline lane saves.
+   */
+  private readonly compute = new CostModel();
   /** Time with at least one batch on the runner, up to busySince (when one is on it now). */
   private busyMs = 0;
   private busySince = 0;
@@ -149,6 +169,11 @@ export class Batcher {
   /** Milliseconds, since this batcher started, during which the runner held at least one batch. */
   get runnerBusyMs(): number {
     return this.busyMs + (this.running.size > 0 ? this.clock() - this.busySince : 0);
+  }
+
+  /** A batch's compute time as its runner measured it (Runner.onComputed): what inline admission goes by. */
+  observeCompute(outputs: TensorMap, ms: number): void {
+    this.compute.observe(rowCount(outputs, this.options.batchable), ms);
   }
 
   /** Whether the in-thread copy is in use, and the requests it has answered. */
@@ -183,6 +208,18 @@ export class Batcher {
    * @throws ModelportError MP_ERR_MODEL_OVERLOADED, MP_ERR_DEADLINE_EXCEEDED, MP_ERR_REQUEST_CANCELED.
    */
   submit(inputs: TensorMap, opts: SubmitOptions = {}): Promise<TensorMap> {
+    unanswered++;
+    let answer: Promise<TensorMap>;
+    try {
+      answer = this.admit(inputs, opts);
+    } catch (err) {
+      answer = Promise.reject(asError(err));
+    }
+    answer.then(answered, answered);
+    return answer;
+  }
+
+  private admit(inputs: TensorMap, opts: SubmitOptions): Promise<TensorMap> {
     const rows = rowCount(inputs, this.options.batchable);
     const max = this.settings.maxBatchRows;
     const now = this.clock();
@@ -216,18 +253,20 @@ export class Batcher {
   }
 
   /**
-   * The in-thread copy takes a request when the model is idle (nothing queued or running, not
-   * paused) and enough batches have been measured to predict it finishes within the lane's maxMs.
+   * The in-thread copy takes a request when it is the only request in the process (so this model
+   * is idle too: nothing queued or running, not paused) and enough batches have been measured to
+   * predict it finishes within the lane's maxMs.
    */
   private inlineAdmits(rows: number): boolean {
     const lane = this.inline;
     return (
       lane !== undefined &&
+      unanswered === 1 &&
       this.inFlight === 0 &&
       this.queue.length === 0 &&
       !this.paused &&
-      this.cost.samples >= INLINE_MIN_SAMPLES &&
-      this.cost.estimate(rows) <= lane.maxMs
+      this.compute.samples >= INLINE_MIN_SAMPLES &&
+      this.compute.estimate(rows) <= lane.maxMs
     );
   }
 
@@ -265,12 +304,16 @@ export class Batcher {
         const ms = end - started;
         if (ok) {
           this.cost.observe(rows, ms);
+          this.compute.observe(rows, ms);
           this.drain.observe(rows, end);
         }
         this.observer.batch(rows, 1, ms);
         if (ms >= lane.maxMs * INLINE_SLOW_FACTOR && this.inline === lane) {
-          this.inline = undefined;
-          this.options.onInlineSlow?.(ms, rows);
+          this.inlineSlowCalls++;
+          if (this.inlineSlowCalls >= INLINE_SLOW_CALLS && this.inlineSlowCalls * 100 >= this.inlineCalls) {
+            this.inline = undefined;
+            this.options.onInlineSlow?.(ms, rows);
+          }
         }
         if (this.inFlight === 0) for (const wake of this.idleWaiters.splice(0)) wake();
         this.schedule();

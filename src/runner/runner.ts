@@ -54,6 +54,11 @@ export interface Runner {
   start(): Promise<RunnerLoadInfo>;
   /** Scores one batch; rejects with a ModelportError. */
   predict(inputs: TensorMap): Promise<TensorMap>;
+  /**
+   * Called with each answered batch's outputs and the backend's own time for it (no messages or
+   * wake-ups around it), where the runner reports it (worker threads).
+   */
+  onComputed?(listener: (outputs: TensorMap, ms: number) => void): void;
   /** Called when the runner dies unexpectedly; in-flight calls have already been rejected. */
   onCrash(listener: (reason: string) => void): void;
   /**

@@ -47,8 +47,12 @@ export async function serveModel(data: WorkerData, port: RunnerPort): Promise<vo
       model.close().then(done, done);
       return;
     }
+    const started = performance.now();
     model.predict(msg.inputs).then(
-      (outputs) => port.send({ type: "result", id: msg.id, outputs, ...usage() }, transferables(outputs)),
+      (outputs) => {
+        const computeMs = performance.now() - started;
+        port.send({ type: "result", id: msg.id, outputs, computeMs, ...usage() }, transferables(outputs));
+      },
       (err) => port.send({ type: "error", id: msg.id, error: toWire(err), ...usage() }, []),
     );
   });

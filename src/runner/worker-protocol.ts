@@ -18,8 +18,11 @@ export type ToProcess = { type: "init"; data: WorkerData } | ToWorker;
 export type FromWorker =
   | { type: "loaded"; info: RunnerLoadInfo }
   | { type: "load-failed"; error: WireError }
-  /** `rss`: the process's resident bytes after the batch, when the runner asked for it (reportRss). */
-  | { type: "result"; id: number; outputs: TensorMap; rss?: number }
+  /**
+   * `rss`: the process's resident bytes after the batch, when the runner asked for it (reportRss).
+   * `computeMs`: the backend's own time for the batch, without the messages around it.
+   */
+  | { type: "result"; id: number; outputs: TensorMap; rss?: number; computeMs?: number }
   | { type: "error"; id: number; error: WireError; rss?: number }
   | { type: "closed" };
 

@@ -33,6 +33,7 @@ export class WorkerRunner implements Runner {
   private readonly pending = new PendingCalls();
   private closing: Promise<void> | undefined;
   private readonly crashListeners: ((reason: string) => void)[] = [];
+  private readonly computeListeners: ((outputs: TensorMap, ms: number) => void)[] = [];
 
   constructor(
     spec: RunnerSpec,
@@ -61,6 +62,8 @@ export class WorkerRunner implements Runner {
             return;
           case "result":
             this.pending.resolve(msg.id, msg.outputs);
+            if (msg.computeMs !== undefined)
+              for (const l of this.computeListeners) l(msg.outputs, msg.computeMs);
             return;
           case "error":
             this.pending.reject(msg.id, reviveError(msg.error));
@@ -119,6 +122,10 @@ export class WorkerRunner implements Runner {
       const msg: ToWorker = { type: "predict", id, inputs };
       worker.postMessage(msg, transferables(inputs));
     });
+  }
+
+  onComputed(listener: (outputs: TensorMap, ms: number) => void): void {
+    this.computeListeners.push(listener);
   }
 
   onCrash(listener: (reason: string) => void): void {
