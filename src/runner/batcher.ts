@@ -5,9 +5,10 @@
 // at its deadline is answered 504 at once (its rows are discarded when they come back), and a
 // batch on the runner longer than the hard limit is reported (onStuck) so the runner can be
 // replaced. Nothing in the batch path can escape as an unhandled rejection: every failure
-// becomes an error for the requests it concerns. A request that finds the model idle (nothing
-// queued or running) and whose measured cost is short goes straight to the in-thread copy when
-// there is one (inline-lane.ts): no batching wait, no thread hop.
+// becomes an error for the requests it concerns. A request that finds the process idle (no other
+// request in progress, of any model) and whose model computes it in well under a millisecond, by
+// measurement, goes straight to the in-thread copy when there is one (inline-lane.ts): no batching
+// wait, no thread hop.
 
 import type { CancelHandle } from "../cancel.js";
 import { ModelportError } from "../errors.js";
