@@ -54,6 +54,8 @@ export const batchingSchema = z
     enabled: z.boolean().optional(),
     /** Largest batch sent to the model. */
     maxBatchRows: positiveInt.max(65_536).default(64),
+    /** Most bytes of input joined into one batch (a single request may be larger and runs alone). */
+    maxBatchBytes: positiveInt.default(64 * 1024 * 1024),
     /** Longest a request waits for others to join it. */
     maxDelayMs: z.number().nonnegative().max(10_000).default(2),
     /** Batches in flight at once (2 lets the next batch travel while one computes). */

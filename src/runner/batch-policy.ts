@@ -112,6 +112,12 @@ export interface BatchState {
 
 export interface BatchSettings {
   maxBatchRows: number;
+  /**
+   * Most bytes of input in one batch: requests are joined until the next would pass it (a single
+   * request is never refused for it). A batch is one concatenated copy of its requests' inputs, so
+   * rows alone do not bound its memory. Default: no limit.
+   */
+  maxBatchBytes?: number;
   /** Longest any request waits for company (Triton's max_queue_delay, BentoML's max_latency share). */
   maxDelayMs: number;
   /** Batches in flight at once: 2 lets the next batch travel while one computes. */

@@ -59,6 +59,8 @@ export interface BatcherOptions extends BatchSettings {
 interface Item {
   inputs: TensorMap;
   rows: number;
+  /** Input bytes, for maxBatchBytes. */
+  bytes: number;
   enqueuedAt: number;
   deadline: number;
   resolve(outputs: TensorMap): void;
@@ -336,6 +338,7 @@ export class Batcher {
       const item: Item = {
         inputs,
         rows,
+        bytes: inputBytes(inputs),
         enqueuedAt: now,
         deadline,
         resolve,
@@ -495,6 +498,8 @@ export class Batcher {
     const queue = this.queue;
     const batch: Item[] = [];
     let taken = 0;
+    let takenBytes = 0;
+    const maxBytes = this.settings.maxBatchBytes ?? Number.POSITIVE_INFINITY;
     let batchDeadline = Number.POSITIVE_INFINITY;
     // With batches already on the runner, this one starts when they finish.
     const startAt = this.runnerFreeAt(now);
@@ -518,7 +523,7 @@ export class Batcher {
           queue[kept++] = item; // another layout: it waits for a batch of its own
           continue;
         }
-        if (taken + item.rows > rows) break;
+        if (taken + item.rows > rows || takenBytes + item.bytes > maxBytes) break;
         // A bigger batch takes longer: stop before it would make anyone in it late.
         if (startAt + this.safeCost(taken + item.rows) > Math.min(batchDeadline, item.deadline)) break;
       } else head = item.inputs;
@@ -527,6 +532,7 @@ export class Batcher {
       if (item.deadline < batchDeadline) batchDeadline = item.deadline;
       batch.push(item);
       taken += item.rows;
+      takenBytes += item.bytes;
       this.observer.queueWait(now - item.enqueuedAt);
     }
     if (kept < i) {
@@ -713,6 +719,17 @@ export class Batcher {
     this.queuedRows = 0;
     this.observer.queueDepth(0);
   }
+}
+
+/** The bytes of a request's inputs (BYTES elements by their length). */
+function inputBytes(inputs: TensorMap): number {
+  let n = 0;
+  for (const name in inputs) {
+    const data = inputs[name]!.data;
+    if (Array.isArray(data)) for (const v of data) n += v.length;
+    else n += data.byteLength;
+  }
+  return n;
 }
 
 function deadlineError(budgetMs: number): ModelportError {

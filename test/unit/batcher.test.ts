@@ -70,6 +70,25 @@ describe("Batcher", () => {
     assert.equal(batches.length, 1);
   });
 
+  it("joins requests only up to maxBatchBytes; a single request larger than it still runs", async () => {
+    const { run, batches } = doubler(0);
+    // Each request is 2 rows x 500 FP32 = 4,000 bytes: two fit in 10,000, a third does not.
+    const b = new Batcher(run, { ...base, maxBatchRows: 64, maxBatchBytes: 10_000 });
+    const row = (v: number) => new Array(500).fill(v);
+    const results = await Promise.all([1, 2, 3, 4, 5].map((v) => b.submit(rowsOf(row(v), row(v)))));
+    assert.deepEqual(
+      results.map((r) => values(r)[0]),
+      [2, 4, 6, 8, 10],
+    );
+    assert.deepEqual(
+      batches.map((x) => x.length / 500),
+      [4, 4, 2],
+      "batches of 2, 2 and 1 requests",
+    );
+    const big = await new Batcher(run, { ...base, maxBatchBytes: 100 }).submit(rowsOf(row(7), row(7)));
+    assert.equal(values(big)[999], 14);
+  });
+
   it("splits a request larger than a batch and reassembles it in order", async () => {
     const { run, batches } = doubler(0);
     const b = new Batcher(run, { ...base, maxDelayMs: 0 });
