@@ -30,8 +30,6 @@ export interface CallEnv {
   readonly apiKeys: ApiKeys;
   readonly instance: string;
   readonly log: Logger;
-  /** Names of served models: the only values the metrics' model label takes. */
-  readonly served: ReadonlySet<string>;
   /** Calls being answered now (the drain waits for them). */
   inFlight: number;
 }
@@ -142,7 +140,10 @@ export function unary<Req extends object, Res>(
       const request = grpcCall.request;
       const named =
         options.model && !(request instanceof MalformedMessage) ? options.model(request) : undefined;
-      const model = named !== undefined && httpStatus !== 401 && env.served.has(named) ? named : "";
+      // Only served models' names label the metrics (a name from the request as is would make one
+      // series per random name).
+      const model =
+        named !== undefined && httpStatus !== 401 && env.context.catalogue.has(named) ? named : "";
       const seconds = (performance.now() - started) / 1000;
       env.context.metrics.requestDone(model, route, httpStatus, seconds);
       logCall(env, options.open === true, {

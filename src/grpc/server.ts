@@ -45,7 +45,6 @@ export async function startGrpcServer(
     apiKeys: new ApiKeys(config.server.apiKeys),
     instance: app.instance,
     log: app.logger,
-    served: new Set([...config.models, ...(config.languageModels ?? [])].map((m) => m.name)),
     inFlight: 0,
   };
   // The body limit of HTTP is the message limit here: grpc-js refuses a larger message by its

@@ -109,22 +109,32 @@ export function compareGolden(
   return diffs;
 }
 
+type Run = (inputs: TensorMap) => Promise<TensorMap>;
+
 /**
- * The golden stage of a tensor model: scores the golden file's inputs with `run` and compares.
+ * The golden stage of a tensor model: scores the golden file's inputs with `run` and compares;
+ * then, when it passed, with `also` (another copy of the model that answers requests too, named in
+ * the message if it fails). The file is read once.
  * @throws ModelportError MP_ERR_MODEL_GOLDEN_MISMATCH when the file is unreadable or lacks an input.
  */
 export async function tensorGolden(
   config: { golden?: string; tolerance: number },
   signature: ModelSignature,
-  run: (inputs: TensorMap) => Promise<TensorMap>,
+  run: Run,
+  also?: { name: string; run: Run },
 ): Promise<GoldenVerdict> {
   const golden = await readGolden(config.golden!);
-  const outputs = await run(goldenInputs(golden, signature));
-  const diff = compareGolden(golden, outputs, config.tolerance);
-  if (diff.length === 0) return { passed: true };
-  return {
-    passed: false,
-    diff,
-    message: `golden check failed (${config.golden}): ${diff.map((d) => `output '${d.output}': ${d.problem}`).join("; ")}`,
-  };
+  for (const copy of [{ name: "", run }, ...(also ? [also] : [])]) {
+    // Inputs afresh for each copy: a runner may take over (transfer) their buffers.
+    const outputs = await copy.run(goldenInputs(golden, signature));
+    const diff = compareGolden(golden, outputs, config.tolerance);
+    if (diff.length > 0) {
+      return {
+        passed: false,
+        diff,
+        message: `${copy.name ? `${copy.name}: ` : ""}golden check failed (${config.golden}): ${diff.map((d) => `output '${d.output}': ${d.problem}`).join("; ")}`,
+      };
+    }
+  }
+  return { passed: true };
 }

@@ -176,7 +176,8 @@ export class Batcher {
 
   /** A batch's compute time as its runner measured it (Runner.onComputed): what inline admission goes by. */
   observeCompute(outputs: TensorMap, ms: number): void {
-    this.compute.observe(rowCount(outputs, this.options.batchable), ms);
+    // Only a batcher with an in-thread copy decides anything by it.
+    if (this.inline) this.compute.observe(rowCount(outputs, this.options.batchable), ms);
   }
 
   /** Whether the in-thread copy is in use, and the requests it has answered. */

@@ -190,12 +190,11 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   });
   // The model label names only served models, and never on a 401 (the caller was not let in):
   // a name taken from the URL as is would make one new series per random name, kept forever.
-  const served = new Set([...config.models, ...(config.languageModels ?? [])].map((m) => m.name));
   app.addHook("onResponse", (request, reply, done) => {
     const route = request.routeOptions.url ?? "unmatched";
     const status = reply.statusCode;
     const name = (request.params as { model?: string } | undefined)?.model;
-    const model = name !== undefined && status !== 401 && served.has(name) ? name : "";
+    const model = name !== undefined && status !== 401 && catalogue.has(name) ? name : "";
     metrics.requestDone(model, route, status, reply.elapsedTime / 1000);
     done();
   });
