@@ -142,6 +142,18 @@ export const ERRORS = {
     retryable: false,
     summary: "The model loaded but its golden example scored outside tolerance.",
   },
+  MP_ERR_MODEL_VERSION_REFUSED: {
+    status: 409,
+    retryable: false,
+    summary:
+      "A load or promote was refused: that version failed its checks (cause) and never served; the version serving before still serves.",
+  },
+  MP_ERR_ADMIN_REQUIRED: {
+    status: 403,
+    retryable: false,
+    summary:
+      "A management route (load, unload, promote, rollback) needs an admin key (server.adminKeys); without any, only loopback callers of a server without API keys.",
+  },
   MP_ERR_INFERENCE_FAILED: {
     status: 422,
     retryable: false,

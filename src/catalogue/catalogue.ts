@@ -3,17 +3,38 @@
 // readiness summary behind /readyz. Routes ask it for a model with the capability they serve
 // (require / find), so a missing model or a model that does not do what was asked gets the
 // same clear error on every route.
-import type { Config } from "../config/schema.js";
-import { ModelportError } from "../errors.js";
+import { statSync } from "node:fs";
+import { join } from "node:path";
+import { isLanguageBackend } from "../config/backends.js";
+import type { Config, LanguageModelConfig, ModelConfig } from "../config/schema.js";
+import { type ErrorCode, ModelportError } from "../errors.js";
 import { RunnerPool } from "../runner/remote/runner-pool.js";
 import { createLanguageModel, createTensorModel, type ModelDeps } from "./model-factory.js";
-import type { Capability, ModelKind, ServedModel } from "./served-model.js";
+import { ModelVersions } from "./model-versions.js";
+import {
+  compareVersions,
+  type RepositoryModel,
+  scanModel,
+  scanRepository,
+  wantedVersions,
+} from "./repository.js";
+import type {
+  Capability,
+  ModelKind,
+  ModelStatus,
+  RefusedVersion,
+  ServedModel,
+  ServedModelConfig,
+} from "./served-model.js";
 
 export interface Readiness {
   ready: boolean;
   /** One line per model that is not ready: "name: reason". */
   reasons: string[];
-  models: Record<string, { ready: boolean; state: string; reason?: string; code?: string }>;
+  models: Record<
+    string,
+    { ready: boolean; state: string; reason?: string; code?: string; refused?: ModelStatus["refused"] }
+  >;
 }
 
 /** The route family that serves each capability, for "use this route instead" hints. */
@@ -32,31 +53,92 @@ const KIND_OF: Record<Capability, ModelKind> = {
 
 export type CatalogueDeps = Omit<ModelDeps, "pool">;
 
+/** One row of the repository index (the Open Inference Protocol's repository extension, as Triton answers it). */
+export interface IndexEntry {
+  name: string;
+  version?: string;
+  state: "READY" | "LOADING" | "UNAVAILABLE";
+  reason: string;
+}
+
+/** A repository model's operator choices: the version promoted by hand, and versions rolled back from. */
+interface RepositoryState {
+  preferred?: string;
+  held: Set<string>;
+}
+
 export class Catalogue {
-  private readonly models = new Map<string, ServedModel>();
+  private readonly models = new Map<string, ModelVersions>();
+  /** Config-file models: the config each reload starts from. */
+  private readonly configured = new Map<string, ServedModelConfig>();
+  /** Repository models: operator choices, by name. */
+  private readonly repoState = new Map<string, RepositoryState>();
+  /** Repository models whose folders have problems and no loadable version, with the problems. */
+  private readonly repoProblems = new Map<string, string[]>();
   /** The runners the API tier forwards to; undefined in the other roles. */
   readonly pool: RunnerPool | undefined;
+  private readonly modelDeps: ModelDeps;
+  private readonly log: CatalogueDeps["log"];
+  private pollTimer: NodeJS.Timeout | undefined;
+  private polling: Promise<void> | undefined;
+  private closed = false;
+  private repoChain: Promise<unknown> = Promise.resolve();
 
-  constructor(config: Config, deps: CatalogueDeps) {
+  constructor(
+    private readonly config: Config,
+    deps: CatalogueDeps,
+  ) {
     const pool =
       config.server.role === "api" ? new RunnerPool(config.server, deps.log, deps.metrics) : undefined;
     this.pool = pool;
-    const modelDeps: ModelDeps = { ...deps, ...(pool ? { pool } : {}) };
-    for (const c of config.models) this.models.set(c.name, createTensorModel(c, modelDeps));
-    for (const c of config.languageModels ?? []) this.models.set(c.name, createLanguageModel(c, modelDeps));
+    this.log = deps.log;
+    this.modelDeps = { ...deps, ...(pool ? { pool } : {}) };
+    for (const c of [...config.models, ...(config.languageModels ?? [])]) {
+      this.configured.set(c.name, c);
+      this.models.set(c.name, this.entry(c));
+    }
+  }
+
+  private entry(c: ServedModelConfig): ModelVersions {
+    const kind: ModelKind = isLanguageBackend(c.backend) ? "language" : "tensor";
+    return new ModelVersions(c.name, kind, c, (v) => this.create(v), this.log);
+  }
+
+  private create(c: ServedModelConfig): ServedModel {
+    return isLanguageBackend(c.backend)
+      ? createLanguageModel(c as LanguageModelConfig, this.modelDeps)
+      : createTensorModel(c as ModelConfig, this.modelDeps);
   }
 
   /**
-   * Loads and checks every model in order (API tier: polls the runners once first); resolves
-   * when all have settled, ready or not.
+   * Loads and checks every model in order (API tier: polls the runners once first), then the
+   * repository's; resolves when all have settled, ready or not. Poll mode then rescans the
+   * repository every repository.pollMs.
    */
   async startAll(): Promise<void> {
     if (this.pool) await this.pool.start();
-    for (const m of this.models.values()) await m.start();
+    for (const [name, c] of this.configured) await this.models.get(name)!.add(c, { promote: true });
+    const repo = this.config.repository;
+    if (!repo) return;
+    await this.syncRepository();
+    if (repo.mode === "poll" && !this.closed) {
+      this.pollTimer = setInterval(() => {
+        this.polling ??= this.syncRepository().finally(() => {
+          this.polling = undefined;
+        });
+      }, repo.pollMs);
+      this.pollTimer.unref();
+    }
   }
 
+  /** Every model, as unversioned calls see it (its current version). */
   all(): ServedModel[] {
-    return [...this.models.values()];
+    return [...this.models.values()].map((m) => m.view);
+  }
+
+  /** The loaded versions of a model (none for an unknown one). */
+  versions(name: string): string[] {
+    return this.models.get(name)?.loadedVersions() ?? [];
   }
 
   has(name: string): boolean {
@@ -65,7 +147,7 @@ export class Catalogue {
 
   /** The model named `name`, of any kind and state. @throws ModelportError MP_ERR_MODEL_NOT_FOUND (404). */
   get(name: string): ServedModel {
-    return this.models.get(name) ?? this.notFound(name, "tensor");
+    return (this.models.get(name) ?? this.notFound(name, "tensor")).view;
   }
 
   private notFound(name: string, kind: ModelKind): never {
@@ -79,28 +161,27 @@ export class Catalogue {
 
   /**
    * The model named `name` whose family serves `capability` (tensor models predict; language
-   * models chat, complete, stream and embed), in any state.
+   * models chat, complete, stream and embed), in any state; at `version` when given (also as
+   * `name@version`), else its current version at the time of each call.
    * @throws ModelportError MP_ERR_MODEL_NOT_FOUND (404), MP_ERR_MODEL_VERSION_NOT_FOUND (404),
    * MP_ERR_LLM_CAPABILITY_UNSUPPORTED (400) for a model of the other family.
    */
   find(name: string, capability: Capability, version?: string): ServedModel {
     const kind = KIND_OF[capability];
-    const model = this.models.get(name) ?? this.notFound(name, kind);
-    if (model.kind !== kind) {
+    const at = name.lastIndexOf("@");
+    if (at > 0 && version === undefined && !this.models.has(name)) {
+      version = name.slice(at + 1);
+      name = name.slice(0, at);
+    }
+    const entry = this.models.get(name) ?? this.notFound(name, kind);
+    if (entry.kind !== kind) {
       throw new ModelportError(
         "MP_ERR_LLM_CAPABILITY_UNSUPPORTED",
-        `model '${name}' is a ${model.kind} model; use ${ROUTES[model.kind](name)}`,
+        `model '${name}' is a ${entry.kind} model; use ${ROUTES[entry.kind](name)}`,
         { model: name, param: "model" },
       );
     }
-    if (version !== undefined && version !== model.version) {
-      throw new ModelportError(
-        "MP_ERR_MODEL_VERSION_NOT_FOUND",
-        `model '${name}' is served at version '${model.version}', not '${version}'`,
-        { model: name, version },
-      );
-    }
-    return model;
+    return version === undefined ? entry.view : entry.pinned(version);
   }
 
   /**
@@ -114,33 +195,321 @@ export class Catalogue {
     if (!model.capabilities[capability]) {
       throw new ModelportError(
         "MP_ERR_LLM_CAPABILITY_UNSUPPORTED",
-        `model '${name}' does not do ${what(capability, model)}${hint(model)}`,
-        { model: name, param: "model" },
+        `model '${model.name}' does not do ${what(capability, model)}${hint(model)}`,
+        { model: model.name, param: "model" },
       );
     }
     return model;
   }
 
+  /** Models unloaded on purpose do not make the server unready. */
   readiness(): Readiness {
     const models: Readiness["models"] = {};
     const reasons: string[] = [];
-    for (const m of this.models.values()) {
-      const s = m.status();
+    for (const entry of this.models.values()) {
+      const s = entry.view.status();
       models[s.name] = {
         ready: s.ready,
         state: s.state,
         ...(s.reason ? { reason: s.reason } : {}),
         ...(s.code ? { code: s.code } : {}),
+        // A candidate that failed its checks: the model may be ready (the previous version serves).
+        ...(s.refused ? { refused: s.refused } : {}),
       };
-      if (!s.ready) reasons.push(`${s.name}: ${s.reason ?? s.state}`);
+      if (!s.ready && !entry.unloaded) reasons.push(`${s.name}: ${s.reason ?? s.state}`);
     }
     return { ready: reasons.length === 0, reasons, models };
   }
 
+  // --- Management (docs/Repository.md): every change is one model's, run one at a time per model.
+
+  /** Every model and version known: loaded, refused, or in the repository but not loaded. */
+  index(): IndexEntry[] {
+    const out: IndexEntry[] = [];
+    for (const [name, entry] of this.models) {
+      const statuses = entry.versionStatuses();
+      for (const v of statuses) {
+        out.push({
+          name,
+          version: v.version,
+          state: v.ready
+            ? "READY"
+            : v.state === "loading" || v.state === "restarting"
+              ? "LOADING"
+              : "UNAVAILABLE",
+          reason: v.ready ? "" : (v.reason ?? v.state),
+        });
+      }
+      for (const r of entry.refused()) {
+        if (!statuses.some((v) => v.version === r.version))
+          out.push({ name, version: r.version, state: "UNAVAILABLE", reason: `refused: ${r.reason}` });
+      }
+      for (const version of entry.loading()) {
+        if (!statuses.some((v) => v.version === version))
+          out.push({ name, version, state: "LOADING", reason: "loading and checking" });
+      }
+      if (statuses.length === 0 && entry.unloaded)
+        out.push({ name, state: "UNAVAILABLE", reason: "unloaded" });
+    }
+    for (const [name, problems] of this.repoProblems) {
+      if (!this.models.has(name)) out.push({ name, state: "UNAVAILABLE", reason: problems.join("; ") });
+    }
+    return out;
+  }
+
+  /**
+   * Loads a model, or reloads it: a config model gets a fresh copy; a repository model is
+   * rescanned and its version policy applied (new and changed versions load, and the operator's
+   * promote or rollback choice is cleared). Resolves once the model settled.
+   * @throws ModelportError MP_ERR_MODEL_NOT_FOUND; MP_ERR_MODEL_VERSION_REFUSED when the version
+   * that should serve failed its checks (the one serving before keeps serving).
+   */
+  async load(name: string): Promise<void> {
+    const configured = this.configured.get(name);
+    if (configured) {
+      const result = await this.models.get(name)!.add(configured, { promote: true });
+      if (!result.loaded) throw refusedError(name, configured.version, result.code, result.reason);
+      return;
+    }
+    if (!this.config.repository || !isModelDir(this.config.repository.dir, name))
+      this.notFound(name, "tensor");
+    await this.exclusive(async () => {
+      const state = this.repositoryState(name);
+      delete state.preferred;
+      state.held.clear();
+      const failed = await this.syncModel(name);
+      if (failed) throw refusedError(name, failed.version, failed.code, failed.reason);
+    });
+  }
+
+  /** Unloads every version of a model once its calls finish; it stays listed until loaded again. */
+  async unload(name: string): Promise<void> {
+    const entry = this.models.get(name) ?? this.notFound(name, "tensor");
+    await entry.unload("unloaded through the management API");
+  }
+
+  /**
+   * Makes `version` the current one: loaded and checked first when it is not loaded (repository
+   * models), then swapped in; the version it replaces drains and unloads unless the policy keeps it.
+   * The choice holds until the next promote, rollback or load.
+   */
+  async promote(name: string, version: string): Promise<void> {
+    const entry = this.models.get(name) ?? this.notFound(name, "tensor");
+    if (this.configured.has(name) || !this.config.repository) {
+      await entry.promote(version);
+      return;
+    }
+    await this.exclusive(async () => {
+      const scanned = scanModel(this.config.repository!.dir, name, this.config);
+      if (!scanned.versions.some((v) => v.version === version)) {
+        throw new ModelportError(
+          "MP_ERR_MODEL_VERSION_NOT_FOUND",
+          `model '${name}' has no version folder '${version}' in the repository`,
+          { model: name, version },
+        );
+      }
+      const state = this.repositoryState(name);
+      state.preferred = version;
+      state.held.delete(version);
+      const failed = await this.syncModel(name, scanned);
+      if (failed?.version === version) throw refusedError(name, version, failed.code, failed.reason);
+    });
+  }
+
+  /**
+   * Swaps back to the version that served before the current one, and holds the current one back
+   * (the policy does not load it again) until it is promoted or the model is loaded.
+   * @throws ModelportError MP_ERR_MODEL_VERSION_NOT_FOUND when there was no previous version.
+   */
+  async rollback(name: string): Promise<{ from: string; to: string }> {
+    const entry = this.models.get(name) ?? this.notFound(name, "tensor");
+    const from = entry.current;
+    const to = entry.previous;
+    if (from === undefined || to === undefined || to === from) {
+      throw new ModelportError(
+        "MP_ERR_MODEL_VERSION_NOT_FOUND",
+        `model '${name}' has no earlier version to roll back to`,
+        { model: name },
+      );
+    }
+    if (this.config.repository && !this.configured.has(name)) {
+      const held = this.repositoryState(name).held;
+      held.add(from);
+      await this.promote(name, to).catch((err) => {
+        held.delete(from);
+        throw err;
+      });
+    } else await entry.promote(to);
+    return { from, to };
+  }
+
+  private repositoryState(name: string): RepositoryState {
+    let state = this.repoState.get(name);
+    if (!state) {
+      state = { held: new Set() };
+      this.repoState.set(name, state);
+    }
+    return state;
+  }
+
+  /** Repository changes (polls, load, promote, rollback) one at a time. */
+  private exclusive<T>(work: () => Promise<T>): Promise<T> {
+    const next = this.repoChain.then(work, work);
+    this.repoChain = next.catch(() => {});
+    return next;
+  }
+
+  /** Applies the repository to every model in it (and unloads models whose folder is gone). */
+  syncRepository(): Promise<void> {
+    return this.exclusive(() => this.syncAll());
+  }
+
+  private async syncAll(): Promise<void> {
+    const repo = this.config.repository;
+    if (!repo || this.closed) return;
+    const scan = scanRepository(repo.dir, this.config);
+    for (const p of scan.problems) this.log.warn(p);
+    const names = new Set(scan.models.map((m) => m.name));
+    for (const m of scan.models) {
+      if (this.configured.has(m.name)) {
+        this.log.error(
+          `${repo.dir}/${m.name}: a model of the config file has that name; the folder is skipped`,
+        );
+        continue;
+      }
+      await this.syncModel(m.name, m);
+    }
+    for (const [name, entry] of this.models) {
+      if (!this.configured.has(name) && !names.has(name) && !entry.unloaded)
+        await entry.unload("its folder left the repository");
+    }
+  }
+
+  /**
+   * Brings one repository model in line with its folder: the versions its policy wants (plus the
+   * promoted one) are loaded, new and changed ones beside the serving one and swapped in once
+   * checked; versions no longer wanted drain and unload. The serving version is never unloaded
+   * for a candidate that failed.
+   * @returns the refusal of the version that should have become current, if it was refused.
+   */
+  private async syncModel(name: string, scanned?: RepositoryModel): Promise<RefusedVersion | undefined> {
+    const repo = this.config.repository!;
+    const m = scanned ?? scanModel(repo.dir, name, this.config);
+    const state = this.repositoryState(name);
+    let entry = this.models.get(name);
+    if (m.problems.length) {
+      this.repoProblems.set(name, [...m.problems]);
+      if (!entry) for (const p of m.problems) this.log.error(p);
+      return undefined;
+    }
+    this.repoProblems.delete(name);
+    const onDisk = new Map(m.versions.map((v) => [v.version, v]));
+    if (state.preferred !== undefined && !onDisk.has(state.preferred)) delete state.preferred;
+    const wanted = new Set(
+      wantedVersions(
+        m.policy,
+        m.versions.map((v) => v.version).filter((v) => !state.held.has(v)),
+      ),
+    );
+    if (state.preferred !== undefined) wanted.add(state.preferred);
+    const order = [...wanted].sort(compareVersions);
+    const target = state.preferred ?? order[order.length - 1];
+    let failed: RefusedVersion | undefined;
+    // The target last, so it is the one swapped in.
+    for (const version of [...order.filter((v) => v !== target), ...(target ? [target] : [])]) {
+      const v = onDisk.get(version)!;
+      const promote = version === target;
+      if (!v.config) {
+        const refusal = {
+          version,
+          code: "MP_ERR_MODEL_LOAD_FAILED" as const,
+          reason: v.problems.join("; "),
+          at: new Date().toISOString(),
+          fingerprint: v.fingerprint,
+        };
+        if (!entry) {
+          this.repoProblems.set(name, [...v.problems]);
+          for (const p of v.problems) this.log.error(p);
+        } else if (entry.refusal(version)?.fingerprint !== v.fingerprint) entry.refuse(refusal);
+        if (promote) failed = refusal;
+        continue;
+      }
+      entry ??= this.addEntry(v.config);
+      const kind: ModelKind = isLanguageBackend(v.config.backend) ? "language" : "tensor";
+      if (kind !== entry.kind) {
+        const refusal = {
+          version,
+          code: "MP_ERR_MODEL_LOAD_FAILED" as const,
+          reason: `version ${version} is a ${kind} model, but '${name}' serves ${entry.kind} models`,
+          at: new Date().toISOString(),
+          fingerprint: v.fingerprint,
+        };
+        entry.refuse(refusal);
+        if (promote) failed = refusal;
+        continue;
+      }
+      const loaded = entry.loadedVersions().includes(version) && entry.fingerprint(version) === v.fingerprint;
+      const refused = entry.refusal(version);
+      if (loaded) {
+        if (promote && entry.current !== version) await entry.promote(version).catch(() => {});
+        continue;
+      }
+      if (refused?.fingerprint === v.fingerprint) {
+        if (promote) failed = refused;
+        continue;
+      }
+      const result = await entry.add(v.config, { promote, fingerprint: v.fingerprint });
+      if (!result.loaded && promote)
+        failed = entry.refusal(version) ?? {
+          version,
+          code: result.code,
+          reason: result.reason,
+          at: new Date().toISOString(),
+        };
+    }
+    if (!entry) return failed;
+    for (const version of entry.loadedVersions()) {
+      if (wanted.has(version) || version === entry.current) continue;
+      await entry.unloadVersion(
+        version,
+        onDisk.has(version) ? "no longer wanted by the version policy" : "its folder left the repository",
+      );
+    }
+    // The serving version's own folder is gone and nothing else took over.
+    if (entry.current !== undefined && !onDisk.has(entry.current) && wanted.size === 0)
+      await entry.unload("its folder left the repository");
+    return failed;
+  }
+
+  private addEntry(c: ServedModelConfig): ModelVersions {
+    const entry = this.entry(c);
+    this.models.set(c.name, entry);
+    return entry;
+  }
+
   /** Idempotent. */
   async closeAll(): Promise<void> {
+    this.closed = true;
+    if (this.pollTimer) clearInterval(this.pollTimer);
     this.pool?.close();
+    await this.polling?.catch(() => {});
     await Promise.all([...this.models.values()].map((m) => m.close()));
+  }
+}
+
+function refusedError(name: string, version: string, code: ErrorCode, reason: string): ModelportError {
+  return new ModelportError(
+    "MP_ERR_MODEL_VERSION_REFUSED",
+    `model '${name}' version ${version} was not loaded: ${reason}`,
+    { model: name, version, cause: code },
+  );
+}
+
+function isModelDir(dir: string, name: string): boolean {
+  try {
+    return /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/.test(name) && statSync(join(dir, name)).isDirectory();
+  } catch {
+    return false;
   }
 }
 

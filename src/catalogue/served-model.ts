@@ -49,7 +49,8 @@ export interface RemoteRunnerStatus {
   reason?: string;
 }
 
-export type ModelState = "loading" | "ready" | "failed" | "restarting" | "closed";
+/** "unloaded": no version is loaded (the management API unloaded it, or it awaits a lazy load). */
+export type ModelState = "loading" | "ready" | "failed" | "restarting" | "closed" | "unloaded";
 
 /** The one status shape of every model (read per /readyz, /metrics and the describe routes). */
 export interface ModelStatus {
@@ -102,6 +103,10 @@ export interface ModelStatus {
   batchSize?: number;
   /** Requests, compute time, tokens and estimated cost so far (src/metrics/cost.ts), when counted. */
   cost?: CostSnapshot;
+  /** Every loaded version (the model's own status only, not a pinned version's). */
+  versions?: VersionStatus[];
+  /** Versions that failed their checks and never served. */
+  refused?: Omit<RefusedVersion, "fingerprint">[];
 }
 
 /** How one call is bounded: its deadline (performance.now() ms) and the client's cancellation. */
@@ -161,4 +166,31 @@ export const EMBEDDINGS_CAPABILITIES: Capabilities = Object.freeze({
 /** The capabilities of a generative model: completion always, chat when it has a template. */
 export function generativeCapabilities(chat: boolean, embeddings = false): Capabilities {
   return { predict: false, chat, completion: true, embeddings, stream: true };
+}
+
+/** A version as model status and the repository index show it. */
+export interface VersionStatus {
+  version: string;
+  state: ModelStatus["state"];
+  ready: boolean;
+  /** current: takes unversioned traffic; loaded: answers only calls pinned to it. */
+  role: "current" | "loaded";
+  reason?: string;
+  code?: ErrorCode;
+  golden: ModelStatus["golden"];
+  /** Calls on it now (in flight or queued). */
+  inFlight: number;
+  loadMs?: number;
+  sha256?: string;
+}
+
+/** A version that failed its checks and never served, with why. */
+export interface RefusedVersion {
+  version: string;
+  code: ErrorCode;
+  reason: string;
+  /** ISO time of the refusal. */
+  at: string;
+  /** Of the refused files, so an unchanged refused version is not tried again and again. */
+  fingerprint?: string;
 }

@@ -19,6 +19,10 @@ export const SERVE_OPTIONS = {
   golden: { type: "string" },
   "api-key": { type: "string", multiple: true },
   "api-key-file": { type: "string", multiple: true },
+  "admin-key": { type: "string", multiple: true },
+  "admin-key-file": { type: "string", multiple: true },
+  repository: { type: "string" },
+  "repository-poll-ms": { type: "string" },
   "max-connections": { type: "string" },
   "log-level": { type: "string" },
   "log-format": { type: "string" },
@@ -73,19 +77,19 @@ function onOff(flag: string, value: string | undefined): boolean | undefined {
   throw new UsageError(`--${flag} must be on or off, got '${value}'`);
 }
 
-/** --api-key-file: one key per line; blank lines and lines starting with # are skipped. */
-function apiKeysFromFile(file: string): string[] {
+/** --api-key-file, --admin-key-file: one key per line; blank lines and lines starting with # are skipped. */
+function keysFromFile(flag: string, file: string): string[] {
   let text: string;
   try {
     text = readFileSync(file, "utf8");
   } catch (err) {
-    throw new UsageError(`--api-key-file ${file}: ${(err as Error).message}`);
+    throw new UsageError(`--${flag} ${file}: ${(err as Error).message}`);
   }
   const keys = text
     .split(/\r?\n/)
     .map((l) => l.trim())
     .filter((l) => l !== "" && !l.startsWith("#"));
-  if (keys.length === 0) throw new UsageError(`--api-key-file ${file} holds no key`);
+  if (keys.length === 0) throw new UsageError(`--${flag} ${file} holds no key`);
   return keys;
 }
 
@@ -107,8 +111,18 @@ export function serveFlags(v: ServeValues): ServeFlags {
   set("maxBodyBytes", int("max-body-bytes", v["max-body-bytes"]));
   set("sha256", v.sha256);
   set("golden", v.golden);
-  const keys = [...(v["api-key"] ?? []), ...(v["api-key-file"] ?? []).flatMap(apiKeysFromFile)];
+  const keys = [
+    ...(v["api-key"] ?? []),
+    ...(v["api-key-file"] ?? []).flatMap((f) => keysFromFile("api-key-file", f)),
+  ];
   set("apiKeys", keys.length ? keys : undefined);
+  const admin = [
+    ...(v["admin-key"] ?? []),
+    ...(v["admin-key-file"] ?? []).flatMap((f) => keysFromFile("admin-key-file", f)),
+  ];
+  set("adminKeys", admin.length ? admin : undefined);
+  set("repository", v.repository);
+  set("repositoryPollMs", int("repository-poll-ms", v["repository-poll-ms"]));
   set("maxConnections", int("max-connections", v["max-connections"]));
   set("logLevel", v["log-level"]);
   set("drainTimeoutMs", int("drain-timeout-ms", v["drain-timeout-ms"]));

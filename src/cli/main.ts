@@ -6,6 +6,7 @@ import { CHECK_HELP, check } from "./check.js";
 import { COST_HELP, cost } from "./cost.js";
 import { GOLDEN_HELP, golden } from "./golden.js";
 import { JOBS_HELP, jobs } from "./jobs.js";
+import { MODELS_HELP, models } from "./models.js";
 import { SERVE_HELP, serve } from "./serve.js";
 import { TUNE_HELP, tune } from "./tune.js";
 
@@ -18,6 +19,7 @@ Commands:
   check [MODEL] [-c FILE]   verify sha256, load and golden check without serving; exit 1 on failure
   golden record MODEL ...   write a golden file from given inputs
   jobs list|show|cancel|retry|purge   inspect and manage asynchronous jobs
+  models list|load|unload|promote|rollback   change what a running server has loaded (docs/Repository.md)
   bench URL [--model NAME]  load a running server at one or more concurrencies: req/s, p50/p90/p99, chart
   tune MODEL                try serving layouts (processes × threads × batching) and write the best as config
   cost [URL]                per model: requests, cost per 1,000 requests, compute ms per request (docs/Cost.md)
@@ -39,6 +41,8 @@ export async function main(argv: string[]): Promise<number> {
         return await golden(rest);
       case "jobs":
         return await jobs(rest);
+      case "models":
+        return await models(rest);
       case "bench":
         return await bench(rest);
       case "tune":
@@ -68,4 +72,4 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
-export { BENCH_HELP, CHECK_HELP, COST_HELP, GOLDEN_HELP, JOBS_HELP, SERVE_HELP, TUNE_HELP };
+export { BENCH_HELP, CHECK_HELP, COST_HELP, GOLDEN_HELP, JOBS_HELP, MODELS_HELP, SERVE_HELP, TUNE_HELP };

@@ -12,15 +12,21 @@ import { CLOSE_MARGIN_MS, installLastResort } from "./last-resort.js";
 import { createLogger } from "./logger.js";
 
 export const SERVE_HELP = `Usage: modelport serve [MODEL] [options]
+       modelport serve --repository DIR [options]
 
 Serve one model file (MODEL: .onnx, or a .ts/.js custom handler) or several (-c FILE).
 MODEL may also be a Hugging Face model folder (config.json, tokenizer.json, onnx/model.onnx):
 it is served as an embeddings model (backend transformers) on POST /v1/embeddings.
 A model served from a file is named after the file's base name unless --name is given.
 Beside MODEL, NAME.manifest.json (sha256) and NAME.golden.json are used when present.
+--repository DIR serves DIR/NAME/VERSION/ folders; versions load, swap and unload while the
+server runs (docs/Repository.md).
 
 Options:
   -c, --config FILE        YAML config with server, limits and models (docs/Config.md)
+      --repository DIR     serve a model repository (beside -c or MODEL, or alone)
+      --repository-poll-ms N  rescan the repository every N ms: new, changed and removed versions
+                           load, swap and unload (default: explicit, only the management API)
       --host HOST          address to listen on (default 127.0.0.1)
   -p, --port PORT          port to listen on (default 8080; 0 picks a free one)
       --grpc-port PORT     also serve the Open Inference Protocol over gRPC on PORT (0 picks a
@@ -37,6 +43,9 @@ Options:
                            lines and # comments skipped; repeatable; also MODELPORT_API_KEYS=k1,k2)
       --api-key KEY        as above with KEY itself (repeatable); other users of the machine can
                            read a command line, so prefer --api-key-file or MODELPORT_API_KEYS
+      --admin-key-file FILE  keys that may also load, unload, promote and roll back models
+                           (also MODELPORT_ADMIN_KEYS; --admin-key KEY); without any, only loopback
+                           callers of a server without API keys may
       --max-connections N  open client connections; more get 503 and are closed (default 4096;
                            timeouts: server.connections in the config file)
       --log-level LEVEL    fatal|error|warn|info|debug|trace|silent (default info)
@@ -58,7 +67,7 @@ Options:
       --max-rss-mb N       process placement: recycle the runner above this RSS
       --device DEVICE      cpu (default) | cuda
       --batching on|off    join concurrent requests (default on when the model has a batch dim)
-      --batch-max-rows N   largest batch (default 64)
+      --batch-max-rows N   largest batch (default 256; embeddings 64)
       --batch-max-delay-ms N  longest a request waits for company (default 2)
       --batch-mode MODE    adaptive (default) | classic (wait for a full batch or the max delay)
       --inline-max-ms N    ONNX: a request to an idle model predicted to take at most N ms runs

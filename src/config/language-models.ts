@@ -4,9 +4,8 @@
 import { existsSync, statSync } from "node:fs";
 import { basename, dirname, extname, resolve } from "node:path";
 import type { z } from "zod";
-import { isLanguageBackend } from "./backends.js";
 import { goldenFile, manifestSha256 } from "./model-files.js";
-import { type configSchema, type LanguageModelConfig, llmSchema } from "./schema.js";
+import { type configSchema, type LanguageModelConfig, llmSchema, withBatchDefaults } from "./schema.js";
 
 type ParsedConfig = z.output<typeof configSchema>;
 type ParsedModel = ParsedConfig["models"][number];
@@ -15,17 +14,15 @@ function stemOf(path: string): string {
   return resolve(dirname(path), basename(path, extname(path)));
 }
 
-function resolveOne(
+export function resolveLanguageModel(
   m: ParsedModel & { backend: LanguageModelConfig["backend"] },
-  index: number,
+  where: string,
   baseDir: string,
   limits: ParsedConfig["limits"],
-  source: string,
   problems: string[],
   serverPricePerHour = 0,
   checkFiles = true,
 ): LanguageModelConfig {
-  const where = `${source}: models[${index}]`;
   // upstream: `path` is the upstream's URL (config/load.ts fills it in from upstream.url).
   const path = m.backend === "upstream" ? (m.upstream?.url ?? m.path) : resolve(baseDir, m.path);
   if (m.backend === "upstream" && !m.upstream) {
@@ -42,7 +39,7 @@ function resolveOne(
   }
   const stem = stemOf(path);
   let sha256 = m.sha256;
-  let sha256Source = sha256 ? `${source} models[${index}].sha256` : undefined;
+  let sha256Source = sha256 ? `${where}.sha256` : undefined;
   const manifest = `${stem}.manifest.json`;
   if (!sha256 && m.backend === "llama-cpp" && existsSync(manifest)) {
     sha256 = manifestSha256(manifest, where, problems);
@@ -63,7 +60,7 @@ function resolveOne(
     options: Object.freeze({ ...m.options }),
     ...(m.description ? { description: m.description } : {}),
     // Embeddings (transformers) are batched like tensor models; cost settings (docs/Cost.md).
-    batching: Object.freeze({ ...m.batching }),
+    batching: withBatchDefaults(m.batching, "embeddings"),
     pricePerHour: m.pricePerHour ?? serverPricePerHour,
     ...(m.pricePerMillionInputTokens !== undefined
       ? { pricePerMillionInputTokens: m.pricePerMillionInputTokens }
@@ -73,38 +70,4 @@ function resolveOne(
       : {}),
     ...(m.upstream ? { upstream: Object.freeze({ ...m.upstream }) } : {}),
   });
-}
-
-/**
- * The language models of a parsed config, in file order; problems are appended to `problems`.
- * Also reports `llm` set on a tensor model, which would otherwise be silently ignored.
- */
-export function resolveLanguageModels(
-  parsed: ParsedConfig,
-  baseDir: string,
-  source: string,
-  problems: string[],
-): LanguageModelConfig[] {
-  const out: LanguageModelConfig[] = [];
-  parsed.models.forEach((m, i) => {
-    if (isLanguageBackend(m.backend)) {
-      out.push(
-        resolveOne(
-          m as ParsedModel & { backend: LanguageModelConfig["backend"] },
-          i,
-          baseDir,
-          parsed.limits,
-          source,
-          problems,
-          parsed.server.pricePerHour,
-          parsed.server.role !== "api",
-        ),
-      );
-    } else if (m.llm !== undefined) {
-      problems.push(
-        `${source}: models[${i}].llm: applies only to backends llama-cpp, transformers and upstream`,
-      );
-    }
-  });
-  return out;
 }

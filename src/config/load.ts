@@ -6,14 +6,16 @@ import { basename, dirname, extname, resolve } from "node:path";
 import { parse as parseYaml, YAMLParseError } from "yaml";
 import type { z } from "zod";
 import { backendForPath, isLanguageBackend } from "./backends.js";
-import { resolveLanguageModels } from "./language-models.js";
+import { resolveLanguageModel } from "./language-models.js";
 import { goldenFile, manifestSha256 } from "./model-files.js";
 import {
   type Config,
   type ConfigInput,
   configSchema,
+  type LanguageModelConfig,
   type ModelConfig,
   type ModelConfigInput,
+  withBatchDefaults,
 } from "./schema.js";
 import { threadBudget } from "./threads.js";
 import { MAX_CONFIG_DEPTH, yamlDepthExceeds } from "./yaml-depth.js";
@@ -60,6 +62,11 @@ export interface ServeFlags {
   batchMaxDelayMs?: number;
   batchAdaptive?: boolean;
   inlineMaxMs?: number;
+  adminKeys?: string[];
+  /** A model repository folder (docs/Repository.md). */
+  repository?: string;
+  /** Poll the repository this often (poll mode). */
+  repositoryPollMs?: number;
 }
 
 /** Flags that describe the one model given on the command line. */
@@ -102,7 +109,7 @@ function formatKey(path: readonly PropertyKey[]): string {
   return out || "(top level)";
 }
 
-function readYaml(file: string, problems: string[]): unknown {
+export function readYaml(file: string, problems: string[]): unknown {
   let text: string;
   try {
     text = readFileSync(file, "utf8");
@@ -188,6 +195,11 @@ function applyServerFlags(server: Record<string, unknown>, flags: ServeFlags, en
   const keys = [...(fileKeys ?? []), ...(flags.apiKeys ?? [])];
   for (const k of (env.MODELPORT_API_KEYS ?? "").split(",")) if (k.trim()) keys.push(k.trim());
   if (keys.length && fileKeys) server.apiKeys = keys;
+  const fileAdmin =
+    server.adminKeys === undefined ? [] : Array.isArray(server.adminKeys) ? server.adminKeys : undefined;
+  const admin = [...(fileAdmin ?? []), ...(flags.adminKeys ?? [])];
+  for (const k of (env.MODELPORT_ADMIN_KEYS ?? "").split(",")) if (k.trim()) admin.push(k.trim());
+  if (admin.length && fileAdmin) server.adminKeys = admin;
   if (flags.role !== undefined) server.role = flags.role;
   if (flags.instanceId !== undefined) server.instanceId = flags.instanceId;
   // --runner replaces the file's list (a command line names the whole set); the env adds to it.
@@ -217,16 +229,53 @@ function inferBackends(raw: Record<string, unknown>, baseDir: string): void {
   }
 }
 
+/** What resolving a model entry needs of the rest of the configuration. */
+export interface EntryContext {
+  /** Where relative paths start (the config file's folder). */
+  baseDir: string;
+  limits: z.output<typeof configSchema>["limits"];
+  server: Pick<Config["server"], "role" | "pricePerHour">;
+}
+
+/**
+ * One parsed `models` entry (or repository version) resolved into what its model is built from:
+ * absolute paths, sha256 from the config or a manifest, the golden file, limits and prices.
+ * `where` prefixes each problem (`file: models[2]`).
+ */
+export function resolveEntry(
+  m: ParsedModel,
+  where: string,
+  ctx: EntryContext,
+  problems: string[],
+): ModelConfig | LanguageModelConfig {
+  if (isLanguageBackend(m.backend)) {
+    return resolveLanguageModel(
+      m as ParsedModel & { backend: LanguageModelConfig["backend"] },
+      where,
+      ctx.baseDir,
+      ctx.limits,
+      problems,
+      ctx.server.pricePerHour,
+      ctx.server.role !== "api",
+    );
+  }
+  if (m.llm !== undefined)
+    problems.push(`${where}.llm: applies only to backends llama-cpp, transformers and upstream`);
+  const model = resolveModel(m, where, ctx.baseDir, ctx.limits, problems, ctx.server.role);
+  // Machine-hour price for cost per request: the model's own, else the server's default.
+  return Object.freeze({ ...model, pricePerHour: m.pricePerHour ?? ctx.server.pricePerHour });
+}
+
+type ParsedModel = z.output<typeof configSchema>["models"][number];
+
 function resolveModel(
-  m: z.output<typeof configSchema>["models"][number],
-  index: number,
+  m: ParsedModel,
+  where: string,
   baseDir: string,
   defaults: z.output<typeof configSchema>["limits"],
-  source: string,
   problems: string[],
   role: Config["server"]["role"],
 ): ModelConfig {
-  const where = `${source}: models[${index}]`;
   const path = resolve(baseDir, m.path);
   // The API tier loads no weights: its machine need not hold the model files.
   const checkFiles = role !== "api";
@@ -235,7 +284,7 @@ function resolveModel(
   const stem = resolve(dirname(path), modelBase(path));
 
   let sha256 = m.sha256;
-  let sha256Source = sha256 ? `${source} models[${index}].sha256` : undefined;
+  let sha256Source = sha256 ? `${where}.sha256` : undefined;
   const manifestPath = `${stem}.manifest.json`;
   if (!sha256 && existsSync(manifestPath)) {
     sha256 = manifestSha256(manifestPath, where, problems);
@@ -253,7 +302,7 @@ function resolveModel(
     tolerance: m.tolerance,
     threads: m.threads,
     limits: Object.freeze({ ...defaults, ...m.limits }),
-    batching: Object.freeze({ ...m.batching }),
+    batching: withBatchDefaults(m.batching, "tensor"),
     placement: m.placement,
     ...(m.maxRssMb ? { maxRssMb: m.maxRssMb } : {}),
     device: m.device,
@@ -298,10 +347,21 @@ export function loadConfig(opts: LoadConfigOptions): Config {
       );
     }
   }
-  if (!opts.file && !opts.modelPath) {
+  if (!opts.file && !opts.modelPath && flags.repository === undefined) {
     throw new ConfigError([
-      "command line: give a model path (modelport serve model.onnx) or a config file (-c modelport.yaml)",
+      "command line: give a model path (modelport serve model.onnx), a config file (-c modelport.yaml) or a repository (--repository DIR)",
     ]);
+  }
+  if (flags.repository !== undefined || flags.repositoryPollMs !== undefined) {
+    const repo = section(raw, "repository");
+    if (repo) {
+      // From the command line, the folder is relative to the working directory.
+      if (flags.repository !== undefined) repo.dir = resolve(cwd, flags.repository);
+      if (flags.repositoryPollMs !== undefined) {
+        repo.mode = "poll";
+        repo.pollMs = flags.repositoryPollMs;
+      }
+    }
   }
   applyFlags(raw, flags, env);
   inferBackends(raw, baseDir);
@@ -321,16 +381,16 @@ export function loadConfig(opts: LoadConfigOptions): Config {
   }
   const parsed = result.data;
   const role = parsed.server.role;
-  // Language models (llama-cpp, transformers, upstream) go to their own list and registry.
-  const models = parsed.models.flatMap((m, i) =>
-    isLanguageBackend(m.backend) ? [] : [resolveModel(m, i, baseDir, parsed.limits, source, problems, role)],
-  );
-  // Machine-hour price for cost per request: the model's own, else the server's default.
-  for (const [i, m] of models.entries()) {
-    const own = parsed.models.find((p) => p.name === m.name)?.pricePerHour;
-    models[i] = Object.freeze({ ...m, pricePerHour: own ?? parsed.server.pricePerHour });
-  }
-  const languageModels = resolveLanguageModels(parsed, baseDir, source, problems);
+  // Tensor models (onnx, custom) and language models (llama-cpp, transformers, upstream) are
+  // built differently, so they are kept in two lists.
+  const ctx: EntryContext = { baseDir, limits: parsed.limits, server: parsed.server };
+  const models: ModelConfig[] = [];
+  const languageModels: LanguageModelConfig[] = [];
+  parsed.models.forEach((m, i) => {
+    const c = resolveEntry(m, `${source}: models[${i}]`, ctx, problems);
+    if (isLanguageBackend(c.backend)) languageModels.push(c as LanguageModelConfig);
+    else models.push(c as ModelConfig);
+  });
   if (role === "api" && parsed.server.runners.length === 0) {
     problems.push(
       `${source}: server.runners: role api forwards to runners; list their URLs (server.runners, --runner URL or MODELPORT_RUNNERS)`,
@@ -360,14 +420,31 @@ export function loadConfig(opts: LoadConfigOptions): Config {
     );
     for (const p of budget.problems) problems.push(`${source}: thread budget: ${p}`);
   }
+  const repository = parsed.repository
+    ? Object.freeze({ ...parsed.repository, dir: resolve(baseDir, parsed.repository.dir) })
+    : undefined;
+  if (repository && role !== "api") {
+    if (!existsSync(repository.dir))
+      problems.push(`${source}: repository.dir: ${repository.dir} does not exist`);
+    else if (!statSync(repository.dir).isDirectory())
+      problems.push(`${source}: repository.dir: ${repository.dir} is not a folder`);
+  }
+  if (repository && role === "api") {
+    problems.push(`${source}: repository: the API tier loads no models; give the repository to the runners`);
+  }
   if (problems.length) throw new ConfigError(problems);
 
   return Object.freeze({
-    server: Object.freeze({ ...parsed.server, apiKeys: Object.freeze([...parsed.server.apiKeys]) }),
+    server: Object.freeze({
+      ...parsed.server,
+      apiKeys: Object.freeze([...parsed.server.apiKeys]),
+      adminKeys: Object.freeze([...parsed.server.adminKeys]),
+    }),
     limits: Object.freeze({ ...parsed.limits }),
     jobs: Object.freeze({ ...parsed.jobs }),
     models: Object.freeze(models),
     ...(languageModels.length ? { languageModels: Object.freeze(languageModels) } : {}),
+    ...(repository ? { repository } : {}),
     ...(opts.file ? { source } : {}),
   });
 }

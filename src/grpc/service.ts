@@ -67,7 +67,10 @@ export function inferenceHandlers(env: CallEnv): UntypedServiceImplementation {
     ModelMetadata: unary(
       env,
       "ModelMetadata",
-      (r: ModelRequest) => modelMetadata(catalogue.find(r.name, "predict", version(r.version))),
+      (r: ModelRequest) => {
+        const host = catalogue.find(r.name, "predict", version(r.version));
+        return modelMetadata(host, catalogue.versions(host.name));
+      },
       { model: modelName },
     ),
 

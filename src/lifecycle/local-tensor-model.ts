@@ -20,6 +20,7 @@ import {
   hardTimeoutMs,
   type LanguageModelConfig,
   type ModelConfig,
+  withBatchDefaults,
 } from "../config/schema.js";
 import type { ModelportError } from "../errors.js";
 import type { EmbedResult } from "../llm/language-model.js";
@@ -74,7 +75,7 @@ export function embeddingHostConfig(c: LanguageModelConfig): ModelConfig {
     tolerance: 1e-4,
     threads: c.threads,
     limits: c.limits,
-    batching: c.batching ?? batchingSchema.parse({}),
+    batching: c.batching ?? withBatchDefaults(batchingSchema.parse({}), "embeddings"),
     placement: "worker",
     device: "cpu",
     options: c.options,

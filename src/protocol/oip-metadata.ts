@@ -25,13 +25,16 @@ export interface ModelMetadata {
 
 const PLATFORM: Record<string, string> = { onnx: "onnxruntime_onnx", custom: "modelport_custom" };
 
-/** The server's name, version and the protocol extensions it speaks (binary tensors on HTTP). */
+/** The server's name, version and the protocol extensions it speaks (binary tensors and the repository on HTTP). */
 export function serverMetadata(): { name: string; version: string; extensions: string[] } {
-  return { name: "modelport", version: VERSION, extensions: ["binary_tensor_data"] };
+  return { name: "modelport", version: VERSION, extensions: ["binary_tensor_data", "model_repository"] };
 }
 
-/** A model's name, version, platform and tensors (no inputs or outputs until its signature is known). */
-export function modelMetadata(model: MetadataSource): ModelMetadata {
+/**
+ * A model's name, versions (`versions`: every loaded one, else its own), platform and tensors (no
+ * inputs or outputs until its signature is known).
+ */
+export function modelMetadata(model: MetadataSource, versions?: readonly string[]): ModelMetadata {
   const sig = model.signature;
   const spec = (s: TensorSpec): TensorMetadata => ({
     name: s.name,
@@ -41,7 +44,7 @@ export function modelMetadata(model: MetadataSource): ModelMetadata {
   const { name, version, backend } = model.config;
   return {
     name,
-    versions: [version],
+    versions: versions?.length ? [...versions] : [version],
     platform: PLATFORM[backend] ?? backend,
     inputs: (sig?.inputs ?? []).map(spec),
     outputs: (sig?.outputs ?? []).map(spec),

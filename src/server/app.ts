@@ -33,6 +33,7 @@ import { nativeRoutes } from "./routes/native.js";
 import { oipRoutes } from "./routes/oip.js";
 import { openaiRoutes } from "./routes/openai.js";
 import { openAiEmbeddingsRoutes } from "./routes/openai-embeddings.js";
+import { repositoryRoutes } from "./routes/repository.js";
 import { StreamSlots } from "./stream-slots.js";
 
 export interface BuildOptions {
@@ -200,7 +201,9 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   });
 
   app.addHook("onSend", asciiBody);
-  registerAuth(app, config.server.apiKeys);
+  // Admin keys are API keys too, where API keys are required at all.
+  const { apiKeys, adminKeys } = config.server;
+  registerAuth(app, apiKeys.length ? [...apiKeys, ...adminKeys] : []);
   registerErrorHandling(app, maxBodyBytes);
   // Each surface is a plugin of one signature (FastifyPluginAsync) reading `app.modelport`; the
   // OIP and OpenAI ones answer errors in their protocol's shape from their own scope.
@@ -214,6 +217,7 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     jobsWebSocketRoute,
     openaiRoutes,
     openAiEmbeddingsRoutes,
+    repositoryRoutes,
   ])
     app.register(surface);
 

@@ -264,7 +264,10 @@ describe("OIP binary tensor data: same answers as JSON", () => {
 
   it("server metadata lists the binary_tensor_data extension", async () => {
     const res = await fetch(`${srv.url}/v2`);
-    assert.deepEqual(((await res.json()) as { extensions: string[] }).extensions, ["binary_tensor_data"]);
+    assert.deepEqual(((await res.json()) as { extensions: string[] }).extensions, [
+      "binary_tensor_data",
+      "model_repository",
+    ]);
   });
 
   it("churn-tree, 600 rows, in every direction", async () => {

@@ -71,7 +71,7 @@ describe("integrity and golden checks", () => {
     const s = await serveOne(path, { sha256: wrong });
     const body = (await (await fetch(`${s.url}/readyz`)).json()) as any;
     assert.equal(body.models.pinned.code, "MP_ERR_MODEL_CHECKSUM_MISMATCH");
-    assert.match(body.models.pinned.reason, /command line models\[0\]\.sha256 says 0{64}/);
+    assert.match(body.models.pinned.reason, /command line: models\[0\]\.sha256 says 0{64}/);
   });
 
   it("a swapped file that loads fine but scores differently fails its golden check with a diff", async () => {

@@ -116,7 +116,7 @@ describe("example models", () => {
       inputs: [{ name: "features", shape: [1, 4], datatype: "FP32", data: nested }],
     });
     assert.equal(wrong.status, 404);
-    assert.match(wrong.body.error, /version '2', not '7'/);
+    assert.match(wrong.body.error, /no version '7' loaded; loaded: 2/);
     const meta = (await (await fetch(`${srv.url}/v2/models/segment-mlp`)).json()) as any;
     assert.deepEqual(meta.versions, ["2"]);
     assert.deepEqual(meta.inputs, [{ name: "features", datatype: "FP32", shape: [-1, 4] }]);

@@ -32,6 +32,19 @@ describe("config for embeddings and upstream models", () => {
     assert.equal(m?.batching?.maxBatchRows, 64);
   });
 
+  it("batch row limits default per kind (tensor 256, embeddings 64); a set value wins for both", () => {
+    const tree = loadConfig({ modelPath: join(models, "churn-tree.onnx"), cores: 2 });
+    assert.equal(tree.models[0]?.batching.maxBatchRows, 256);
+    const set = { batchMaxRows: 16 };
+    assert.equal(
+      loadConfig({ modelPath: join(models, "churn-tree.onnx"), flags: set, cores: 2 }).models[0]?.batching
+        .maxBatchRows,
+      16,
+    );
+    const embed = loadConfig({ modelPath: join(models, "tiny-embed"), flags: set, cores: 2 });
+    assert.equal(embed.languageModels?.[0]?.batching?.maxBatchRows, 16);
+  });
+
   it("a config entry without backend resolves its path as the command line does (relative to the file)", () => {
     const dir = mkdtempSync(join(tmpdir(), "modelport-cfg-"));
     const file = join(dir, "m.yaml");

@@ -24,7 +24,11 @@ export function describeModel(host: ServedModel): Record<string, unknown> {
   const sig = host.signature;
   return {
     name: s.name,
-    versions: [s.version],
+    version: s.version,
+    versions: s.versions?.map((v) => v.version) ?? [s.version],
+    // Every loaded version with its state and role, and the versions refused (docs/Repository.md).
+    version_status: s.versions,
+    refused_versions: s.refused,
     backend: s.backend,
     description: host.config.description,
     status: {
@@ -77,16 +81,20 @@ export const nativeRoutes: FastifyPluginAsync = async (app) => {
     return model.kind === "language" ? describeLanguageModel(model) : describeModel(model);
   });
 
-  app.post<{ Params: ModelParams; Querystring: { version?: string; outputs?: string | string[] } }>(
-    "/v1/models/:model/predict",
-    async (req, reply) => {
+  // The version: from the path (/versions/{v}/predict), ?version=, or `model@v`; else the current one.
+  for (const path of ["/v1/models/:model/predict", "/v1/models/:model/versions/:version/predict"])
+    app.post<{
+      Params: ModelParams & { version?: string };
+      Querystring: { version?: string; outputs?: string | string[] };
+    }>(path, async (req, reply) => {
+      const version = req.params.version ?? req.query.version;
       // Prefer: respond-async (RFC 7240) turns the request into a job: 202 with its id at once.
       if (/\brespond-async\b/i.test(String(req.headers.prefer ?? "")) && !Buffer.isBuffer(req.body)) {
-        ctx.catalogue.find(req.params.model, "predict", req.query.version);
+        ctx.catalogue.find(req.params.model, "predict", version);
         reply.header("preference-applied", "respond-async");
         return submitJob(ctx.jobs, req.params.model, req, reply);
       }
-      const host = ctx.catalogue.require(req.params.model, "predict", req.query.version);
+      const host = ctx.catalogue.require(req.params.model, "predict", version);
       const signature = host.signature;
       if (!signature) throw host.notReadyError();
       // A Buffer is a raw application/octet-stream tensor (protocol/raw-tensor.ts); anything else is JSON.
@@ -108,6 +116,5 @@ export const nativeRoutes: FastifyPluginAsync = async (app) => {
         ...(body && "id" in body ? { id: body.id } : {}),
         outputs: encodeNative(outputs, names),
       };
-    },
-  );
+    });
 };

@@ -29,9 +29,10 @@ export const oipRoutes: FastifyPluginAsync = async (app) => {
   app.get("/v2", async () => serverMetadata());
 
   for (const prefix of ["/v2/models/:model", "/v2/models/:model/versions/:version"]) {
-    app.get<{ Params: Params }>(prefix, async (req) =>
-      modelMetadata(ctx.catalogue.find(req.params.model, "predict", req.params.version)),
-    );
+    app.get<{ Params: Params }>(prefix, async (req) => {
+      const host = ctx.catalogue.find(req.params.model, "predict", req.params.version);
+      return modelMetadata(host, ctx.catalogue.versions(host.name));
+    });
 
     app.get<{ Params: Params }>(`${prefix}/ready`, async (req, reply) => {
       const host = ctx.catalogue.find(req.params.model, "predict", req.params.version);

@@ -1,0 +1,516 @@
+// One model name and its loaded versions: what routes, jobs and probes get from the catalogue.
+// An unversioned call goes to the version that is current *when the call is made*, so a swap is
+// one assignment and no call can reach a version after it closed; a call pinned to a version
+// (/versions/{v}, `model@v`) goes to that one. Every call is counted per version, so a version
+// that is replaced or unloaded closes only once its calls, in flight and queued, have finished.
+//
+// A new version serves only after it passed its own checks (sha256, golden example): one that
+// fails is closed and recorded as refused, and the current version keeps serving. Changes to
+// one model (load, swap, unload) run one at a time.
+import type { Logger } from "pino";
+import type { CancelHandle } from "../cancel.js";
+import { type ErrorCode, ModelportError } from "../errors.js";
+import type { EmbedResult, GenerateOptions, GenerateRequest, GenerateResult } from "../llm/language-model.js";
+import type { TensorMap } from "../tensor.js";
+import type {
+  CallOptions,
+  Capabilities,
+  ModelKind,
+  ModelStatus,
+  RefusedVersion,
+  ServedModel,
+  ServedModelConfig,
+  VersionStatus,
+} from "./served-model.js";
+
+export type AddResult = { loaded: true } | { loaded: false; code: ErrorCode; reason: string };
+
+/** One loaded copy of a version, and the calls on it. */
+class VersionSlot {
+  private inFlight = 0;
+  private idle: (() => void)[] = [];
+  /** Set once it is being unloaded: new pinned calls are refused. */
+  retired = false;
+
+  constructor(
+    readonly model: ServedModel,
+    readonly fingerprint: string | undefined,
+  ) {}
+
+  get calls(): number {
+    return this.inFlight;
+  }
+
+  call<T>(run: () => Promise<T>): Promise<T> {
+    this.inFlight++;
+    let p: Promise<T>;
+    try {
+      p = run();
+    } catch (err) {
+      this.done();
+      return Promise.reject(err);
+    }
+    return p.finally(() => this.done());
+  }
+
+  whenIdle(): Promise<void> {
+    return this.inFlight === 0 ? Promise.resolve() : new Promise((r) => this.idle.push(r));
+  }
+
+  private done(): void {
+    if (--this.inFlight === 0) for (const r of this.idle.splice(0)) r();
+  }
+}
+
+export class ModelVersions {
+  /** The model as unversioned calls see it: always the current version. */
+  readonly view: ServedModel;
+  private readonly slots = new Map<string, VersionSlot>();
+  private readonly pinnedViews = new WeakMap<VersionSlot, ServedModel>();
+  private currentVersion: string | undefined;
+  private previousVersion: string | undefined;
+  /** Why nothing is loaded, when it was unloaded on purpose. */
+  private unloadedReason: string | undefined;
+  private readonly refusedVersions = new Map<string, RefusedVersion>();
+  private readonly retiring = new Set<Promise<void>>();
+  /** Versions being loaded and checked now. */
+  private readonly loadingVersions = new Set<string>();
+  private chain: Promise<unknown> = Promise.resolve();
+  private lastConfig: ServedModelConfig;
+  private closed = false;
+
+  constructor(
+    readonly name: string,
+    readonly kind: ModelKind,
+    firstConfig: ServedModelConfig,
+    private readonly create: (config: ServedModelConfig) => ServedModel,
+    private readonly log: Logger,
+  ) {
+    this.lastConfig = firstConfig;
+    this.view = new ModelView(this, undefined);
+  }
+
+  /** The current version's slot, if any. */
+  currentSlot(): VersionSlot | undefined {
+    return this.currentVersion === undefined ? undefined : this.slots.get(this.currentVersion);
+  }
+
+  get current(): string | undefined {
+    return this.currentVersion;
+  }
+
+  get previous(): string | undefined {
+    return this.previousVersion;
+  }
+
+  /** The configuration of the current version, or of the last one loaded. */
+  get config(): ServedModelConfig {
+    return this.currentSlot()?.model.config ?? this.lastConfig;
+  }
+
+  /** True when it was unloaded on purpose (not counted against readiness). */
+  get unloaded(): boolean {
+    return this.unloadedReason !== undefined;
+  }
+
+  loadedVersions(): string[] {
+    return [...this.slots.keys()];
+  }
+
+  loading(): string[] {
+    return [...this.loadingVersions];
+  }
+
+  refused(): RefusedVersion[] {
+    return [...this.refusedVersions.values()];
+  }
+
+  refusal(version: string): RefusedVersion | undefined {
+    return this.refusedVersions.get(version);
+  }
+
+  /** The version `version` as a model of its own (calls pinned to it). @throws MP_ERR_MODEL_VERSION_NOT_FOUND */
+  pinned(version: string): ServedModel {
+    const slot = this.slots.get(version);
+    if (!slot) throw this.versionNotFound(version);
+    let view = this.pinnedViews.get(slot);
+    if (!view) {
+      view = new ModelView(this, slot);
+      this.pinnedViews.set(slot, view);
+    }
+    return view;
+  }
+
+  versionNotFound(version: string): ModelportError {
+    const loaded = this.loadedVersions();
+    return new ModelportError(
+      "MP_ERR_MODEL_VERSION_NOT_FOUND",
+      `model '${this.name}' has no version '${version}' loaded; loaded: ${loaded.join(", ") || "none"}`,
+      { model: this.name, version },
+    );
+  }
+
+  notReadyError(): ModelportError {
+    if (this.closed) {
+      return new ModelportError("MP_ERR_SERVER_SHUTTING_DOWN", `model '${this.name}' is closed`, {
+        model: this.name,
+      });
+    }
+    const slot = this.currentSlot();
+    if (slot) return slot.model.notReadyError();
+    const loading = this.loading();
+    if (loading.length) {
+      return new ModelportError(
+        "MP_ERR_MODEL_NOT_READY",
+        `model '${this.name}' is not ready: loading version ${loading.join(", ")}`,
+        { model: this.name, state: "loading", retryAfterSeconds: 1 },
+      );
+    }
+    return new ModelportError(
+      "MP_ERR_MODEL_NOT_READY",
+      `model '${this.name}' is not loaded: ${this.unloadedReason ?? "no version of it could be loaded"}`,
+      { model: this.name, state: "unloaded", retryAfterSeconds: 1 },
+    );
+  }
+
+  versionStatuses(): VersionStatus[] {
+    return [...this.slots.entries()].map(([version, slot]) => {
+      const s = slot.model.status();
+      return {
+        version,
+        state: s.state,
+        ready: s.ready,
+        role: version === this.currentVersion ? "current" : "loaded",
+        ...(s.reason ? { reason: s.reason } : {}),
+        ...(s.code ? { code: s.code } : {}),
+        golden: s.golden,
+        inFlight: slot.calls,
+        ...(s.loadMs !== undefined ? { loadMs: s.loadMs } : {}),
+        ...(s.sha256 ? { sha256: s.sha256 } : {}),
+      };
+    });
+  }
+
+  /**
+   * Loads `config` as a version beside the loaded ones, runs its checks, and only then adds it
+   * (replacing a loaded copy of the same version, which drains and closes). It becomes current
+   * when `promote` is set or nothing else serves. A version that fails its checks is closed and
+   * refused, unless nothing else is loaded: then it stays, not ready, so status says why.
+   */
+  add(config: ServedModelConfig, options: { promote: boolean; fingerprint?: string }): Promise<AddResult> {
+    return this.serial(async () => {
+      const version = config.version;
+      const model = this.create(config);
+      this.loadingVersions.add(version);
+      try {
+        await model.start();
+      } finally {
+        this.loadingVersions.delete(version);
+      }
+      if (this.closed) {
+        await model.close();
+        return { loaded: false, code: "MP_ERR_SERVER_SHUTTING_DOWN", reason: "closed" };
+      }
+      const s = model.status();
+      const current = this.currentSlot();
+      const serving = current !== undefined && current.model.status().state !== "failed";
+      if (!model.ready && serving) {
+        const code = s.code ?? "MP_ERR_MODEL_LOAD_FAILED";
+        const reason = s.reason ?? s.state;
+        this.refusedVersions.set(version, {
+          version,
+          code,
+          reason,
+          at: new Date().toISOString(),
+          ...(options.fingerprint ? { fingerprint: options.fingerprint } : {}),
+        });
+        this.log.error(
+          { model: this.name, version, code },
+          `${this.name}: version ${version} refused (${reason}); version ${this.currentVersion} keeps serving`,
+        );
+        await model.close();
+        return { loaded: false, code, reason };
+      }
+      this.lastConfig = config;
+      this.unloadedReason = undefined;
+      if (model.ready) this.refusedVersions.delete(version);
+      const replaced = this.slots.get(version);
+      this.slots.set(version, new VersionSlot(model, options.fingerprint));
+      if (options.promote || !serving || this.currentVersion === version) this.switchTo(version);
+      if (replaced) this.retire(replaced, version, "replaced by a fresh copy");
+      if (!model.ready)
+        return { loaded: false, code: s.code ?? "MP_ERR_MODEL_LOAD_FAILED", reason: s.reason ?? s.state };
+      return { loaded: true };
+    });
+  }
+
+  /** Records a version that cannot even be built (its folder or settings are wrong). */
+  refuse(refusal: RefusedVersion): void {
+    this.refusedVersions.set(refusal.version, refusal);
+    this.log.error(
+      { model: this.name, version: refusal.version, code: refusal.code },
+      `${this.name}: version ${refusal.version} refused (${refusal.reason})`,
+    );
+  }
+
+  /** The fingerprint the loaded copy of `version` was built from. */
+  fingerprint(version: string): string | undefined {
+    return this.slots.get(version)?.fingerprint;
+  }
+
+  /**
+   * Makes a loaded, ready version the current one.
+   * @throws ModelportError MP_ERR_MODEL_VERSION_NOT_FOUND, MP_ERR_MODEL_NOT_READY
+   */
+  promote(version: string): Promise<void> {
+    return this.serial(async () => {
+      const slot = this.slots.get(version);
+      if (!slot) throw this.versionNotFound(version);
+      if (!slot.model.ready) throw slot.model.notReadyError();
+      this.switchTo(version);
+    });
+  }
+
+  /**
+   * Unloads one version once its calls finish. When it was current, the highest other ready
+   * version takes over; with none, the model is unloaded.
+   */
+  unloadVersion(version: string, why: string): Promise<void> {
+    return this.serial(async () => {
+      const slot = this.slots.get(version);
+      if (!slot) return;
+      this.slots.delete(version);
+      if (version === this.currentVersion) {
+        const next = [...this.slots.entries()]
+          .filter(([, s]) => s.model.ready)
+          .map(([v]) => v)
+          .sort((a, b) => compareLoose(b, a))[0];
+        if (next !== undefined) this.switchTo(next);
+        else {
+          this.currentVersion = undefined;
+          this.unloadedReason = why;
+        }
+      }
+      this.retire(slot, version, why);
+    });
+  }
+
+  /** Unloads every version (each once its calls finish); the name stays known. */
+  unload(why: string): Promise<void> {
+    return this.serial(async () => {
+      for (const [version, slot] of this.slots) this.retire(slot, version, why);
+      this.slots.clear();
+      if (this.currentVersion !== undefined) this.previousVersion = this.currentVersion;
+      this.currentVersion = undefined;
+      this.unloadedReason = why;
+    });
+  }
+
+  /** Closes every version now, and waits for those being retired. Idempotent. */
+  async close(): Promise<void> {
+    this.closed = true;
+    const all = [...this.slots.values()];
+    this.slots.clear();
+    this.currentVersion = undefined;
+    await Promise.all([...all.map((s) => s.model.close()), ...this.retiring]);
+  }
+
+  private switchTo(version: string): void {
+    const old = this.currentVersion;
+    if (old === version) return;
+    this.currentVersion = version;
+    if (old !== undefined && this.slots.has(old)) this.previousVersion = old;
+    if (old !== undefined) {
+      this.log.info(
+        { model: this.name, version, previous: old },
+        `${this.name}: version ${version} now takes traffic (was ${old})`,
+      );
+    }
+  }
+
+  /** Drains then closes a slot that no longer takes new unversioned calls. */
+  private retire(slot: VersionSlot, version: string, why: string): void {
+    slot.retired = true;
+    const done: Promise<void> = (async () => {
+      const started = performance.now();
+      await slot.whenIdle();
+      await slot.model.close();
+      this.log.info(
+        { model: this.name, version, drainMs: Math.round(performance.now() - started) },
+        `${this.name}: version ${version} unloaded (${why})`,
+      );
+    })().finally(() => this.retiring.delete(done));
+    this.retiring.add(done);
+  }
+
+  /** Resolves once every retiring version has closed (tests, shutdown). */
+  async settled(): Promise<void> {
+    await this.chain.catch(() => {});
+    await Promise.all([...this.retiring]);
+  }
+
+  private serial<T>(work: () => Promise<T>): Promise<T> {
+    const next = this.chain.then(work, work);
+    this.chain = next.catch(() => {});
+    return next;
+  }
+}
+
+/** Version names in numeric order where both are numbers, else by text. */
+function compareLoose(a: string, b: string): number {
+  const na = Number(a);
+  const nb = Number(b);
+  return Number.isFinite(na) && Number.isFinite(nb) && na !== nb ? na - nb : a.localeCompare(b);
+}
+
+/**
+ * The model seen through its versions: unpinned, every property and call is the current
+ * version's at that moment; pinned, one version's.
+ */
+class ModelView implements ServedModel {
+  readonly created = Math.floor(Date.now() / 1000);
+
+  constructor(
+    private readonly entry: ModelVersions,
+    private readonly slot: VersionSlot | undefined,
+  ) {}
+
+  private target(): VersionSlot | undefined {
+    return this.slot ?? this.entry.currentSlot();
+  }
+
+  /** The slot a call goes to. @throws ModelportError when there is none or it was unloaded. */
+  private callSlot(): VersionSlot {
+    const slot = this.target();
+    if (this.slot?.retired) throw this.entry.versionNotFound(this.slot.model.version);
+    if (!slot) throw this.entry.notReadyError();
+    return slot;
+  }
+
+  get name(): string {
+    return this.entry.name;
+  }
+
+  get version(): string {
+    return this.target()?.model.version ?? this.entry.config.version;
+  }
+
+  get backend(): ServedModelConfig["backend"] {
+    return this.config.backend;
+  }
+
+  get kind(): ModelKind {
+    return this.entry.kind;
+  }
+
+  get config(): ServedModelConfig {
+    return this.target()?.model.config ?? this.entry.config;
+  }
+
+  get capabilities(): Capabilities {
+    return (
+      this.target()?.model.capabilities ?? {
+        predict: this.entry.kind === "tensor",
+        chat: false,
+        completion: false,
+        embeddings: false,
+        stream: false,
+      }
+    );
+  }
+
+  get ready(): boolean {
+    const slot = this.target();
+    return slot !== undefined && !slot.retired && slot.model.ready;
+  }
+
+  get signature() {
+    return this.target()?.model.signature;
+  }
+
+  /** Versions start through ModelVersions.add. */
+  async start(): Promise<void> {}
+
+  notReadyError(): ModelportError {
+    const slot = this.target();
+    if (this.slot?.retired) return this.entry.versionNotFound(this.slot.model.version);
+    return slot ? slot.model.notReadyError() : this.entry.notReadyError();
+  }
+
+  status(): ModelStatus {
+    const slot = this.target();
+    const c = this.config;
+    const base: ModelStatus = slot
+      ? slot.model.status()
+      : {
+          name: this.entry.name,
+          version: c.version,
+          backend: c.backend,
+          path: c.path,
+          state: this.entry.loading().length ? "loading" : "unloaded",
+          ready: false,
+          reason: this.entry.notReadyError().message,
+          code: "MP_ERR_MODEL_NOT_READY",
+          golden: "none",
+          restarts: 0,
+          recycles: 0,
+        };
+    if (this.slot) return base;
+    const refused = this.entry.refused();
+    return {
+      ...base,
+      versions: this.entry.versionStatuses(),
+      ...(refused.length ? { refused: refused.map(({ fingerprint: _, ...r }) => r) } : {}),
+    };
+  }
+
+  /** Unpinned: closes every version of the model; pinned: unloads that version. */
+  close(): Promise<void> {
+    return this.slot ? this.entry.unloadVersion(this.slot.model.version, "closed") : this.entry.close();
+  }
+
+  // A method exists when the model has it (the contract: methods follow capabilities): the
+  // current version's, or by the model's kind while no version is loaded.
+  get predict(): ((inputs: TensorMap, options?: CallOptions) => Promise<TensorMap>) | undefined {
+    return this.has("predict", "tensor") ? this.callPredict : undefined;
+  }
+
+  get generate():
+    | ((request: GenerateRequest, options?: GenerateOptions) => Promise<GenerateResult>)
+    | undefined {
+    return this.has("generate", "language") ? this.callGenerate : undefined;
+  }
+
+  get embed():
+    | ((inputs: readonly string[], options?: { readonly cancel?: CancelHandle }) => Promise<EmbedResult>)
+    | undefined {
+    return this.has("embed", "language") ? this.callEmbed : undefined;
+  }
+
+  private has(method: "predict" | "generate" | "embed", kind: ModelKind): boolean {
+    const model = this.target()?.model;
+    return model ? model[method] !== undefined : this.entry.kind === kind;
+  }
+
+  private readonly callPredict = (inputs: TensorMap, options?: CallOptions): Promise<TensorMap> =>
+    this.call((m) => m.predict!(inputs, options));
+
+  private readonly callGenerate = (
+    request: GenerateRequest,
+    options?: GenerateOptions,
+  ): Promise<GenerateResult> => this.call((m) => m.generate!(request, options));
+
+  private readonly callEmbed = (
+    inputs: readonly string[],
+    options?: { readonly cancel?: CancelHandle },
+  ): Promise<EmbedResult> => this.call((m) => m.embed!(inputs, options));
+
+  private call<T>(run: (model: ServedModel) => Promise<T>): Promise<T> {
+    try {
+      const slot = this.callSlot();
+      return slot.call(() => run(slot.model));
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+}
