@@ -148,6 +148,13 @@ export const ERRORS = {
     summary:
       "A load or promote was refused: that version failed its checks (cause) and never served; the version serving before still serves.",
   },
+  MP_ERR_MODEL_CAPACITY: {
+    status: 503,
+    retryable: true,
+    tryElsewhere: true,
+    summary:
+      "The model is not loaded, and loading it would pass the server's budget (server.maxLoadedModels / maxLoadedBytes) while every loaded model is busy; retry after Retry-After.",
+  },
   MP_ERR_ADMIN_REQUIRED: {
     status: 403,
     retryable: false,

@@ -3,7 +3,7 @@
 // readiness summary behind /readyz. Routes ask it for a model with the capability they serve
 // (require / find), so a missing model or a model that does not do what was asked gets the
 // same clear error on every route.
-import { statSync } from "node:fs";
+import { readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { isLanguageBackend } from "../config/backends.js";
 import type { Config, LanguageModelConfig, ModelConfig } from "../config/schema.js";
@@ -25,6 +25,7 @@ import type {
   RefusedVersion,
   ServedModel,
   ServedModelConfig,
+  ShadowSpec,
 } from "./served-model.js";
 
 export interface Readiness {
@@ -65,6 +66,8 @@ export interface IndexEntry {
 interface RepositoryState {
   preferred?: string;
   held: Set<string>;
+  /** Unloaded through the management API: only a management load brings it back. */
+  unloadedByOperator?: boolean;
 }
 
 export class Catalogue {
@@ -80,6 +83,9 @@ export class Catalogue {
   private readonly modelDeps: ModelDeps;
   private readonly log: CatalogueDeps["log"];
   private pollTimer: NodeJS.Timeout | undefined;
+  private idleTimer: NodeJS.Timeout | undefined;
+  private roomChain: Promise<void> = Promise.resolve();
+  private readonly addedListeners: ((model: ServedModel) => void)[] = [];
   private polling: Promise<void> | undefined;
   private closed = false;
   private repoChain: Promise<unknown> = Promise.resolve();
@@ -101,7 +107,7 @@ export class Catalogue {
 
   private entry(c: ServedModelConfig): ModelVersions {
     const kind: ModelKind = isLanguageBackend(c.backend) ? "language" : "tensor";
-    return new ModelVersions(c.name, kind, c, (v) => this.create(v), this.log);
+    return new ModelVersions(c.name, kind, c, (v) => this.create(v), this.log, this.modelDeps.metrics);
   }
 
   private create(c: ServedModelConfig): ServedModel {
@@ -117,7 +123,14 @@ export class Catalogue {
    */
   async startAll(): Promise<void> {
     if (this.pool) await this.pool.start();
-    for (const [name, c] of this.configured) await this.models.get(name)!.add(c, { promote: true });
+    for (const [name, c] of this.configured) {
+      const entry = this.models.get(name)!;
+      const load = () => entry.add(c, { promote: true });
+      if (c.load === "lazy") entry.loadOnNextCall(load, "lazy: loads on first use");
+      else if (await this.makeRoom(entry, false)) await load();
+      else entry.loadOnNextCall(load, "not loaded at start-up: the loaded-models budget was full");
+    }
+    this.startIdleSweep();
     const repo = this.config.repository;
     if (!repo) return;
     await this.syncRepository();
@@ -221,6 +234,170 @@ export class Catalogue {
     return { ready: reasons.length === 0, reasons, models };
   }
 
+  /**
+   * As require(), loading the model first when it is unloaded but loads on demand (lazy,
+   * idle-unloaded, evicted): the call then waits for the load within `deadline` (performance.now()
+   * ms), and `onCold` hears how long it waited. Synchronous (no promise) when nothing must load.
+   * @throws ModelportError as require(); MP_ERR_MODEL_CAPACITY (503) when the load cannot fit the
+   * budget; MP_ERR_DEADLINE_EXCEEDED (504) when it outlasts the deadline.
+   */
+  acquire(
+    name: string,
+    capability: Capability,
+    version?: string,
+    options: { deadline?: number; onCold?: (waitedMs: number) => void } = {},
+  ): ServedModel | Promise<ServedModel> {
+    const entry = this.models.get(name) ?? this.models.get(name.slice(0, name.lastIndexOf("@")));
+    if (!entry?.onDemand) return this.require(name, capability, version);
+    return this.coldStart(entry, options).then(() => this.require(name, capability, version));
+  }
+
+  private async coldStart(
+    entry: ModelVersions,
+    options: { deadline?: number; onCold?: (waitedMs: number) => void },
+  ): Promise<void> {
+    const started = performance.now();
+    const metrics = this.modelDeps.metrics;
+    metrics?.coldStarts.inc({ model: entry.name });
+    // Room is made and the load started one model at a time, so two cold starts cannot both
+    // count the same free place; a model loading counts as loaded.
+    // Wrapped, so `start` settles once the load has started, not when it ends.
+    const start = this.roomChain.then(async () => {
+      if (!entry.onDemand) return { loading: entry.loadNow() };
+      if (!(await this.makeRoom(entry, true))) {
+        throw new ModelportError(
+          "MP_ERR_MODEL_CAPACITY",
+          `model '${entry.name}' is not loaded, and loading it would pass the server's budget (${this.budgetText()}) while every loaded model is busy`,
+          { model: entry.name, retryAfterSeconds: 1 },
+        );
+      }
+      return { loading: entry.loadNow() };
+    });
+    this.roomChain = start.then(
+      () => undefined,
+      () => undefined,
+    );
+    const load = start.then(({ loading }) => loading);
+    let timer: NodeJS.Timeout | undefined;
+    const left = options.deadline === undefined ? undefined : options.deadline - performance.now();
+    try {
+      await (left === undefined
+        ? load
+        : Promise.race([
+            load,
+            new Promise<never>((_, reject) => {
+              timer = setTimeout(
+                () =>
+                  reject(
+                    new ModelportError(
+                      "MP_ERR_DEADLINE_EXCEEDED",
+                      `model '${entry.name}' was still loading (a cold start) at the request's deadline`,
+                      { model: entry.name },
+                    ),
+                  ),
+                Math.max(0, left),
+              );
+            }),
+          ]));
+    } finally {
+      clearTimeout(timer);
+      const waited = performance.now() - started;
+      metrics?.coldStartWait.observe({ model: entry.name }, waited / 1000);
+      options.onCold?.(waited);
+    }
+  }
+
+  /**
+   * Whether `entry` may load within server.maxLoadedModels / maxLoadedBytes; with `evict`, least
+   * recently used idle models are unloaded (and load again on their next call) to make room.
+   */
+  private async makeRoom(entry: ModelVersions, evict: boolean): Promise<boolean> {
+    const { maxLoadedModels, maxLoadedBytes } = this.config.server;
+    if (maxLoadedModels === undefined && maxLoadedBytes === undefined) return true;
+    const loaded = [...this.models.values()].filter(
+      (m) => m !== entry && (m.loadedVersions().length > 0 || m.loadingNow()),
+    );
+    let models = loaded.length;
+    let bytes = loaded.reduce((sum, m) => sum + m.loadedBytes(), 0);
+    const need = pathBytes(entry.config.path);
+    const over = () =>
+      (maxLoadedModels !== undefined && models + 1 > maxLoadedModels) ||
+      (maxLoadedBytes !== undefined && bytes + need > maxLoadedBytes);
+    if (!over()) return true;
+    if (!evict) return false;
+    const candidates = loaded
+      .filter((m) => m.inFlight() === 0 && !m.loadingNow())
+      .sort((a, b) => a.lastUsed - b.lastUsed);
+    const victims: ModelVersions[] = [];
+    for (const m of candidates) {
+      if (!over()) break;
+      victims.push(m);
+      models--;
+      bytes -= m.loadedBytes();
+    }
+    if (over()) return false;
+    await Promise.all(
+      victims.map((v) =>
+        this.unloadForNow(
+          v,
+          "evicted",
+          `evicted to make room for '${entry.name}'; loads again on its next call`,
+        ),
+      ),
+    );
+    return true;
+  }
+
+  private budgetText(): string {
+    const { maxLoadedModels, maxLoadedBytes } = this.config.server;
+    return [
+      ...(maxLoadedModels !== undefined ? [`server.maxLoadedModels ${maxLoadedModels}`] : []),
+      ...(maxLoadedBytes !== undefined ? [`server.maxLoadedBytes ${maxLoadedBytes}`] : []),
+    ].join(", ");
+  }
+
+  /** Unloads a model that loads again on its next call (idle, evicted). */
+  private async unloadForNow(entry: ModelVersions, reason: "idle" | "evicted", why: string): Promise<void> {
+    this.log.info({ model: entry.name, reason }, `${entry.name}: ${why}`);
+    this.modelDeps.metrics?.unloads.inc({ model: entry.name, reason });
+    const loader = this.loaderFor(entry.name);
+    await entry.unload(why);
+    if (loader) entry.loadOnNextCall(loader, why);
+  }
+
+  /** How a model is loaded again on demand: its config, or its repository folder. */
+  private loaderFor(name: string): (() => Promise<unknown>) | undefined {
+    const configured = this.configured.get(name);
+    const entry = this.models.get(name);
+    if (!entry) return undefined;
+    if (configured) return () => entry.add(configured, { promote: true });
+    if (this.config.repository) return () => this.exclusive(() => this.syncModel(name, undefined, true));
+    return undefined;
+  }
+
+  /** Every second: models with idleUnloadMs that had no call for that long unload. */
+  private startIdleSweep(): void {
+    this.idleTimer = setInterval(() => {
+      const now = performance.now();
+      for (const entry of this.models.values()) {
+        const idleMs = entry.config.idleUnloadMs;
+        if (idleMs === undefined || entry.loadedVersions().length === 0 || entry.inFlight() > 0) continue;
+        if (entry.loadingNow() || now - entry.lastUsed < idleMs) continue;
+        void this.unloadForNow(
+          entry,
+          "idle",
+          `unloaded after ${idleMs} ms without a call; loads again on its next call`,
+        );
+      }
+    }, IDLE_SWEEP_MS);
+    this.idleTimer.unref();
+  }
+
+  /** Calls `listener` with each model the catalogue gains after start-up (new repository folders). */
+  onAdded(listener: (model: ServedModel) => void): void {
+    this.addedListeners.push(listener);
+  }
+
   // --- Management (docs/Repository.md): every change is one model's, run one at a time per model.
 
   /** Every model and version known: loaded, refused, or in the repository but not loaded. */
@@ -277,7 +454,8 @@ export class Catalogue {
       const state = this.repositoryState(name);
       delete state.preferred;
       state.held.clear();
-      const failed = await this.syncModel(name);
+      state.unloadedByOperator = false;
+      const failed = await this.syncModel(name, undefined, true);
       if (failed) throw refusedError(name, failed.version, failed.code, failed.reason);
     });
   }
@@ -285,6 +463,9 @@ export class Catalogue {
   /** Unloads every version of a model once its calls finish; it stays listed until loaded again. */
   async unload(name: string): Promise<void> {
     const entry = this.models.get(name) ?? this.notFound(name, "tensor");
+    entry.stopLoadingOnDemand();
+    if (!this.configured.has(name) && this.config.repository)
+      this.repositoryState(name).unloadedByOperator = true;
     await entry.unload("unloaded through the management API");
   }
 
@@ -297,6 +478,7 @@ export class Catalogue {
     const entry = this.models.get(name) ?? this.notFound(name, "tensor");
     if (this.configured.has(name) || !this.config.repository) {
       await entry.promote(version);
+      entry.endSplit(`version ${version} promoted`);
       return;
     }
     await this.exclusive(async () => {
@@ -313,6 +495,7 @@ export class Catalogue {
       state.held.delete(version);
       const failed = await this.syncModel(name, scanned);
       if (failed?.version === version) throw refusedError(name, version, failed.code, failed.reason);
+      entry.endSplit(`version ${version} promoted`);
     });
   }
 
@@ -339,8 +522,21 @@ export class Catalogue {
         held.delete(from);
         throw err;
       });
-    } else await entry.promote(to);
+    } else {
+      await entry.promote(to);
+      entry.endSplit(`rolled back to version ${to}`);
+    }
     return { from, to };
+  }
+
+  /** A canary: unversioned calls split by weight between loaded versions; null clears it. */
+  setWeights(name: string, weights: Record<string, number> | null): Promise<void> {
+    return (this.models.get(name) ?? this.notFound(name, "tensor")).setWeights(weights);
+  }
+
+  /** A shadow version that gets a copy of a sample of live predict calls; null stops it. */
+  setShadow(name: string, spec: ShadowSpec | null): Promise<void> {
+    return (this.models.get(name) ?? this.notFound(name, "tensor")).setShadow(spec);
   }
 
   private repositoryState(name: string): RepositoryState {
@@ -392,7 +588,11 @@ export class Catalogue {
    * for a candidate that failed.
    * @returns the refusal of the version that should have become current, if it was refused.
    */
-  private async syncModel(name: string, scanned?: RepositoryModel): Promise<RefusedVersion | undefined> {
+  private async syncModel(
+    name: string,
+    scanned?: RepositoryModel,
+    force = false,
+  ): Promise<RefusedVersion | undefined> {
     const repo = this.config.repository!;
     const m = scanned ?? scanModel(repo.dir, name, this.config);
     const state = this.repositoryState(name);
@@ -414,6 +614,19 @@ export class Catalogue {
     if (state.preferred !== undefined) wanted.add(state.preferred);
     const order = [...wanted].sort(compareVersions);
     const target = state.preferred ?? order[order.length - 1];
+    // A lazy model that is not loaded waits for its first call (or a management load).
+    const targetConfig = target === undefined ? undefined : onDisk.get(target)?.config;
+    if (!force && state.unloadedByOperator) return undefined;
+    const notLoaded = !entry || entry.loadedVersions().length === 0;
+    if (!force && (entry?.onDemand || (targetConfig?.load === "lazy" && notLoaded))) {
+      if (!entry && targetConfig) entry = this.addEntry(targetConfig);
+      if (entry && !entry.onDemand)
+        entry.loadOnNextCall(
+          () => this.exclusive(() => this.syncModel(name, undefined, true)),
+          "lazy: loads on first use",
+        );
+      return undefined;
+    }
     let failed: RefusedVersion | undefined;
     // The target last, so it is the one swapped in.
     for (const version of [...order.filter((v) => v !== target), ...(target ? [target] : [])]) {
@@ -484,6 +697,7 @@ export class Catalogue {
   private addEntry(c: ServedModelConfig): ModelVersions {
     const entry = this.entry(c);
     this.models.set(c.name, entry);
+    for (const listener of this.addedListeners) listener(entry.view);
     return entry;
   }
 
@@ -491,6 +705,7 @@ export class Catalogue {
   async closeAll(): Promise<void> {
     this.closed = true;
     if (this.pollTimer) clearInterval(this.pollTimer);
+    if (this.idleTimer) clearInterval(this.idleTimer);
     this.pool?.close();
     await this.polling?.catch(() => {});
     await Promise.all([...this.models.values()].map((m) => m.close()));
@@ -503,6 +718,25 @@ function refusedError(name: string, version: string, code: ErrorCode, reason: st
     `model '${name}' version ${version} was not loaded: ${reason}`,
     { model: name, version, cause: code },
   );
+}
+
+/** How often idle models are looked for (models.idleUnloadMs). */
+const IDLE_SWEEP_MS = 1000;
+
+/** A model's size on disk (a file, or a folder's files), the budget's estimate before it loads. */
+function pathBytes(path: string): number {
+  try {
+    const s = statSync(path);
+    if (!s.isDirectory()) return s.size;
+    let bytes = 0;
+    for (const e of readdirSync(path, { recursive: true }) as string[]) {
+      const f = statSync(join(path, e));
+      if (f.isFile()) bytes += f.size;
+    }
+    return bytes;
+  } catch {
+    return 0;
+  }
 }
 
 function isModelDir(dir: string, name: string): boolean {

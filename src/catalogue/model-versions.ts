@@ -11,6 +11,7 @@ import type { Logger } from "pino";
 import type { CancelHandle } from "../cancel.js";
 import { type ErrorCode, ModelportError } from "../errors.js";
 import type { EmbedResult, GenerateOptions, GenerateRequest, GenerateResult } from "../llm/language-model.js";
+import type { Metrics } from "../metrics/metrics.js";
 import type { TensorMap } from "../tensor.js";
 import type {
   CallOptions,
@@ -20,8 +21,11 @@ import type {
   RefusedVersion,
   ServedModel,
   ServedModelConfig,
+  ShadowSpec,
+  ShadowStatus,
   VersionStatus,
 } from "./served-model.js";
+import { copyInputs, Shadow } from "./shadow.js";
 
 export type AddResult = { loaded: true } | { loaded: false; code: ErrorCode; reason: string };
 
@@ -35,6 +39,7 @@ class VersionSlot {
   constructor(
     readonly model: ServedModel,
     readonly fingerprint: string | undefined,
+    private readonly record?: (ok: boolean, seconds: number) => void,
   ) {}
 
   get calls(): number {
@@ -43,21 +48,32 @@ class VersionSlot {
 
   call<T>(run: () => Promise<T>): Promise<T> {
     this.inFlight++;
+    const started = performance.now();
     let p: Promise<T>;
     try {
       p = run();
     } catch (err) {
-      this.done();
+      this.done(false, started);
       return Promise.reject(err);
     }
-    return p.finally(() => this.done());
+    return p.then(
+      (v) => {
+        this.done(true, started);
+        return v;
+      },
+      (err) => {
+        this.done(false, started);
+        throw err;
+      },
+    );
   }
 
   whenIdle(): Promise<void> {
     return this.inFlight === 0 ? Promise.resolve() : new Promise((r) => this.idle.push(r));
   }
 
-  private done(): void {
+  private done(ok: boolean, started: number): void {
+    this.record?.(ok, (performance.now() - started) / 1000);
     if (--this.inFlight === 0) for (const r of this.idle.splice(0)) r();
   }
 }
@@ -78,6 +94,14 @@ export class ModelVersions {
   private chain: Promise<unknown> = Promise.resolve();
   private lastConfig: ServedModelConfig;
   private closed = false;
+  /** performance.now() of the last call (least recently used eviction, idle unloading). */
+  lastUsed = performance.now();
+  /** Loads the model on its next call, while it is unloaded (lazy, idle-unloaded, evicted). */
+  private onDemandLoader: (() => Promise<unknown>) | undefined;
+  private coldLoad: Promise<void> | undefined;
+  /** Canary: unversioned calls split between versions by weight; absent: all to the current one. */
+  private weights: { version: string; weight: number }[] | undefined;
+  private shadow: Shadow | undefined;
 
   constructor(
     readonly name: string,
@@ -85,6 +109,7 @@ export class ModelVersions {
     firstConfig: ServedModelConfig,
     private readonly create: (config: ServedModelConfig) => ServedModel,
     private readonly log: Logger,
+    private readonly metrics?: Metrics,
   ) {
     this.lastConfig = firstConfig;
     this.view = new ModelView(this, undefined);
@@ -235,13 +260,200 @@ export class ModelVersions {
       this.unloadedReason = undefined;
       if (model.ready) this.refusedVersions.delete(version);
       const replaced = this.slots.get(version);
-      this.slots.set(version, new VersionSlot(model, options.fingerprint));
+      this.slots.set(version, new VersionSlot(model, options.fingerprint, this.recorder(version)));
       if (options.promote || !serving || this.currentVersion === version) this.switchTo(version);
       if (replaced) this.retire(replaced, version, "replaced by a fresh copy");
       if (!model.ready)
         return { loaded: false, code: s.code ?? "MP_ERR_MODEL_LOAD_FAILED", reason: s.reason ?? s.state };
       return { loaded: true };
     });
+  }
+
+  /** True while nothing is loaded and the next call loads it (lazy, idle-unloaded, evicted). */
+  get onDemand(): boolean {
+    return this.onDemandLoader !== undefined && this.slots.size === 0 && this.loadingVersions.size === 0;
+  }
+
+  /** Marks the model as loaded by its next call, with `why` as its unloaded reason meanwhile. */
+  loadOnNextCall(loader: () => Promise<unknown>, why: string): void {
+    this.onDemandLoader = loader;
+    if (this.slots.size === 0) this.unloadedReason = why;
+  }
+
+  /** Only the management API loads it again (an explicit unload). */
+  stopLoadingOnDemand(): void {
+    this.onDemandLoader = undefined;
+  }
+
+  /** Loads the model for a waiting call; concurrent calls share one load. */
+  loadNow(): Promise<void> {
+    const loader = this.onDemandLoader;
+    if (!loader) return Promise.resolve();
+    this.coldLoad ??= loader()
+      .then(() => undefined)
+      .finally(() => {
+        this.coldLoad = undefined;
+      });
+    return this.coldLoad;
+  }
+
+  /** A version is being loaded and checked now. */
+  loadingNow(): boolean {
+    return this.loadingVersions.size > 0 || this.coldLoad !== undefined;
+  }
+
+  /** Calls on every loaded version now. */
+  inFlight(): number {
+    let n = 0;
+    for (const slot of this.slots.values()) n += slot.calls;
+    return n;
+  }
+
+  /** Memory the loaded versions hold: measured where known, else their files' size. */
+  loadedBytes(): number {
+    let bytes = 0;
+    for (const slot of this.slots.values()) {
+      const s = slot.model.status();
+      bytes += s.memoryBytes ?? s.bytes ?? 0;
+    }
+    return bytes;
+  }
+
+  /** The slot an unversioned call goes to: by weight when weights are set, else the current one. */
+  route(): VersionSlot | undefined {
+    const w = this.weights;
+    if (w) {
+      const total = w.reduce((sum, e) => sum + e.weight, 0);
+      let pick = Math.random() * total;
+      for (const e of w) {
+        pick -= e.weight;
+        if (pick < 0) {
+          const slot = this.slots.get(e.version);
+          if (slot?.model.ready) return slot;
+          break;
+        }
+      }
+    }
+    return this.currentSlot();
+  }
+
+  /** The shadow for an unversioned call to `slot`, when one is set and wants this call. */
+  shadowFor(slot: VersionSlot): Shadow | undefined {
+    const shadow = this.shadow;
+    if (!shadow || slot.model.version === shadow.spec.version) return undefined;
+    return shadow.wants() ? shadow : undefined;
+  }
+
+  /**
+   * Splits unversioned calls between loaded, ready versions by weight (a canary); null: all to
+   * the current version. Cleared by a promote and when a weighted version unloads.
+   * @throws ModelportError MP_ERR_REQUEST_INVALID, MP_ERR_MODEL_VERSION_NOT_FOUND, MP_ERR_MODEL_NOT_READY
+   */
+  setWeights(weights: Record<string, number> | null): Promise<void> {
+    return this.serial(async () => {
+      if (weights === null) {
+        this.weights = undefined;
+        return;
+      }
+      const entries = Object.entries(weights).map(([version, weight]) => ({ version, weight }));
+      for (const e of entries) {
+        if (typeof e.weight !== "number" || !Number.isFinite(e.weight) || e.weight < 0)
+          throw new ModelportError(
+            "MP_ERR_REQUEST_INVALID",
+            `weight of version ${e.version} must be a number ≥ 0`,
+            {
+              param: "weights",
+            },
+          );
+        this.requireReady(e.version);
+      }
+      if (!entries.some((e) => e.weight > 0))
+        throw new ModelportError(
+          "MP_ERR_REQUEST_INVALID",
+          "weights need at least one version with a weight above 0",
+          {
+            param: "weights",
+          },
+        );
+      this.weights = entries.filter((e) => e.weight > 0);
+      this.log.info({ model: this.name, weights }, `${this.name}: traffic split ${JSON.stringify(weights)}`);
+    });
+  }
+
+  /**
+   * Copies a sample of unversioned predict calls to `spec.version` and compares its answers
+   * (shadow.ts); null stops it. Tensor models only.
+   * @throws ModelportError MP_ERR_REQUEST_INVALID, MP_ERR_MODEL_VERSION_NOT_FOUND, MP_ERR_MODEL_NOT_READY
+   */
+  setShadow(spec: ShadowSpec | null): Promise<void> {
+    return this.serial(async () => {
+      this.shadow?.forget();
+      this.shadow = undefined;
+      if (spec === null) return;
+      if (this.kind !== "tensor")
+        throw new ModelportError("MP_ERR_REQUEST_INVALID", "shadow traffic is for tensor models (predict)", {
+          param: "version",
+        });
+      this.requireReady(spec.version);
+      const version = spec.version;
+      const target = () => {
+        const slot = this.slots.get(version);
+        return slot?.model.predict
+          ? (i: TensorMap, o: CallOptions) => slot.call(() => slot.model.predict!(i, o))
+          : undefined;
+      };
+      this.shadow = new Shadow(spec, this.name, target, this.log, this.metrics);
+      this.log.info({ model: this.name, ...spec }, `${this.name}: version ${version} shadows live traffic`);
+    });
+  }
+
+  /** Weights and shadow as status shows them. */
+  traffic(): { weights?: Record<string, number>; shadow?: ShadowStatus } | undefined {
+    if (!this.weights && !this.shadow) return undefined;
+    return {
+      ...(this.weights
+        ? { weights: Object.fromEntries(this.weights.map((e) => [e.version, e.weight])) }
+        : {}),
+      ...(this.shadow ? { shadow: this.shadow.status() } : {}),
+    };
+  }
+
+  private requireReady(version: string): void {
+    const slot = this.slots.get(version);
+    if (!slot) throw this.versionNotFound(version);
+    if (!slot.model.ready) throw slot.model.notReadyError();
+  }
+
+  /** Drops weights and shadow that name `version` (it is unloading, or became current). */
+  private dropTraffic(version: string, why: string): void {
+    if (this.weights?.some((e) => e.version === version)) {
+      this.weights = undefined;
+      this.log.warn(
+        { model: this.name, version },
+        `${this.name}: traffic split cleared (version ${version} ${why})`,
+      );
+    }
+    if (this.shadow?.spec.version === version) {
+      this.shadow.forget();
+      this.shadow = undefined;
+      this.log.info(
+        { model: this.name, version },
+        `${this.name}: shadowing stopped (version ${version} ${why})`,
+      );
+    }
+  }
+
+  private recorder(version: string): ((ok: boolean, seconds: number) => void) | undefined {
+    const m = this.metrics;
+    if (!m) return undefined;
+    const labels = { model: this.name, version };
+    const ok = m.versionCalls.labels({ ...labels, outcome: "ok" });
+    const error = m.versionCalls.labels({ ...labels, outcome: "error" });
+    const duration = m.versionCallDuration.labels(labels);
+    return (success, seconds) => {
+      (success ? ok : error).inc();
+      duration.observe(seconds);
+    };
   }
 
   /** Records a version that cannot even be built (its folder or settings are wrong). */
@@ -268,7 +480,15 @@ export class ModelVersions {
       if (!slot) throw this.versionNotFound(version);
       if (!slot.model.ready) throw slot.model.notReadyError();
       this.switchTo(version);
+      this.dropTraffic(version, "is current now");
     });
+  }
+
+  /** Ends a canary split (an operator's promote or rollback decided it). */
+  endSplit(why: string): void {
+    if (!this.weights) return;
+    this.weights = undefined;
+    this.log.info({ model: this.name }, `${this.name}: traffic split ended (${why})`);
   }
 
   /**
@@ -331,6 +551,16 @@ export class ModelVersions {
   /** Drains then closes a slot that no longer takes new unversioned calls. */
   private retire(slot: VersionSlot, version: string, why: string): void {
     slot.retired = true;
+    // A fresh copy of the same version keeps its traffic settings and metric series.
+    const replacedInPlace = this.slots.get(version) !== undefined && this.slots.get(version) !== slot;
+    if (!replacedInPlace) {
+      this.dropTraffic(version, "unloaded");
+      this.metrics?.forgetVersion(this.name, version);
+    }
+    this.drainAndClose(slot, version, why);
+  }
+
+  private drainAndClose(slot: VersionSlot, version: string, why: string): void {
     const done: Promise<void> = (async () => {
       const started = performance.now();
       await slot.whenIdle();
@@ -379,10 +609,11 @@ class ModelView implements ServedModel {
     return this.slot ?? this.entry.currentSlot();
   }
 
-  /** The slot a call goes to. @throws ModelportError when there is none or it was unloaded. */
+  /** The slot a call goes to (unpinned: by weight, else current). @throws ModelportError when there is none or it was unloaded. */
   private callSlot(): VersionSlot {
-    const slot = this.target();
+    this.entry.lastUsed = performance.now();
     if (this.slot?.retired) throw this.entry.versionNotFound(this.slot.model.version);
+    const slot = this.slot ?? this.entry.route();
     if (!slot) throw this.entry.notReadyError();
     return slot;
   }
@@ -457,10 +688,12 @@ class ModelView implements ServedModel {
         };
     if (this.slot) return base;
     const refused = this.entry.refused();
+    const traffic = this.entry.traffic();
     return {
       ...base,
       versions: this.entry.versionStatuses(),
       ...(refused.length ? { refused: refused.map(({ fingerprint: _, ...r }) => r) } : {}),
+      ...(traffic ? { traffic } : {}),
     };
   }
 
@@ -492,8 +725,20 @@ class ModelView implements ServedModel {
     return model ? model[method] !== undefined : this.entry.kind === kind;
   }
 
-  private readonly callPredict = (inputs: TensorMap, options?: CallOptions): Promise<TensorMap> =>
-    this.call((m) => m.predict!(inputs, options));
+  private readonly callPredict = (inputs: TensorMap, options?: CallOptions): Promise<TensorMap> => {
+    let slot: VersionSlot;
+    try {
+      slot = this.callSlot();
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const shadow = this.slot ? undefined : this.entry.shadowFor(slot);
+    // Copied before the live call, whose runner may take the buffers.
+    const copy = shadow ? copyInputs(inputs) : undefined;
+    const live = slot.call(() => slot.model.predict!(inputs, options));
+    if (shadow && copy) shadow.mirror(live, copy, slot.model.config.limits.timeoutMs);
+    return live;
+  };
 
   private readonly callGenerate = (
     request: GenerateRequest,

@@ -107,6 +107,8 @@ export interface ModelStatus {
   versions?: VersionStatus[];
   /** Versions that failed their checks and never served. */
   refused?: Omit<RefusedVersion, "fingerprint">[];
+  /** A canary split (weights by version) and a shadow version with its comparison so far. */
+  traffic?: { weights?: Record<string, number>; shadow?: ShadowStatus };
 }
 
 /** How one call is bounded: its deadline (performance.now() ms) and the client's cancellation. */
@@ -193,4 +195,24 @@ export interface RefusedVersion {
   at: string;
   /** Of the refused files, so an unchanged refused version is not tried again and again. */
   fingerprint?: string;
+}
+
+/** A shadow version's settings (catalogue/shadow.ts). */
+export interface ShadowSpec {
+  version: string;
+  /** Share of live calls copied, 0 < sample ≤ 1. */
+  sample: number;
+  /** Largest absolute difference of a numeric output element still counted as agreement. */
+  tolerance: number;
+}
+
+export interface ShadowStatus extends ShadowSpec {
+  compared: number;
+  disagreed: number;
+  failed: number;
+  skipped: number;
+  /** Largest absolute difference seen (numeric outputs). */
+  maxAbsDiff: number;
+  /** disagreed / compared. */
+  disagreementRate: number;
 }

@@ -57,6 +57,8 @@ export function resolveLanguageModel(
     threads: m.backend === "upstream" ? 0 : m.threads,
     limits: Object.freeze({ ...limits, ...m.limits }),
     llm: Object.freeze(m.llm ?? llmSchema.parse({})),
+    ...(m.load === "lazy" ? { load: "lazy" as const } : {}),
+    ...(m.idleUnloadMs !== undefined ? { idleUnloadMs: m.idleUnloadMs } : {}),
     options: Object.freeze({ ...m.options }),
     ...(m.description ? { description: m.description } : {}),
     // Embeddings (transformers) are batched like tensor models; cost settings (docs/Cost.md).

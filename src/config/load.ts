@@ -307,6 +307,8 @@ function resolveModel(
     ...(m.maxRssMb ? { maxRssMb: m.maxRssMb } : {}),
     device: m.device,
     options: Object.freeze({ ...m.options }),
+    ...(m.load === "lazy" ? { load: "lazy" as const } : {}),
+    ...(m.idleUnloadMs !== undefined ? { idleUnloadMs: m.idleUnloadMs } : {}),
     ...(m.description ? { description: m.description } : {}),
   });
 }

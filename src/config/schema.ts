@@ -177,6 +177,10 @@ export const modelSchema = z
     /** Default tolerance for golden outputs; the golden file's own tolerance wins. */
     tolerance: z.number().nonnegative().default(1e-5),
     threads: positiveInt.max(256).default(1),
+    /** eager: loaded at start-up; lazy: on the first request that needs it (docs/Repository.md#lazy-loading-and-eviction). */
+    load: z.enum(["eager", "lazy"]).default("eager"),
+    /** Unloaded after this many ms without a call; the next call loads it again (a cold start). */
+    idleUnloadMs: positiveInt.min(1000).optional(),
     /** Where the runner lives: a worker thread of the server process, or a supervised child process. */
     placement: z.enum(["worker", "process"]).default("worker"),
     /** Child-process runners only: recycle the runner (after draining) when its RSS exceeds this many MiB. */
@@ -251,6 +255,13 @@ export const serverSchema = z
     requestLogging: z.boolean().default(true),
     /** HTTP front processes (each loads its own copy of every model); processes × model threads must fit the cores. */
     processes: positiveInt.max(256).default(1),
+    /**
+     * Most models loaded at once; loading another first unloads the least recently used idle one,
+     * or answers 503 MP_ERR_MODEL_CAPACITY (docs/Repository.md#lazy-loading-and-eviction).
+     */
+    maxLoadedModels: positiveInt.max(100_000).optional(),
+    /** Most bytes of loaded models (measured memory, else file size), with the same eviction. */
+    maxLoadedBytes: positiveInt.optional(),
     /** Accept a layout whose multi-threaded models oversubscribe the cores (not recommended). */
     allowOversubscription: z.boolean().default(false),
     /** Default dollars per machine-hour for local models' cost per request (0: time is measured, cost 0). */
@@ -456,6 +467,9 @@ export interface ModelConfig {
   readonly description?: string;
   /** Dollars per machine-hour (the model's own, else server.pricePerHour); for cost per request. */
   readonly pricePerHour?: number;
+  /** "lazy": loaded on first use; absent: at start-up. */
+  readonly load?: "eager" | "lazy";
+  readonly idleUnloadMs?: number;
 }
 
 /** A model served through the LanguageModel interface (src/llm/language-model.ts), not a tensor runner. */
@@ -479,6 +493,9 @@ export interface LanguageModelConfig {
   readonly batching?: Readonly<BatchingConfig>;
   /** Cost per request (src/metrics/cost.ts): local models use pricePerHour, upstream ones token prices. */
   readonly pricePerHour?: number;
+  /** "lazy": loaded on first use; absent: at start-up. */
+  readonly load?: "eager" | "lazy";
+  readonly idleUnloadMs?: number;
   readonly pricePerMillionInputTokens?: number;
   readonly pricePerMillionOutputTokens?: number;
   /** backend upstream only. */
@@ -493,6 +510,8 @@ export interface ServerConfig {
   readonly apiKeys: readonly string[];
   /** Keys that may also use the management routes. */
   readonly adminKeys: readonly string[];
+  readonly maxLoadedModels?: number;
+  readonly maxLoadedBytes?: number;
   readonly drainTimeoutMs: number;
   readonly logLevel: z.output<typeof serverSchema>["logLevel"];
   readonly requestLogging: boolean;

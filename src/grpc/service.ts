@@ -78,7 +78,10 @@ export function inferenceHandlers(env: CallEnv): UntypedServiceImplementation {
       env,
       "ModelInfer",
       async (r: GrpcInferRequest, call): Promise<GrpcInferResponse> => {
-        const host = catalogue.require(r.model_name, "predict", version(r.model_version));
+        // A model that loads on demand is loaded first, within the call's deadline.
+        const host = await catalogue.acquire(r.model_name, "predict", version(r.model_version), {
+          deadline: performance.now() + timeoutMs(call, ctx.config.limits.timeoutMs),
+        });
         const signature = host.signature;
         if (!signature) throw host.notReadyError();
         const inputs = decodeGrpcInputs(r, signature, host.config.limits);

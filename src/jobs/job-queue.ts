@@ -87,6 +87,8 @@ export class JobQueue {
    */
   async submit(req: SubmitJob): Promise<CreateResult> {
     const host = this.catalogue.find(req.model, "predict");
+    // A model that loads on demand starts loading now, so its workers can claim the job.
+    if (!host.ready) void (async () => this.catalogue.acquire(req.model, "predict"))().catch(() => {});
     const body: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(req.body)) if (INPUT_FIELDS.includes(k)) body[k] = v;
     const input = JSON.stringify(body);
@@ -268,9 +270,13 @@ export class JobQueue {
 
   /** Starts `jobs.concurrency` workers per served model. */
   start(): void {
-    for (const host of this.catalogue.all().filter((m) => m.kind === "tensor")) {
-      for (let i = 0; i < this.config.concurrency; i++) this.loops.push(this.workLoop(host, i));
-    }
+    for (const host of this.catalogue.all()) this.startModel(host);
+  }
+
+  /** Starts the workers of one tensor model (one the catalogue gained after start-up, too). */
+  startModel(host: ServedModel): void {
+    if (host.kind !== "tensor" || this.stopping) return;
+    for (let i = 0; i < this.config.concurrency; i++) this.loops.push(this.workLoop(host, i));
   }
 
   /**

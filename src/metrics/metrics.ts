@@ -198,6 +198,63 @@ export class Metrics {
     },
   });
 
+  readonly versionCalls = new Counter({
+    name: "modelport_version_calls_total",
+    help: "Calls answered by each loaded version of a model (unversioned, weighted and pinned), by outcome (ok, error); a version's series go when it unloads.",
+    labelNames: ["model", "version", "outcome"] as const,
+    registers: [this.registry],
+  });
+
+  readonly versionCallDuration = new Histogram({
+    name: "modelport_version_call_duration_seconds",
+    help: "Time from a call reaching a model version to its answer (queue wait and inference), by version.",
+    labelNames: ["model", "version"] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+
+  readonly shadowComparisons = new Counter({
+    name: "modelport_shadow_comparisons_total",
+    help: "Requests mirrored to a shadow version, by result: agree, disagree (an output differs by more than the tolerance), failed (the shadow or live call failed), skipped (too many shadow calls in flight).",
+    labelNames: ["model", "version", "result"] as const,
+    registers: [this.registry],
+  });
+
+  readonly shadowMaxAbsDiff = new Gauge({
+    name: "modelport_shadow_max_abs_diff",
+    help: "Largest absolute difference between a shadow version's output and the live one's, since shadowing started.",
+    labelNames: ["model", "version"] as const,
+    registers: [this.registry],
+  });
+
+  readonly coldStarts = new Counter({
+    name: "modelport_cold_starts_total",
+    help: "Requests that found their model unloaded (lazy, idle-unloaded or evicted) and waited for it to load.",
+    labelNames: ["model"] as const,
+    registers: [this.registry],
+  });
+
+  readonly coldStartWait = new Histogram({
+    name: "modelport_cold_start_seconds",
+    help: "How long a request waited for its model to load.",
+    labelNames: ["model"] as const,
+    buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    registers: [this.registry],
+  });
+
+  readonly unloads = new Counter({
+    name: "modelport_model_unloads_total",
+    help: "Models unloaded by the server itself, by reason: idle (idleUnloadMs) or evicted (to make room within maxLoadedModels / maxLoadedBytes).",
+    labelNames: ["model", "reason"] as const,
+    registers: [this.registry],
+  });
+
+  /** Drops the series of a version that unloaded, so labels stay bounded by the versions loaded. */
+  forgetVersion(model: string, version: string): void {
+    for (const outcome of ["ok", "error"]) this.versionCalls.remove({ model, version, outcome });
+    this.versionCallDuration.remove({ model, version });
+  }
+
   private readonly requestChildren = new Map<
     string,
     { count: { inc(): void }; duration: { observe(v: number): void } }

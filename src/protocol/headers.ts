@@ -16,3 +16,5 @@ export const POLL_HEADER = "x-modelport-poll";
 export const REQUEST_ID_HEADER = "x-request-id";
 /** Which process answered, on every response. */
 export const INSTANCE_HEADER = "x-modelport-instance";
+/** On a response whose model had to be loaded first (lazy, idle-unloaded, evicted): the ms waited. */
+export const COLD_START_HEADER = "x-modelport-cold-start-ms";

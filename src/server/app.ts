@@ -252,7 +252,10 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     async loadModels() {
       await catalogue.startAll();
       // The API tier accepts jobs; the runners, which hold the models, execute them.
-      if (role !== "api") jobs.start();
+      if (role !== "api") {
+        jobs.start();
+        catalogue.onAdded((m) => jobs.startModel(m));
+      }
       for (const h of catalogue.all()) {
         const s = h.status();
         if (s.loadMs !== undefined) metrics.modelLoadSeconds.set({ model: s.name }, s.loadMs / 1000);

@@ -1,13 +1,13 @@
 // What every route needs: the models, the metrics and whether the server is draining; and
 // how a request's deadline and disconnect reach the model's queue.
-import type { FastifyRequest } from "fastify";
+import type { FastifyReply, FastifyRequest } from "fastify";
 import { CancelHandle } from "../cancel.js";
 import type { Catalogue } from "../catalogue/catalogue.js";
-import type { ServedModel } from "../catalogue/served-model.js";
+import type { Capability, ServedModel } from "../catalogue/served-model.js";
 import type { Config } from "../config/schema.js";
 import type { JobQueue } from "../jobs/job-queue.js";
 import type { Metrics } from "../metrics/metrics.js";
-import { TIMEOUT_HEADER } from "../protocol/headers.js";
+import { COLD_START_HEADER, TIMEOUT_HEADER } from "../protocol/headers.js";
 import { requestTimeoutMs } from "../protocol/request-timeout.js";
 import type { TensorMap } from "../tensor.js";
 import type { StreamSlots } from "./stream-slots.js";
@@ -33,6 +33,26 @@ declare module "fastify" {
     /** Set by requestCancel(): canceled when the client disconnects before its answer. */
     cancelHandle?: CancelHandle;
   }
+}
+
+/**
+ * The model a request asks for, ready (catalogue.acquire): an unloaded model that loads on demand
+ * is loaded first, within the request's deadline, and the response says how long that took
+ * (X-Modelport-Cold-Start-Ms).
+ */
+export function acquire(
+  ctx: AppContext,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  name: string,
+  capability: Capability,
+  version?: string,
+): ServedModel | Promise<ServedModel> {
+  const timeoutMs = requestTimeoutMs(req.headers[TIMEOUT_HEADER]) ?? ctx.config.limits.timeoutMs;
+  return ctx.catalogue.acquire(name, capability, version, {
+    deadline: performance.now() + timeoutMs,
+    onCold: (ms) => reply.header(COLD_START_HEADER, Math.round(ms)),
+  });
 }
 
 /**

@@ -237,6 +237,122 @@ describe("model repository: poll mode", () => {
   });
 });
 
+describe("model repository: canary weights and shadow traffic", () => {
+  let dir: string;
+  let s: InProcessServer;
+  const admin = "admin-key-1234567890";
+  const manage = (path: string, body: unknown) => post(`${s.url}${path}`, body, admin);
+  const metric = async (line: RegExp) => {
+    const text = await (
+      await fetch(`${s.url}/metrics`, { headers: { authorization: `Bearer ${admin}` } })
+    ).text();
+    const m = text.split("\n").find((l) => line.test(l));
+    return m ? Number(m.split(" ").pop()) : undefined;
+  };
+
+  before(async () => {
+    dir = tempRepository();
+    writeModelSettings(dir, "scale", "versionPolicy: all\n");
+    writeScaleVersion(dir, "scale", "1", { k: 2 });
+    writeScaleVersion(dir, "scale", "2", { k: 3 });
+    writeScaleVersion(dir, "scale", "3", { k: 3 });
+    s = await startInProcess({ flags: { repository: dir, adminKeys: [admin] } });
+    await manage("/v1/models/scale/promote", { version: "2" });
+  });
+  after(() => s.close());
+
+  it("weights split unversioned calls between versions, counted per version; null ends the split", async () => {
+    const set = await manage("/v1/models/scale/weights", { weights: { "1": 1, "2": 1 } });
+    assert.equal(set.status, 200);
+    assert.deepEqual(set.body.traffic.weights, { "1": 1, "2": 1 });
+    const answers = [];
+    for (let i = 0; i < 200; i++) answers.push(await factor(s.url));
+    const ones = answers.filter((a) => a === 2).length;
+    const twos = answers.filter((a) => a === 3).length;
+    assert.equal(ones + twos, 200, "every call answered by version 1 or 2");
+    // 200 fair coin flips: each side 100 ± 7 (one sigma); 40..160 is over eight sigmas.
+    assert.ok(ones >= 40 && twos >= 40, `split ${ones}/${twos}`);
+    const v1 = await metric(/^modelport_version_calls_total\{model="scale",version="1",outcome="ok"\}/);
+    assert.ok(v1 !== undefined && v1 >= ones, `version 1 counted ${v1}, answered ${ones}`);
+    // Pinned calls ignore the split.
+    for (let i = 0; i < 5; i++) assert.equal(await factor(s.url, "/v1/models/scale/versions/2/predict"), 3);
+    assert.equal((await manage("/v1/models/scale/weights", { weights: { "9": 1 } })).status, 404);
+    assert.equal((await manage("/v1/models/scale/weights", { weights: { "1": -1 } })).status, 400);
+    assert.equal((await manage("/v1/models/scale/weights", { weights: { "1": 0 } })).status, 400);
+    assert.equal((await manage("/v1/models/scale/weights", {})).status, 400);
+    const cleared = await manage("/v1/models/scale/weights", { weights: null });
+    assert.equal(cleared.body.traffic, undefined);
+    for (let i = 0; i < 10; i++) assert.equal(await factor(s.url), 3);
+  });
+
+  it("a promote ends a split", async () => {
+    await manage("/v1/models/scale/weights", { weights: { "1": 1, "2": 1 } });
+    const promoted = await manage("/v1/models/scale/promote", { version: "2" });
+    assert.equal(promoted.body.traffic, undefined);
+  });
+
+  it("a shadow version gets a copy of live calls; answers are compared, not returned", async () => {
+    const set = await manage("/v1/models/scale/shadow", { version: "1" });
+    assert.equal(set.status, 200);
+    for (let i = 0; i < 20; i++) assert.equal(await factor(s.url), 3, "the live answer is version 2's");
+    // Pinned calls are not mirrored.
+    await factor(s.url, "/v1/models/scale/versions/2/predict");
+    await until("20 comparisons", async () => {
+      const d = (await (await fetch(`${s.url}/v1/models/scale`)).json()) as any;
+      return d.traffic?.shadow?.compared === 20;
+    });
+    const d = (await (await fetch(`${s.url}/v1/models/scale`)).json()) as any;
+    assert.deepEqual(
+      [
+        d.traffic.shadow.version,
+        d.traffic.shadow.disagreed,
+        d.traffic.shadow.disagreementRate,
+        d.traffic.shadow.maxAbsDiff,
+      ],
+      ["1", 20, 1, 1],
+    );
+    assert.equal(
+      await metric(/^modelport_shadow_comparisons_total\{model="scale",version="1",result="disagree"\}/),
+      20,
+    );
+    assert.equal(await metric(/^modelport_shadow_max_abs_diff\{model="scale",version="1"\}/), 1);
+    assert.ok(s.logs.some((l) => String(l.msg).includes("shadow version 1 disagrees")));
+
+    // A version with the same answers agrees.
+    await manage("/v1/models/scale/shadow", { version: "3", sample: 1 });
+    for (let i = 0; i < 10; i++) await factor(s.url);
+    await until("10 comparisons", async () => {
+      const x = (await (await fetch(`${s.url}/v1/models/scale`)).json()) as any;
+      return x.traffic?.shadow?.compared === 10;
+    });
+    const agree = (await (await fetch(`${s.url}/v1/models/scale`)).json()) as any;
+    assert.deepEqual([agree.traffic.shadow.disagreed, agree.traffic.shadow.maxAbsDiff], [0, 0]);
+    assert.equal((await manage("/v1/models/scale/shadow", { version: "3", sample: 2 })).status, 400);
+    assert.equal((await manage("/v1/models/scale/shadow", { version: "8" })).status, 404);
+    const stopped = await manage("/v1/models/scale/shadow", { version: null });
+    assert.equal(stopped.body.traffic, undefined);
+  });
+
+  it("the CLI sets weights and a shadow", async () => {
+    const env = { ...process.env, MODELPORT_ADMIN_KEY: admin };
+    const w = await run(process.execPath, [CLI, "models", "weights", "scale", "2=3", "3=1", "--url", s.url], {
+      env,
+    });
+    assert.match(w.stdout, /"weights":\{"2":3,"3":1\}/);
+    const c = await run(process.execPath, [CLI, "models", "weights", "scale", "--clear", "--url", s.url], {
+      env,
+    });
+    assert.match(c.stdout, /all traffic to the current version/);
+    const sh = await run(
+      process.execPath,
+      [CLI, "models", "shadow", "scale", "1", "--sample", "0.5", "--url", s.url],
+      { env },
+    );
+    assert.match(sh.stdout, /"sample":0.5/);
+    await run(process.execPath, [CLI, "models", "shadow", "scale", "--stop", "--url", s.url], { env });
+  });
+});
+
 describe("model repository: language models by name@version", () => {
   it("an embeddings folder serves as a version, and OpenAI routes pick a version with name@version", async () => {
     const models = await testModels();

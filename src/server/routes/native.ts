@@ -10,7 +10,7 @@ import {
   wantsOctetStream,
 } from "../../protocol/raw-tensor.js";
 import { requestedOutputs } from "../../protocol/requested-outputs.js";
-import { infer } from "../context.js";
+import { acquire, infer } from "../context.js";
 import { submitJob } from "./jobs.js";
 import { describeLanguageModel, openaiModelList } from "./openai.js";
 
@@ -29,6 +29,8 @@ export function describeModel(host: ServedModel): Record<string, unknown> {
     // Every loaded version with its state and role, and the versions refused (docs/Repository.md).
     version_status: s.versions,
     refused_versions: s.refused,
+    // A canary split and a shadow version with its comparison so far (docs/Repository.md).
+    traffic: s.traffic,
     backend: s.backend,
     description: host.config.description,
     status: {
@@ -94,7 +96,7 @@ export const nativeRoutes: FastifyPluginAsync = async (app) => {
         reply.header("preference-applied", "respond-async");
         return submitJob(ctx.jobs, req.params.model, req, reply);
       }
-      const host = ctx.catalogue.require(req.params.model, "predict", version);
+      const host = await acquire(ctx, req, reply, req.params.model, "predict", version);
       const signature = host.signature;
       if (!signature) throw host.notReadyError();
       // A Buffer is a raw application/octet-stream tensor (protocol/raw-tensor.ts); anything else is JSON.

@@ -6,7 +6,7 @@ import { INFERENCE_HEADER, OCTET_STREAM } from "../../protocol/headers.js";
 import { decodeOip, encodeOip } from "../../protocol/oip-body.js";
 import { modelMetadata, serverMetadata } from "../../protocol/oip-metadata.js";
 import { requestedOutputs } from "../../protocol/requested-outputs.js";
-import { infer } from "../context.js";
+import { acquire, infer } from "../context.js";
 import { errorHandler } from "../plugins/errors.js";
 
 interface Params {
@@ -42,7 +42,7 @@ export const oipRoutes: FastifyPluginAsync = async (app) => {
     });
 
     app.post<{ Params: Params }>(`${prefix}/infer`, { onRequest: binaryBody }, async (req, reply) => {
-      const host = ctx.catalogue.require(req.params.model, "predict", req.params.version);
+      const host = await acquire(ctx, req, reply, req.params.model, "predict", req.params.version);
       const signature = host.signature;
       if (!signature) throw host.notReadyError();
       const { body, binary } = splitOipBody(

@@ -5,9 +5,9 @@
 // model (batched across concurrent requests) or an upstream one. Errors are OpenAI-shaped:
 // {"error": {"message", "type", "param", "code"}} with an MP_ERR_* code (plugins/errors.ts),
 // `param` naming the field at fault.
-import type { FastifyPluginAsync, FastifyRequest } from "fastify";
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { ModelportError } from "../../errors.js";
-import { requestCancel } from "../context.js";
+import { acquire, requestCancel } from "../context.js";
 import { errorHandler } from "../plugins/errors.js";
 
 function invalid(param: string, message: string): ModelportError {
@@ -84,9 +84,9 @@ export const openAiEmbeddingsRoutes: FastifyPluginAsync = async (app) => {
   app.setErrorHandler(errorHandler("openai", ctx.config.limits.maxBodyBytes));
   // Most inputs in one request: limits.maxBatchRows.
   const maxInputs = ctx.config.limits.maxBatchRows;
-  app.post("/v1/embeddings", async (req: FastifyRequest) => {
+  app.post("/v1/embeddings", async (req: FastifyRequest, reply: FastifyReply) => {
     const parsed = parseEmbeddingsRequest(req.body, maxInputs);
-    const model = ctx.catalogue.require(parsed.model, "embeddings");
+    const model = await acquire(ctx, req, reply, parsed.model, "embeddings");
     // The client going away cancels queued work (and an upstream call in flight).
     const result = await model.embed!(parsed.inputs, { cancel: requestCancel(req) });
     return {

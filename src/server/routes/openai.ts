@@ -16,7 +16,7 @@ import { llmSchema } from "../../config/schema.js";
 import { ModelportError } from "../../errors.js";
 import type { GenerateResult, TokenUsage } from "../../llm/language-model.js";
 import type { Metrics } from "../../metrics/metrics.js";
-import { type AppContext, requestCancel } from "../context.js";
+import { type AppContext, acquire, requestCancel } from "../context.js";
 import {
   type OpenAiRequest,
   type PromptLimits,
@@ -48,8 +48,15 @@ function usageJson(u: TokenUsage): {
 }
 
 /** The served language model for a request: ready, and doing what was asked (and streaming, when asked). */
-function pickModel(ctx: AppContext, name: string, kind: Kind, stream: boolean): ServedModel {
-  const model = ctx.catalogue.require(name, kind);
+async function pickModel(
+  ctx: AppContext,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  name: string,
+  kind: Kind,
+  stream: boolean,
+): Promise<ServedModel> {
+  const model = await acquire(ctx, req, reply, name, kind);
   if (stream && !model.capabilities.stream) {
     throw new ModelportError(
       "MP_ERR_LLM_CAPABILITY_UNSUPPORTED",
@@ -129,7 +136,7 @@ async function answer(
   req: FastifyRequest,
   reply: FastifyReply,
 ) {
-  const model = pickModel(ctx, parsed.model, kind, parsed.stream);
+  const model = await pickModel(ctx, req, reply, parsed.model, kind, parsed.stream);
   const cancel = requestCancel(req);
   const timer = new GenerationTimer(ctx.metrics, model.name, reply);
   const created = Math.floor(Date.now() / 1000);
@@ -282,6 +289,8 @@ export function describeLanguageModel(m: ServedModel): Record<string, unknown> {
     version: s.version,
     version_status: s.versions,
     refused_versions: s.refused,
+    // A canary split and a shadow version with its comparison so far (docs/Repository.md).
+    traffic: s.traffic,
     concurrency: s.concurrency,
     context_length: s.contextSize,
     batch_size: s.batchSize,

@@ -3,6 +3,7 @@
 // clients call it (index, load, unload), and native routes to promote a loaded version and to
 // roll back to the one before.
 import type { FastifyPluginAsync } from "fastify";
+import type { ShadowSpec } from "../../catalogue/served-model.js";
 import { ModelportError } from "../../errors.js";
 import { adminOnly } from "../plugins/admin.js";
 import { errorHandler } from "../plugins/errors.js";
@@ -93,7 +94,66 @@ const nativeRepositoryRoutes: FastifyPluginAsync = async (app) => {
     const { from, to } = await ctx.catalogue.rollback(req.params.model);
     return { from, to, model: describe(req.params.model) };
   });
+
+  // {"weights": {"2": 90, "3": 10}} splits unversioned calls; {"weights": null} ends the split.
+  app.post<{ Params: ModelParams; Body: { weights?: unknown } | undefined }>(
+    "/v1/models/:model/weights",
+    async (req) => {
+      const weights = req.body?.weights;
+      if (
+        weights !== null &&
+        (typeof weights !== "object" || weights === undefined || Array.isArray(weights))
+      )
+        throw new ModelportError(
+          "MP_ERR_REQUEST_INVALID",
+          'the body needs "weights": {"<version>": <weight>, ...} or null',
+          { param: "weights" },
+        );
+      await ctx.catalogue.setWeights(req.params.model, weights as Record<string, number> | null);
+      return describe(req.params.model);
+    },
+  );
+
+  // {"version": "3", "sample": 0.1, "tolerance": 0.001} mirrors a sample; {"version": null} stops.
+  app.post<{ Params: ModelParams; Body: Record<string, unknown> | undefined }>(
+    "/v1/models/:model/shadow",
+    async (req) => {
+      const b = req.body ?? {};
+      const model = ctx.catalogue.get(req.params.model);
+      await ctx.catalogue.setShadow(
+        req.params.model,
+        b.version === null ? null : shadowSpec(b, model.config as { tolerance?: number }),
+      );
+      return describe(req.params.model);
+    },
+  );
 };
+
+/** The shadow settings of a request body, checked. */
+function shadowSpec(b: Record<string, unknown>, config: { tolerance?: number }): ShadowSpec {
+  const { version, sample = 1, tolerance = config.tolerance ?? 1e-5 } = b;
+  if (typeof version !== "string" && typeof version !== "number")
+    throw new ModelportError(
+      "MP_ERR_REQUEST_INVALID",
+      'the body needs "version" (the version to shadow) or null',
+      {
+        param: "version",
+      },
+    );
+  if (typeof sample !== "number" || !(sample > 0 && sample <= 1))
+    throw new ModelportError(
+      "MP_ERR_REQUEST_INVALID",
+      '"sample" must be a share of calls above 0 and at most 1',
+      {
+        param: "sample",
+      },
+    );
+  if (typeof tolerance !== "number" || !(tolerance >= 0) || !Number.isFinite(tolerance))
+    throw new ModelportError("MP_ERR_REQUEST_INVALID", '"tolerance" must be a number ≥ 0', {
+      param: "tolerance",
+    });
+  return { version: String(version), sample, tolerance };
+}
 
 export const repositoryRoutes: FastifyPluginAsync = async (app) => {
   await app.register(oipRepositoryRoutes);
