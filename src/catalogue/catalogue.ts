@@ -3,12 +3,13 @@
 // readiness summary behind /readyz. Routes ask it for a model with the capability they serve
 // (require / find), so a missing model or a model that does not do what was asked gets the
 // same clear error on every route.
-import { readdirSync, statSync } from "node:fs";
+import { statSync } from "node:fs";
 import { join } from "node:path";
 import { isLanguageBackend } from "../config/backends.js";
 import type { Config, LanguageModelConfig, ModelConfig } from "../config/schema.js";
 import { type ErrorCode, ModelportError } from "../errors.js";
 import { RunnerPool } from "../runner/remote/runner-pool.js";
+import { evictionsFor, pathBytes } from "./load-budget.js";
 import { createLanguageModel, createTensorModel, type ModelDeps } from "./model-factory.js";
 import { ModelVersions } from "./model-versions.js";
 import {
@@ -312,30 +313,13 @@ export class Catalogue {
    * recently used idle models are unloaded (and load again on their next call) to make room.
    */
   private async makeRoom(entry: ModelVersions, evict: boolean): Promise<boolean> {
-    const { maxLoadedModels, maxLoadedBytes } = this.config.server;
-    if (maxLoadedModels === undefined && maxLoadedBytes === undefined) return true;
+    const budget = this.config.server;
+    if (budget.maxLoadedModels === undefined && budget.maxLoadedBytes === undefined) return true;
     const loaded = [...this.models.values()].filter(
       (m) => m !== entry && (m.loadedVersions().length > 0 || m.loadingNow()),
     );
-    let models = loaded.length;
-    let bytes = loaded.reduce((sum, m) => sum + m.loadedBytes(), 0);
-    const need = pathBytes(entry.config.path);
-    const over = () =>
-      (maxLoadedModels !== undefined && models + 1 > maxLoadedModels) ||
-      (maxLoadedBytes !== undefined && bytes + need > maxLoadedBytes);
-    if (!over()) return true;
-    if (!evict) return false;
-    const candidates = loaded
-      .filter((m) => m.inFlight() === 0 && !m.loadingNow())
-      .sort((a, b) => a.lastUsed - b.lastUsed);
-    const victims: ModelVersions[] = [];
-    for (const m of candidates) {
-      if (!over()) break;
-      victims.push(m);
-      models--;
-      bytes -= m.loadedBytes();
-    }
-    if (over()) return false;
+    const victims = evictionsFor(budget, loaded, pathBytes(entry.config.path));
+    if (!victims || (victims.length > 0 && !evict)) return false;
     await Promise.all(
       victims.map((v) =>
         this.unloadForNow(
@@ -617,15 +601,21 @@ export class Catalogue {
     // A lazy model that is not loaded waits for its first call (or a management load).
     const targetConfig = target === undefined ? undefined : onDisk.get(target)?.config;
     if (!force && state.unloadedByOperator) return undefined;
-    const notLoaded = !entry || entry.loadedVersions().length === 0;
-    if (!force && (entry?.onDemand || (targetConfig?.load === "lazy" && notLoaded))) {
-      if (!entry && targetConfig) entry = this.addEntry(targetConfig);
-      if (entry && !entry.onDemand)
-        entry.loadOnNextCall(
-          () => this.exclusive(() => this.syncModel(name, undefined, true)),
-          "lazy: loads on first use",
-        );
-      return undefined;
+    const notLoaded = !entry || (entry.loadedVersions().length === 0 && !entry.loadingNow());
+    if (!entry && targetConfig) entry = this.addEntry(targetConfig);
+    if (!force && entry && notLoaded) {
+      // Lazy, already waiting for a call, or beyond the loaded-models budget: the first call loads it.
+      const why = entry.onDemand
+        ? undefined
+        : targetConfig?.load === "lazy"
+          ? "lazy: loads on first use"
+          : (await this.makeRoom(entry, false))
+            ? undefined
+            : "not loaded: the loaded-models budget was full";
+      if (entry.onDemand || why) {
+        if (why) entry.loadOnNextCall(() => this.exclusive(() => this.syncModel(name, undefined, true)), why);
+        return undefined;
+      }
     }
     let failed: RefusedVersion | undefined;
     // The target last, so it is the one swapped in.
@@ -722,22 +712,6 @@ function refusedError(name: string, version: string, code: ErrorCode, reason: st
 
 /** How often idle models are looked for (models.idleUnloadMs). */
 const IDLE_SWEEP_MS = 1000;
-
-/** A model's size on disk (a file, or a folder's files), the budget's estimate before it loads. */
-function pathBytes(path: string): number {
-  try {
-    const s = statSync(path);
-    if (!s.isDirectory()) return s.size;
-    let bytes = 0;
-    for (const e of readdirSync(path, { recursive: true }) as string[]) {
-      const f = statSync(join(path, e));
-      if (f.isFile()) bytes += f.size;
-    }
-    return bytes;
-  } catch {
-    return 0;
-  }
-}
 
 function isModelDir(dir: string, name: string): boolean {
   try {

@@ -225,6 +225,12 @@ describe("model repository: poll mode", () => {
       // A new model folder appears, then the newest version goes: version 1 serves again.
       writeScaleVersion(dir, "other", "1", { k: 7 });
       await until("the new model", async () => (await factor(s.url, "/v1/models/other/predict")) === 7);
+      // Unloaded by an operator, it stays unloaded through polls until loaded again.
+      assert.equal((await post(`${s.url}/v2/repository/models/other/unload`)).status, 200);
+      await new Promise((r) => setTimeout(r, 400));
+      assert.equal(await factor(s.url, "/v1/models/other/predict"), "503 MP_ERR_MODEL_NOT_READY");
+      assert.equal((await post(`${s.url}/v2/repository/models/other/load`)).status, 200);
+      assert.equal(await factor(s.url, "/v1/models/other/predict"), 7);
       removeVersion(dir, "scale", "2");
       await until("version 1 to serve again", async () => (await factor(s.url)) === 2);
       removeVersion(dir, "other", "1");
