@@ -90,8 +90,13 @@ async function call(model: string): Promise<{ ms: number; ok: boolean; cold: str
 }
 
 try {
-  // Warm-up.
-  for (let i = 0; i < 200; i++) await call("churn");
+  // Warm-up: the same clients for 3 s, so the phases compare a warm server with itself.
+  const warmUntil = performance.now() + 3000;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (performance.now() < warmUntil) await call("churn");
+    }),
+  );
   const samples: Sample[] = [];
   const t0 = performance.now();
   let swapStart = 0;

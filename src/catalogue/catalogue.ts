@@ -410,7 +410,7 @@ export class Catalogue {
           out.push({ name, version, state: "LOADING", reason: "loading and checking" });
       }
       if (statuses.length === 0 && entry.unloaded)
-        out.push({ name, state: "UNAVAILABLE", reason: "unloaded" });
+        out.push({ name, state: "UNAVAILABLE", reason: entry.unloadedWhy ?? "unloaded" });
     }
     for (const [name, problems] of this.repoProblems) {
       if (!this.models.has(name)) out.push({ name, state: "UNAVAILABLE", reason: problems.join("; ") });

@@ -87,6 +87,11 @@ export class ModelVersions {
     return this.unloadedReason !== undefined;
   }
 
+  /** Why it is unloaded, when it was on purpose. */
+  get unloadedWhy(): string | undefined {
+    return this.unloadedReason;
+  }
+
   loadedVersions(): string[] {
     return [...this.slots.keys()];
   }

@@ -149,7 +149,9 @@ describe("model repository: versions side by side and the management API", () =>
     assert.equal(await factor(s.url), "503 MP_ERR_MODEL_NOT_READY");
     assert.equal((await fetch(`${s.url}/readyz`)).status, 200);
     const index = await post(`${s.url}/v2/repository/index`);
-    assert.deepEqual(index.body, [{ name: "scale", state: "UNAVAILABLE", reason: "unloaded" }]);
+    assert.deepEqual(index.body, [
+      { name: "scale", state: "UNAVAILABLE", reason: "unloaded through the management API" },
+    ]);
     assert.equal((await post(`${s.url}/v2/repository/models/scale/load`)).status, 200);
     assert.equal(await factor(s.url), 4);
     assert.equal((await post(`${s.url}/v2/repository/models/nope/load`)).status, 404);
