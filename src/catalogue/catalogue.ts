@@ -382,7 +382,7 @@ export class Catalogue {
     this.addedListeners.push(listener);
   }
 
-  // --- Management (docs/Repository.md): every change is one model's, run one at a time per model.
+  // --- Management (docs/Models-over-time.md): every change is one model's, run one at a time per model.
 
   /** Every model and version known: loaded, refused, or in the repository but not loaded. */
   index(): IndexEntry[] {
@@ -671,6 +671,7 @@ export class Catalogue {
         };
     }
     if (!entry) return failed;
+    entry.forgetRefusals((version) => onDisk.has(version));
     for (const version of entry.loadedVersions()) {
       if (wanted.has(version) || version === entry.current) continue;
       await entry.unloadVersion(

@@ -419,6 +419,12 @@ export class ModelVersions {
     );
   }
 
+  /** Forgets the refusals of versions that are gone from the repository. */
+  forgetRefusals(keep: (version: string) => boolean): void {
+    for (const version of this.refusedVersions.keys())
+      if (!keep(version)) this.refusedVersions.delete(version);
+  }
+
   /** The fingerprint the loaded copy of `version` was built from. */
   fingerprint(version: string): string | undefined {
     return this.slots.get(version)?.fingerprint;

@@ -1,4 +1,4 @@
-// A model repository on disk (docs/Repository.md): DIR/NAME/VERSION/ holds one version's model
+// A model repository on disk (docs/Models-over-time.md): DIR/NAME/VERSION/ holds one version's model
 // file or folder with its golden file and manifest, and DIR/NAME/model.yaml the model's own
 // settings and version policy. Scanning only reads the folders and resolves each version into the
 // config its model is built from; what gets loaded, swapped or unloaded is the catalogue's.

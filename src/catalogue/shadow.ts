@@ -1,4 +1,4 @@
-// Shadow traffic (docs/Repository.md#shadow-and-canary): a sample of a model's live predict
+// Shadow traffic (docs/Models-over-time.md#shadow-and-canary): a sample of a model's live predict
 // calls is copied to a candidate version, whose answers are compared with the live ones and
 // discarded. The live call never waits for the shadow: the copy runs as background work behind
 // every synchronous request, at most MAX_IN_FLIGHT at once (beyond that a sample is skipped and

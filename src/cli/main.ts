@@ -19,7 +19,7 @@ Commands:
   check [MODEL] [-c FILE]   verify sha256, load and golden check without serving; exit 1 on failure
   golden record MODEL ...   write a golden file from given inputs
   jobs list|show|cancel|retry|purge   inspect and manage asynchronous jobs
-  models list|load|unload|promote|rollback   change what a running server has loaded (docs/Repository.md)
+  models list|load|unload|promote|rollback   change what a running server has loaded (docs/Models-over-time.md)
   bench URL [--model NAME]  load a running server at one or more concurrencies: req/s, p50/p90/p99, chart
   tune MODEL                try serving layouts (processes × threads × batching) and write the best as config
   cost [URL]                per model: requests, cost per 1,000 requests, compute ms per request (docs/Cost.md)

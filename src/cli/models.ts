@@ -1,5 +1,5 @@
 // `modelport models list|load|unload|promote|rollback [URL]`: change what a running server has
-// loaded, through its management routes (docs/Repository.md); they need an admin key.
+// loaded, through its management routes (docs/Models-over-time.md); they need an admin key.
 import { parse, UsageError } from "./args.js";
 
 export const MODELS_HELP = `Usage: modelport models <action> [NAME] [VERSION] [options]

@@ -20,7 +20,7 @@ it is served as an embeddings model (backend transformers) on POST /v1/embedding
 A model served from a file is named after the file's base name unless --name is given.
 Beside MODEL, NAME.manifest.json (sha256) and NAME.golden.json are used when present.
 --repository DIR serves DIR/NAME/VERSION/ folders; versions load, swap and unload while the
-server runs (docs/Repository.md).
+server runs (docs/Models-over-time.md).
 
 Options:
   -c, --config FILE        YAML config with server, limits and models (docs/Config.md)

@@ -63,7 +63,7 @@ export interface ServeFlags {
   batchAdaptive?: boolean;
   inlineMaxMs?: number;
   adminKeys?: string[];
-  /** A model repository folder (docs/Repository.md). */
+  /** A model repository folder (docs/Models-over-time.md). */
   repository?: string;
   /** Poll the repository this often (poll mode). */
   repositoryPollMs?: number;

@@ -177,7 +177,7 @@ export const modelSchema = z
     /** Default tolerance for golden outputs; the golden file's own tolerance wins. */
     tolerance: z.number().nonnegative().default(1e-5),
     threads: positiveInt.max(256).default(1),
-    /** eager: loaded at start-up; lazy: on the first request that needs it (docs/Repository.md#lazy-loading-and-eviction). */
+    /** eager: loaded at start-up; lazy: on the first request that needs it (docs/Models-over-time.md#lazy-loading-and-eviction). */
     load: z.enum(["eager", "lazy"]).default("eager"),
     /** Unloaded after this many ms without a call; the next call loads it again (a cold start). */
     idleUnloadMs: positiveInt.min(1000).optional(),
@@ -244,7 +244,7 @@ export const serverSchema = z
     apiKeys: z.array(z.string().min(8, "API keys must be at least 8 characters")).default([]),
     /**
      * Bearer tokens that may also use the management routes (load, unload, promote, rollback,
-     * weights; docs/Repository.md). Without any: management answers only callers on the loopback
+     * weights; docs/Models-over-time.md). Without any: management answers only callers on the loopback
      * interface of a server with no API keys at all.
      */
     adminKeys: z.array(z.string().min(16, "admin keys must be at least 16 characters")).default([]),
@@ -257,7 +257,7 @@ export const serverSchema = z
     processes: positiveInt.max(256).default(1),
     /**
      * Most models loaded at once; loading another first unloads the least recently used idle one,
-     * or answers 503 MP_ERR_MODEL_CAPACITY (docs/Repository.md#lazy-loading-and-eviction).
+     * or answers 503 MP_ERR_MODEL_CAPACITY (docs/Models-over-time.md#lazy-loading-and-eviction).
      */
     maxLoadedModels: positiveInt.max(100_000).optional(),
     /** Most bytes of loaded models (measured memory, else file size), with the same eviction. */
@@ -392,7 +392,7 @@ function whsecKeyBytes(secret: string): number {
 
 export type JobsConfig = z.output<typeof jobsSchema>;
 
-/** A model repository: DIR/NAME/VERSION/ folders (docs/Repository.md). */
+/** A model repository: DIR/NAME/VERSION/ folders (docs/Models-over-time.md). */
 export const repositorySchema = z
   .object({
     /** The repository folder, relative to the config file. */

@@ -8,6 +8,7 @@ import { after, before, describe, it } from "node:test";
 import { COLD_START_HEADER } from "../../src/protocol/headers.js";
 import { tempRepository, writeScaleVersion } from "../helpers/repository.js";
 import { type InProcessServer, startInProcess } from "../helpers/server.js";
+import { until } from "../helpers/until.js";
 
 async function predict(base: string, model: string, headers: Record<string, string> = {}) {
   const res = await fetch(`${base}/v1/models/${model}/predict`, {
@@ -33,14 +34,6 @@ async function metric(base: string, line: RegExp): Promise<number | undefined> {
   const text = await (await fetch(`${base}/metrics`)).text();
   const m = text.split("\n").find((l) => line.test(l));
   return m ? Number(m.split(" ").pop()) : undefined;
-}
-
-async function until(what: string, check: () => Promise<boolean>, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 describe("lazy loading, idle unloading and eviction", () => {

@@ -3,7 +3,7 @@
 // under load with no failed request, refused candidates, poll mode, and who may manage.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { cpSync } from "node:fs";
+import { cpSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
@@ -15,6 +15,7 @@ import {
   writeScaleVersion,
 } from "../helpers/repository.js";
 import { CLI, type InProcessServer, startInProcess } from "../helpers/server.js";
+import { until } from "../helpers/until.js";
 
 const run = promisify(execFile);
 
@@ -33,14 +34,6 @@ async function factor(base: string, path = "/v1/models/scale/predict"): Promise<
   const r = await post(`${base}${path}`, { rows: [[1]] });
   if (r.status !== 200) return `${r.status} ${r.body?.error?.code}`;
   return r.body.outputs.y[0][0];
-}
-
-async function until(what: string, check: () => Promise<boolean> | boolean, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 describe("model repository: versions side by side and the management API", () => {
@@ -94,6 +87,18 @@ describe("model repository: versions side by side and the management API", () =>
     assert.equal(ready.body.length, 2);
     const bad = await post(`${s.url}/v2/repository/index`, { ready: "yes" });
     assert.equal(bad.status, 400);
+    // As some clients send it: a JSON content type and no body at all.
+    const empty = await fetch(`${s.url}/v2/repository/index`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+    });
+    assert.equal(empty.status, 200);
+    const notJson = await fetch(`${s.url}/v2/repository/index`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "{nope",
+    });
+    assert.equal(notJson.status, 400);
   });
 
   it("a candidate that fails its golden check never serves: the current version keeps serving and says why", async () => {
@@ -180,14 +185,14 @@ describe("model repository: versions side by side and the management API", () =>
 });
 
 describe("model repository: a swap under load loses no request", () => {
-  it("every request during load → check → swap → drain answers 200, from the old version or the new", async () => {
+  it("every request at concurrency 32 during load → check → swap → drain answers 200, from the old version or the new", async () => {
     const dir = tempRepository();
     writeScaleVersion(dir, "scale", "1", { k: 2, delayMs: 5 });
     const s = await startInProcess({ flags: { repository: dir } });
     try {
       let stop = false;
       const seen: (number | string)[] = [];
-      const clients = Array.from({ length: 6 }, async () => {
+      const clients = Array.from({ length: 32 }, async () => {
         while (!stop) seen.push(await factor(s.url));
       });
       await until("requests to flow", () => seen.length > 20);
@@ -200,8 +205,8 @@ describe("model repository: a swap under load loses no request", () => {
       const failures = seen.filter((v) => typeof v === "string");
       assert.deepEqual(failures, [], "no request failed");
       assert.ok(seen.includes(2) && seen.includes(3), "both versions answered");
-      // Once the load returned, unversioned requests go to version 2 only.
-      assert.ok(seen.slice(at + 6).every((v) => v === 3));
+      // Once the load returned, unversioned requests go to version 2 only (the 32 in flight aside).
+      assert.ok(seen.slice(at + 32).every((v) => v === 3));
       await until("version 1 to drain and unload", () =>
         s.logs.some((l) => String(l.msg).includes("version 1 unloaded")),
       );
@@ -358,6 +363,93 @@ describe("model repository: canary weights and shadow traffic", () => {
     );
     assert.match(sh.stdout, /"sample":0.5/);
     await run(process.execPath, [CLI, "models", "shadow", "scale", "--stop", "--url", s.url], { env });
+  });
+});
+
+describe("model repository: real ONNX and GGUF models", () => {
+  it("a corrupted weight file and a file that differs from its manifest never serve; the current version does", async () => {
+    const models = await testModels();
+    const dir = tempRepository();
+    const onnx = (v: string) => {
+      mkdirSync(join(dir, "churn", v), { recursive: true });
+      cpSync(join(models, "churn-tree.onnx"), join(dir, "churn", v, "model.onnx"));
+      cpSync(join(models, "churn-tree.golden.json"), join(dir, "churn", v, "model.golden.json"));
+    };
+    onnx("1");
+    const s = await startInProcess({ flags: { repository: dir } });
+    try {
+      const predict = () => post(`${s.url}/v1/models/churn/predict`, { rows: [[27, 51.25, 1, 1, 0, 37]] });
+      assert.equal((await predict()).status, 200);
+      // Version 2: the weights cut in half.
+      onnx("2");
+      const file = join(dir, "churn", "2", "model.onnx");
+      writeFileSync(file, readFileSync(file).subarray(0, 200));
+      const corrupted = await post(`${s.url}/v2/repository/models/churn/load`);
+      assert.equal(corrupted.status, 409);
+      assert.match(corrupted.body.error, /version 2 was not loaded/);
+      // Version 3: intact bytes, but the manifest expects other ones.
+      onnx("3");
+      writeFileSync(
+        join(dir, "churn", "3", "model.manifest.json"),
+        JSON.stringify({ sha256: "0".repeat(64) }),
+      );
+      const mismatch = await post(`${s.url}/v2/repository/models/churn/load`);
+      assert.equal(mismatch.status, 409);
+      assert.match(mismatch.body.error, /sha256/);
+      const described = (await (await fetch(`${s.url}/v1/models/churn`)).json()) as any;
+      assert.equal(described.version, "1");
+      assert.deepEqual(
+        described.refused_versions.map((r: any) => [r.version, r.code]),
+        [
+          ["2", "MP_ERR_MODEL_LOAD_FAILED"],
+          ["3", "MP_ERR_MODEL_CHECKSUM_MISMATCH"],
+        ],
+      );
+      assert.equal((await predict()).status, 200, "version 1 still serves");
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("lazy ONNX and GGUF models load on their first call, within its deadline", async () => {
+    const models = await testModels();
+    const dir = tempRepository();
+    for (const [name, file] of [
+      ["churn", "churn-tree"],
+      ["llama", "tiny-llama"],
+    ] as const) {
+      const ext = name === "llama" ? "gguf" : "onnx";
+      mkdirSync(join(dir, name, "1"), { recursive: true });
+      cpSync(join(models, `${file}.${ext}`), join(dir, name, "1", `model.${ext}`));
+      cpSync(join(models, `${file}.golden.json`), join(dir, name, "1", "model.golden.json"));
+      writeFileSync(
+        join(dir, name, "model.yaml"),
+        name === "llama" ? "load: lazy\nthreads: 1\n" : "load: lazy\n",
+      );
+    }
+    const s = await startInProcess({ flags: { repository: dir }, cores: 2 });
+    try {
+      assert.deepEqual(s.server.catalogue.versions("churn"), []);
+      assert.deepEqual(s.server.catalogue.versions("llama"), []);
+      const deadline = { "x-request-timeout-ms": "60000" };
+      const churn = await fetch(`${s.url}/v1/models/churn/predict`, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...deadline },
+        body: JSON.stringify({ rows: [[27, 51.25, 1, 1, 0, 37]] }),
+      });
+      assert.equal(churn.status, 200);
+      assert.ok(Number(churn.headers.get("x-modelport-cold-start-ms")) > 0);
+      const llama = await fetch(`${s.url}/v1/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...deadline },
+        body: JSON.stringify({ model: "llama", prompt: "the", max_tokens: 3 }),
+      });
+      assert.equal(llama.status, 200, await llama.clone().text());
+      assert.ok(Number(llama.headers.get("x-modelport-cold-start-ms")) > 0);
+      assert.equal(((await llama.json()) as any).usage.completion_tokens > 0, true);
+    } finally {
+      await s.close();
+    }
   });
 });
 

@@ -26,10 +26,10 @@ export function describeModel(host: ServedModel): Record<string, unknown> {
     name: s.name,
     version: s.version,
     versions: s.versions?.map((v) => v.version) ?? [s.version],
-    // Every loaded version with its state and role, and the versions refused (docs/Repository.md).
+    // Every loaded version with its state and role, and the versions refused (docs/Models-over-time.md).
     version_status: s.versions,
     refused_versions: s.refused,
-    // A canary split and a shadow version with its comparison so far (docs/Repository.md).
+    // A canary split and a shadow version with its comparison so far (docs/Models-over-time.md).
     traffic: s.traffic,
     backend: s.backend,
     description: host.config.description,

@@ -289,7 +289,7 @@ export function describeLanguageModel(m: ServedModel): Record<string, unknown> {
     version: s.version,
     version_status: s.versions,
     refused_versions: s.refused,
-    // A canary split and a shadow version with its comparison so far (docs/Repository.md).
+    // A canary split and a shadow version with its comparison so far (docs/Models-over-time.md).
     traffic: s.traffic,
     concurrency: s.concurrency,
     context_length: s.contextSize,

@@ -1,8 +1,8 @@
-// Changing what is loaded while the server runs (docs/Repository.md), for admin keys only
+// Changing what is loaded while the server runs (docs/Models-over-time.md), for admin keys only
 // (plugins/admin.ts): the Open Inference Protocol's repository extension as Triton and KServe
 // clients call it (index, load, unload), and native routes to promote a loaded version and to
 // roll back to the one before.
-import type { FastifyPluginAsync } from "fastify";
+import type { FastifyInstance, FastifyPluginAsync } from "fastify";
 import type { ShadowSpec } from "../../catalogue/served-model.js";
 import { ModelportError } from "../../errors.js";
 import { adminOnly } from "../plugins/admin.js";
@@ -14,11 +14,39 @@ interface ModelParams {
   model: string;
 }
 
+/** Most bytes of a management request's JSON body. */
+const MAX_BODY_BYTES = 64 * 1024;
+
+/**
+ * Management calls carry at most a small JSON object, and clients (Triton's among them) often send
+ * `Content-Type: application/json` with an empty body: here that is `{}`, not a 400.
+ */
+function smallJsonBodies(app: FastifyInstance): void {
+  app.removeContentTypeParser("application/json");
+  app.addContentTypeParser(
+    "application/json",
+    { parseAs: "string", bodyLimit: MAX_BODY_BYTES },
+    (_req, body, done) => {
+      const text = (body as string).trim();
+      if (text === "") {
+        done(null, {});
+        return;
+      }
+      try {
+        done(null, JSON.parse(text));
+      } catch {
+        done(new ModelportError("MP_ERR_REQUEST_INVALID", "the body is not valid JSON"), undefined);
+      }
+    },
+  );
+}
+
 /** The OIP repository extension, answering errors in the OIP shape. */
 const oipRepositoryRoutes: FastifyPluginAsync = async (app) => {
   const ctx = app.modelport;
   app.setErrorHandler(errorHandler("oip", ctx.config.limits.maxBodyBytes));
   app.addHook("preHandler", adminOnly(ctx.config.server));
+  smallJsonBodies(app);
 
   // Body (optional): {"ready": true} lists only the versions ready now.
   app.post("/v2/repository/index", async (req) => {
@@ -68,6 +96,7 @@ function refuseParameters(body: unknown): void {
 const nativeRepositoryRoutes: FastifyPluginAsync = async (app) => {
   const ctx = app.modelport;
   app.addHook("preHandler", adminOnly(ctx.config.server));
+  smallJsonBodies(app);
   const describe = (name: string) => {
     const m = ctx.catalogue.get(name);
     return m.kind === "language" ? describeLanguageModel(m) : describeModel(m);
