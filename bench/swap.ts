@@ -78,7 +78,7 @@ function put(name: string, file: string, version: string): void {
 }
 
 const swapped = EXAMPLES.find((e) => e.name === modelName);
-if (!swapped || !swapped.file.endsWith(".onnx")) throw new Error(`--model must be an example ONNX model`);
+if (!swapped?.file.endsWith(".onnx")) throw new Error("--model must be an example ONNX model");
 put("swap", swapped.file, "1");
 for (const e of EXAMPLES) {
   put(`cold-${e.name}`, e.file, "1");
