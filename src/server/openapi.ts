@@ -2,6 +2,7 @@
 // and infer operations show its real input names, datatypes and shapes.
 import type { ServedModel } from "../catalogue/served-model.js";
 import type { Datatype, TensorSpec } from "../tensor.js";
+import { managementPaths } from "./openapi-management.js";
 import { openaiPaths } from "./openapi-openai.js";
 
 type Schema = Record<string, unknown>;
@@ -82,7 +83,7 @@ export function buildOpenApi(
   version: string,
   languageModels: readonly ServedModel[] = [],
 ): Schema {
-  const paths: Record<string, Schema> = openaiPaths(languageModels);
+  const paths: Record<string, Schema> = { ...openaiPaths(languageModels), ...managementPaths() };
   for (const host of hosts) {
     const name = host.config.name;
     const sig = host.signature;

@@ -177,6 +177,11 @@ describe("example models", () => {
     const churnRows =
       doc.paths["/v1/models/churn/predict"].post.requestBody.content["application/json"].schema.oneOf[0];
     assert.deepEqual(churnRows.properties.rows.items.properties.contract, { type: "string" });
+    // The management routes, for admin keys.
+    const promote = doc.paths["/v1/models/{model}/promote"].post;
+    assert.deepEqual(promote.requestBody.content["application/json"].schema.required, ["version"]);
+    assert.ok(promote.responses[403]);
+    assert.ok(doc.paths["/v2/repository/index"].post);
     const html = await (await fetch(`${srv.url}/docs`)).text();
     assert.match(html, /segment-mlp/);
     assert.match(html, /tenure_months/);
