@@ -160,6 +160,8 @@ export class RunnerEndpoint {
 
 interface ListedModel {
   name: string;
+  /** The version taking unversioned calls (a runner with a repository may list several). */
+  version?: string;
   versions?: string[];
   status?: { ready?: boolean; reason?: string };
   inputs?: TensorSpec[];
@@ -177,7 +179,7 @@ interface OpenAiListed {
 function report(m: ListedModel): RunnerModelReport {
   return {
     ready: m.status?.ready === true,
-    version: m.versions?.[0] ?? "1",
+    version: m.version ?? m.versions?.[0] ?? "1",
     signature: { inputs: m.inputs ?? [], outputs: m.outputs ?? [], batchable: m.batchable === true },
     ...(m.status?.reason ? { reason: m.status.reason } : {}),
   };
