@@ -248,9 +248,13 @@ export class Catalogue {
     version?: string,
     options: { deadline?: number; onCold?: (waitedMs: number) => void } = {},
   ): ServedModel | Promise<ServedModel> {
-    const entry = this.models.get(name) ?? this.models.get(name.slice(0, name.lastIndexOf("@")));
-    if (!entry?.onDemand) return this.require(name, capability, version);
-    return this.coldStart(entry, options).then(() => this.require(name, capability, version));
+    const at = name.lastIndexOf("@");
+    const pinned = this.models.has(name) || at <= 0 ? version : (version ?? name.slice(at + 1));
+    const entry = this.models.get(name) ?? (at > 0 ? this.models.get(name.slice(0, at)) : undefined);
+    // Only a call the load could answer starts it: not one for a version the model would not load.
+    const loads = entry?.onDemand && (pinned === undefined || pinned === entry.config.version);
+    if (!loads) return this.require(name, capability, version);
+    return this.coldStart(entry!, options).then(() => this.require(name, capability, version));
   }
 
   private async coldStart(

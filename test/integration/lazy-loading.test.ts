@@ -64,6 +64,12 @@ describe("lazy loading, idle unloading and eviction", () => {
     const a = await state(s.url, "a");
     assert.equal(a.state, "unloaded");
     assert.match(a.reason ?? "", /lazy: loads on first use/);
+    // Unknown names load nothing, however close to a lazy model's name.
+    for (const name of ["ax", "a@", "a@2"]) {
+      const r = await predict(s.url, encodeURIComponent(name));
+      assert.equal(r.status, 404, name);
+    }
+    assert.equal((await state(s.url, "a")).state, "unloaded");
   });
 
   it("the first call loads the model and says it was a cold start; the next one does not", async () => {
