@@ -35,7 +35,15 @@ export interface Readiness {
   reasons: string[];
   models: Record<
     string,
-    { ready: boolean; state: string; reason?: string; code?: string; refused?: ModelStatus["refused"] }
+    {
+      ready: boolean;
+      state: string;
+      reason?: string;
+      code?: string;
+      refused?: ModelStatus["refused"];
+      /** Not loaded now, and loads on its next call (lazy, idle-unloaded, evicted). */
+      loadable?: true;
+    }
   >;
 }
 
@@ -229,6 +237,7 @@ export class Catalogue {
         ...(s.code ? { code: s.code } : {}),
         // A candidate that failed its checks: the model may be ready (the previous version serves).
         ...(s.refused ? { refused: s.refused } : {}),
+        ...(entry.onDemand ? { loadable: true as const } : {}),
       };
       if (!s.ready && !entry.unloaded) reasons.push(`${s.name}: ${s.reason ?? s.state}`);
     }

@@ -60,7 +60,10 @@ describe("lazy loading, idle unloading and eviction", () => {
   after(() => s.close());
 
   it("nothing loads at start-up, and the server is ready", async () => {
-    assert.equal((await fetch(`${s.url}/readyz`)).status, 200);
+    const ready = await fetch(`${s.url}/readyz`);
+    assert.equal(ready.status, 200);
+    const body = (await ready.json()) as any;
+    assert.deepEqual([body.models.a.state, body.models.a.loadable], ["unloaded", true]);
     const a = await state(s.url, "a");
     assert.equal(a.state, "unloaded");
     assert.match(a.reason ?? "", /lazy: loads on first use/);
@@ -153,6 +156,32 @@ describe("lazy loading in a repository", () => {
       assert.equal(first.status, 200);
       assert.ok(first.cold !== null);
       assert.deepEqual(s.server.catalogue.versions("scale"), ["1"]);
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+describe("a lazy model that fails its checks on its first load", () => {
+  it("is reported as failed, and not loaded again on each call", async () => {
+    const dir = tempRepository();
+    writeScaleVersion(dir, "bad", "1", { k: 2, goldenK: 99 });
+    const file = join(dir, "modelport.yaml");
+    writeFileSync(file, "models:\n  - { name: bad, path: bad/1/model.mjs, load: lazy }\n");
+    const s = await startInProcess({ file });
+    try {
+      assert.equal((await fetch(`${s.url}/readyz`)).status, 200);
+      const first = await predict(s.url, "bad");
+      assert.equal(first.status, 503);
+      assert.ok(first.cold !== null, "the first call waited for the load");
+      const second = await predict(s.url, "bad");
+      assert.equal(second.status, 503);
+      assert.equal(second.cold, null, "no second load");
+      const ready = await fetch(`${s.url}/readyz`);
+      assert.equal(ready.status, 503);
+      const body = (await ready.json()) as any;
+      assert.equal(body.models.bad.code, "MP_ERR_MODEL_GOLDEN_MISMATCH");
+      assert.equal(await metric(s.url, /^modelport_cold_starts_total\{model="bad"\}/), 1);
     } finally {
       await s.close();
     }
