@@ -179,6 +179,7 @@ export class ModelView implements ServedModel {
     } catch (err) {
       return Promise.reject(err);
     }
+    options?.onVersion?.(slot.model.version);
     const shadow = this.slot ? undefined : this.entry.shadowFor(slot);
     // Copied before the live call, whose runner may take the buffers.
     const copy = shadow ? copyInputs(inputs) : undefined;

@@ -119,6 +119,8 @@ export interface CallOptions {
   background?: boolean;
   /** The request's id, passed on when the work is forwarded to a runner process (API tier). */
   requestId?: string;
+  /** Hears which version answers (a canary split or a swap may pick another than the current one). */
+  onVersion?: (version: string) => void;
 }
 
 export interface ServedModel {

@@ -87,14 +87,18 @@ export function inferenceHandlers(env: CallEnv): UntypedServiceImplementation {
         const inputs = decodeGrpcInputs(r, signature, host.config.limits);
         // proto3 cannot tell an empty list from none: empty means every output, as an absent one over HTTP.
         const names = requestedOutputs(r.outputs.length > 0 ? r.outputs : undefined, signature);
+        let answered = host.config.version;
         const outputs = await host.predict!(inputs, {
           deadline: performance.now() + timeoutMs(call, host.config.limits.timeoutMs),
           cancel: call.cancel,
           requestId: call.requestId,
+          onVersion: (v) => {
+            answered = v;
+          },
         });
         const meta = {
           model_name: host.config.name,
-          model_version: host.config.version,
+          model_version: answered,
           id: r.id === "" ? call.requestId : r.id,
         };
         return encodeGrpcOutputs(meta, outputs, names);

@@ -393,11 +393,11 @@ export class JobQueue {
     );
     let outcome: { what: string; write: () => Promise<boolean>; final: boolean };
     try {
-      const outputs = await this.execute(host, job, cancel);
+      const { outputs, version } = await this.execute(host, job, cancel);
       if (cancel.canceled) {
         outcome = this.canceledOutcome(job, owner);
       } else {
-        const stored = await this.storeResult(host, job, outputs);
+        const stored = await this.storeResult(host, job, outputs, version);
         outcome = {
           what: "recording the result",
           write: () => this.store.complete(job.id, owner, stored, this.clock()),
@@ -455,8 +455,10 @@ export class JobQueue {
     host: ServedModel,
     job: Job,
     outputs: Record<string, unknown>,
+    version: string,
   ): Promise<{ result?: string; resultKey?: string; resultBytes: number }> {
-    const json = JSON.stringify({ model: host.config.name, model_version: host.config.version, outputs });
+    // The version that computed it, which a swap or a canary split may make another than the current one.
+    const json = JSON.stringify({ model: host.config.name, model_version: version, outputs });
     const bytes = Buffer.byteLength(json);
     if (bytes <= this.config.inlineResultMaxBytes) return { result: json, resultBytes: bytes };
     const key = `results/${job.id}.json`;
@@ -511,7 +513,12 @@ export class JobQueue {
   }
 
   /** Runs the job's input through the model's batcher, behind synchronous requests, within the job timeout. */
-  private async execute(host: ServedModel, job: Job, cancel: CancelHandle): Promise<Record<string, unknown>> {
+  private async execute(
+    host: ServedModel,
+    job: Job,
+    cancel: CancelHandle,
+  ): Promise<{ outputs: Record<string, unknown>; version: string }> {
+    let version = host.config.version;
     const signature = host.signature;
     if (!signature) throw host.notReadyError();
     const inputs = decodeNative(JSON.parse(job.input), signature, host.config.limits);
@@ -529,10 +536,17 @@ export class JobQueue {
     });
     try {
       const outputs = await Promise.race([
-        host.predict!(inputs, { deadline: performance.now() + job.timeoutMs, cancel, background: true }),
+        host.predict!(inputs, {
+          deadline: performance.now() + job.timeoutMs,
+          cancel,
+          background: true,
+          onVersion: (v) => {
+            version = v;
+          },
+        }),
         timeout,
       ]);
-      return encodeNative(outputs);
+      return { outputs: encodeNative(outputs), version };
     } catch (err) {
       // The batcher refuses work that cannot finish in time before running it: for a job that
       // is this attempt's timeout.

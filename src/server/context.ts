@@ -57,15 +57,25 @@ export function acquire(
 
 /**
  * Scores `inputs` with the request's deadline (X-Request-Timeout-Ms or the model's
- * limits.timeoutMs) and removes the work from the queue if the client disconnects.
+ * limits.timeoutMs) and removes the work from the queue if the client disconnects; with the
+ * version that answered.
  */
-export function infer(host: ServedModel, inputs: TensorMap, req: FastifyRequest): Promise<TensorMap> {
+export async function infer(
+  host: ServedModel,
+  inputs: TensorMap,
+  req: FastifyRequest,
+): Promise<{ outputs: TensorMap; version: string }> {
   const timeoutMs = requestTimeoutMs(req.headers[TIMEOUT_HEADER]) ?? host.config.limits.timeoutMs;
-  return host.predict!(inputs, {
+  let version = host.config.version;
+  const outputs = await host.predict!(inputs, {
     deadline: performance.now() + timeoutMs,
     cancel: requestCancel(req),
     requestId: req.id,
+    onVersion: (v) => {
+      version = v;
+    },
   });
+  return { outputs, version };
 }
 
 /** The request's cancellation handle (src/cancel.ts), canceled when its client disconnects before the answer. */

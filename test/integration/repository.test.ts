@@ -287,8 +287,21 @@ describe("model repository: canary weights and shadow traffic", () => {
     assert.ok(ones >= 40 && twos >= 40, `split ${ones}/${twos}`);
     const v1 = await metric(/^modelport_version_calls_total\{model="scale",version="1",outcome="ok"\}/);
     assert.ok(v1 !== undefined && v1 >= ones, `version 1 counted ${v1}, answered ${ones}`);
+    // Each answer names the version that computed it, split or not.
+    for (let i = 0; i < 20; i++) {
+      const r = await post(`${s.url}/v1/models/scale/predict`, { rows: [[1]] });
+      assert.equal(r.body.model_version, { 2: "1", 3: "2" }[r.body.outputs.y[0][0] as number]);
+    }
     // Pinned calls ignore the split.
     for (let i = 0; i < 5; i++) assert.equal(await factor(s.url, "/v1/models/scale/versions/2/predict"), 3);
+    // A job records the version that computed it: here version 1, while version 2 is current.
+    await manage("/v1/models/scale/weights", { weights: { "1": 1 } });
+    const submitted = await post(`${s.url}/v1/models/scale/jobs`, { rows: [[1]] });
+    assert.equal(submitted.status, 202);
+    const job = (await (await fetch(`${s.url}/v1/jobs/${submitted.body.id}?wait=30`)).json()) as any;
+    assert.equal(job.status, "succeeded");
+    const result = (await (await fetch(`${s.url}/v1/jobs/${submitted.body.id}/result`)).json()) as any;
+    assert.deepEqual([result.model_version, result.outputs.y[0][0]], ["1", 2]);
     assert.equal((await manage("/v1/models/scale/weights", { weights: { "9": 1 } })).status, 404);
     assert.equal((await manage("/v1/models/scale/weights", { weights: { "1": -1 } })).status, 400);
     assert.equal((await manage("/v1/models/scale/weights", { weights: { "1": 0 } })).status, 400);

@@ -107,14 +107,14 @@ export const nativeRoutes: FastifyPluginAsync = async (app) => {
         : decodeNative(body, signature, host.config.limits);
       const names = requestedOutputs(body?.outputs ?? outputsQuery(req.query.outputs), signature);
       const rawOut = wantsOctetStream(req.headers.accept) ? rawOutputName(names, signature) : undefined;
-      const outputs = await infer(host, inputs, req);
+      const { outputs, version: answered } = await infer(host, inputs, req);
       if (rawOut) {
         const res = encodeRawTensor(rawOut, outputs[rawOut]!);
         return reply.headers(res.headers).send(res.body);
       }
       return {
         model: host.config.name,
-        model_version: host.config.version,
+        model_version: answered,
         ...(body && "id" in body ? { id: body.id } : {}),
         outputs: encodeNative(outputs, names),
       };

@@ -53,10 +53,10 @@ export const oipRoutes: FastifyPluginAsync = async (app) => {
       const inputs = decodeOip(body, signature, host.config.limits, binary);
       const names = requestedOutputs(body?.outputs, signature);
       const binaryNames = binaryOutputs(body, signature);
-      const outputs = await infer(host, inputs, req);
+      const { outputs, version: answered } = await infer(host, inputs, req);
       const meta = {
         model_name: host.config.name,
-        model_version: host.config.version,
+        model_version: answered,
         id: typeof body?.id === "string" ? body.id : req.id,
       };
       if (!binaryNames) return { ...meta, outputs: encodeOip(outputs, names) };
