@@ -261,7 +261,10 @@ export class Catalogue {
     const pinned = this.models.has(name) || at <= 0 ? version : (version ?? name.slice(at + 1));
     const entry = this.models.get(name) ?? (at > 0 ? this.models.get(name.slice(0, at)) : undefined);
     // Only a call the load could answer starts it: not one for a version the model would not load.
-    const loads = entry?.onDemand && (pinned === undefined || pinned === entry.config.version);
+    const loads =
+      entry?.onDemand &&
+      entry.kind === KIND_OF[capability] &&
+      (pinned === undefined || pinned === entry.config.version);
     if (!loads) return this.require(name, capability, version);
     return this.coldStart(entry!, options).then(() => this.require(name, capability, version));
   }

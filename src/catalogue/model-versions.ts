@@ -40,6 +40,8 @@ export class ModelVersions {
   private readonly retiring = new Set<Promise<void>>();
   /** Versions being loaded and checked now. */
   private readonly loadingVersions = new Set<string>();
+  /** Created, and nothing asked of it yet: at start-up its first load is still to come. */
+  private starting = true;
   private chain: Promise<unknown> = Promise.resolve();
   private lastConfig: ServedModelConfig;
   private closed = false;
@@ -96,7 +98,10 @@ export class ModelVersions {
     return [...this.slots.keys()];
   }
 
+  /** Versions being loaded now (before the first load starts: the one it will load). */
   loading(): string[] {
+    if (this.starting && this.slots.size === 0 && this.loadingVersions.size === 0)
+      return [this.lastConfig.version];
     return [...this.loadingVersions];
   }
 
@@ -181,6 +186,7 @@ export class ModelVersions {
       const version = config.version;
       const model = this.create(config);
       this.loadingVersions.add(version);
+      this.starting = false;
       try {
         await model.start();
       } finally {
@@ -230,6 +236,7 @@ export class ModelVersions {
 
   /** Marks the model as loaded by its next call, with `why` as its unloaded reason meanwhile. */
   loadOnNextCall(loader: () => Promise<unknown>, why: string): void {
+    this.starting = false;
     this.onDemandLoader = loader;
     if (this.slots.size === 0) this.unloadedReason = why;
   }
@@ -477,6 +484,7 @@ export class ModelVersions {
 
   /** Unloads every version (each once its calls finish); the name stays known. */
   unload(why: string): Promise<void> {
+    this.starting = false;
     return this.serial(async () => {
       for (const [version, slot] of this.slots) this.retire(slot, version, why);
       this.slots.clear();
@@ -489,6 +497,7 @@ export class ModelVersions {
   /** Closes every version now, and waits for those being retired. Idempotent. */
   async close(): Promise<void> {
     this.closed = true;
+    this.starting = false;
     const all = [...this.slots.values()];
     this.slots.clear();
     this.currentVersion = undefined;
