@@ -134,7 +134,7 @@ export class Catalogue {
     if (this.pool) await this.pool.start();
     for (const [name, c] of this.configured) {
       const entry = this.models.get(name)!;
-      const load = () => entry.add(c, { promote: true });
+      const load = this.loaderFor(entry);
       if (c.load === "lazy") entry.loadOnNextCall(load, "lazy: loads on first use");
       else if (await this.makeRoom(entry, false)) await load();
       else entry.loadOnNextCall(load, "not loaded at start-up: the loaded-models budget was full");
@@ -295,29 +295,19 @@ export class Catalogue {
       () => undefined,
     );
     const load = start.then(({ loading }) => loading);
-    let timer: NodeJS.Timeout | undefined;
     const left = options.deadline === undefined ? undefined : options.deadline - performance.now();
     try {
-      await (left === undefined
-        ? load
-        : Promise.race([
-            load,
-            new Promise<never>((_, reject) => {
-              timer = setTimeout(
-                () =>
-                  reject(
-                    new ModelportError(
-                      "MP_ERR_DEADLINE_EXCEEDED",
-                      `model '${entry.name}' was still loading (a cold start) at the request's deadline`,
-                      { model: entry.name },
-                    ),
-                  ),
-                Math.max(0, left),
-              );
-            }),
-          ]));
+      await within(
+        load,
+        left,
+        () =>
+          new ModelportError(
+            "MP_ERR_DEADLINE_EXCEEDED",
+            `model '${entry.name}' was still loading (a cold start) at the request's deadline`,
+            { model: entry.name },
+          ),
+      );
     } finally {
-      clearTimeout(timer);
       const waited = performance.now() - started;
       metrics?.coldStartWait.observe({ model: entry.name }, waited / 1000);
       options.onCold?.(waited);
@@ -360,19 +350,15 @@ export class Catalogue {
   private async unloadForNow(entry: ModelVersions, reason: "idle" | "evicted", why: string): Promise<void> {
     this.log.info({ model: entry.name, reason }, `${entry.name}: ${why}`);
     this.modelDeps.metrics?.unloads.inc({ model: entry.name, reason });
-    const loader = this.loaderFor(entry.name);
     await entry.unload(why);
-    if (loader) entry.loadOnNextCall(loader, why);
+    entry.loadOnNextCall(this.loaderFor(entry), why);
   }
 
-  /** How a model is loaded again on demand: its config, or its repository folder. */
-  private loaderFor(name: string): (() => Promise<unknown>) | undefined {
-    const configured = this.configured.get(name);
-    const entry = this.models.get(name);
-    if (!entry) return undefined;
+  /** How a model is loaded (at start-up, or on demand): a fresh copy of its config, or its repository folder applied. */
+  private loaderFor(entry: ModelVersions): () => Promise<unknown> {
+    const configured = this.configured.get(entry.name);
     if (configured) return () => entry.add(configured, { promote: true });
-    if (this.config.repository) return () => this.exclusive(() => this.syncModel(name, undefined, true));
-    return undefined;
+    return () => this.exclusive(() => this.syncModel(entry.name, undefined, true));
   }
 
   /** Every second: models with idleUnloadMs that had no call for that long unload. */
@@ -426,7 +412,7 @@ export class Catalogue {
           out.push({ name, version, state: "LOADING", reason: "loading and checking" });
       }
       if (statuses.length === 0 && entry.unloaded)
-        out.push({ name, state: "UNAVAILABLE", reason: entry.unloadedWhy ?? "unloaded" });
+        out.push({ name, state: "UNAVAILABLE", reason: entry.unloaded });
     }
     for (const [name, problems] of this.repoProblems) {
       if (!this.models.has(name)) out.push({ name, state: "UNAVAILABLE", reason: problems.join("; ") });
@@ -629,7 +615,7 @@ export class Catalogue {
             ? undefined
             : "not loaded: the loaded-models budget was full";
       if (entry.onDemand || why) {
-        if (why) entry.loadOnNextCall(() => this.exclusive(() => this.syncModel(name, undefined, true)), why);
+        if (why) entry.loadOnNextCall(this.loaderFor(entry), why);
         return undefined;
       }
     }
@@ -725,6 +711,16 @@ function refusedError(name: string, version: string, code: ErrorCode, reason: st
     `model '${name}' version ${version} was not loaded: ${reason}`,
     { model: name, version, cause: code },
   );
+}
+
+/** `work`, or a rejection with `late()` once `ms` have passed; `ms` undefined: no limit. */
+function within<T>(work: Promise<T>, ms: number | undefined, late: () => Error): Promise<T> {
+  if (ms === undefined) return work;
+  let timer: NodeJS.Timeout | undefined;
+  const limit = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(late()), Math.max(0, ms));
+  });
+  return Promise.race([work, limit]).finally(() => clearTimeout(timer));
 }
 
 /** How often idle models are looked for (models.idleUnloadMs). */

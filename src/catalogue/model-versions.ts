@@ -12,6 +12,7 @@ import { type ErrorCode, ModelportError } from "../errors.js";
 import type { Metrics } from "../metrics/metrics.js";
 import type { TensorMap } from "../tensor.js";
 import { ModelView } from "./model-view.js";
+import { compareVersions } from "./repository.js";
 import type {
   CallOptions,
   ModelKind,
@@ -84,13 +85,8 @@ export class ModelVersions {
     return this.currentSlot()?.model.config ?? this.lastConfig;
   }
 
-  /** True when it was unloaded on purpose (not counted against readiness). */
-  get unloaded(): boolean {
-    return this.unloadedReason !== undefined;
-  }
-
-  /** Why it is unloaded, when it was on purpose. */
-  get unloadedWhy(): string | undefined {
+  /** Why it is unloaded, when it was on purpose (not counted against readiness); else undefined. */
+  get unloaded(): string | undefined {
     return this.unloadedReason;
   }
 
@@ -197,11 +193,11 @@ export class ModelVersions {
         return { loaded: false, code: "MP_ERR_SERVER_SHUTTING_DOWN", reason: "closed" };
       }
       const s = model.status();
+      const code = s.code ?? "MP_ERR_MODEL_LOAD_FAILED";
+      const reason = s.reason ?? s.state;
       const current = this.currentSlot();
       const serving = current !== undefined && current.model.status().state !== "failed";
       if (!model.ready && serving) {
-        const code = s.code ?? "MP_ERR_MODEL_LOAD_FAILED";
-        const reason = s.reason ?? s.state;
         this.refusedVersions.set(version, {
           version,
           code,
@@ -223,9 +219,7 @@ export class ModelVersions {
       this.slots.set(version, new VersionSlot(model, options.fingerprint, this.recorder(version)));
       if (options.promote || !serving || this.currentVersion === version) this.switchTo(version);
       if (replaced) this.retire(replaced, version, "replaced by a fresh copy");
-      if (!model.ready)
-        return { loaded: false, code: s.code ?? "MP_ERR_MODEL_LOAD_FAILED", reason: s.reason ?? s.state };
-      return { loaded: true };
+      return model.ready ? { loaded: true } : { loaded: false, code, reason };
     });
   }
 
@@ -471,7 +465,7 @@ export class ModelVersions {
         const next = [...this.slots.entries()]
           .filter(([, s]) => s.model.ready)
           .map(([v]) => v)
-          .sort((a, b) => compareLoose(b, a))[0];
+          .sort((a, b) => compareVersions(b, a))[0];
         if (next !== undefined) this.switchTo(next);
         else {
           this.currentVersion = undefined;
@@ -542,22 +536,9 @@ export class ModelVersions {
     this.retiring.add(done);
   }
 
-  /** Resolves once every retiring version has closed (tests, shutdown). */
-  async settled(): Promise<void> {
-    await this.chain.catch(() => {});
-    await Promise.all([...this.retiring]);
-  }
-
   private serial<T>(work: () => Promise<T>): Promise<T> {
     const next = this.chain.then(work, work);
     this.chain = next.catch(() => {});
     return next;
   }
-}
-
-/** Version names in numeric order where both are numbers, else by text. */
-function compareLoose(a: string, b: string): number {
-  const na = Number(a);
-  const nb = Number(b);
-  return Number.isFinite(na) && Number.isFinite(nb) && na !== nb ? na - nb : a.localeCompare(b);
 }

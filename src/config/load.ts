@@ -179,6 +179,23 @@ function applyFlags(raw: Record<string, unknown>, flags: ServeFlags, env: NodeJS
   if (flags.timeoutMs !== undefined) limits.timeoutMs = flags.timeoutMs;
 }
 
+/**
+ * Keys from the file, the flags and a comma-separated environment variable add up. A file's value
+ * that is not a list is left for the schema to report.
+ */
+function addKeys(
+  server: Record<string, unknown>,
+  key: "apiKeys" | "adminKeys",
+  fromFlags: string[] | undefined,
+  fromEnv: string | undefined,
+): void {
+  const inFile = server[key] === undefined ? [] : Array.isArray(server[key]) ? server[key] : undefined;
+  if (!inFile) return;
+  const keys = [...inFile, ...(fromFlags ?? [])];
+  for (const k of (fromEnv ?? "").split(",")) if (k.trim()) keys.push(k.trim());
+  if (keys.length) server[key] = keys;
+}
+
 function applyServerFlags(server: Record<string, unknown>, flags: ServeFlags, env: NodeJS.ProcessEnv): void {
   if (flags.host !== undefined) server.host = flags.host;
   if (flags.port !== undefined) server.port = flags.port;
@@ -189,20 +206,12 @@ function applyServerFlags(server: Record<string, unknown>, flags: ServeFlags, en
   if (flags.maxConnections !== undefined)
     server.connections = { ...(server.connections as object), maxConnections: flags.maxConnections };
   if (flags.allowOversubscription !== undefined) server.allowOversubscription = flags.allowOversubscription;
-  // A file's apiKeys or runners that are not lists are left for the schema to report.
-  const fileKeys =
-    server.apiKeys === undefined ? [] : Array.isArray(server.apiKeys) ? server.apiKeys : undefined;
-  const keys = [...(fileKeys ?? []), ...(flags.apiKeys ?? [])];
-  for (const k of (env.MODELPORT_API_KEYS ?? "").split(",")) if (k.trim()) keys.push(k.trim());
-  if (keys.length && fileKeys) server.apiKeys = keys;
-  const fileAdmin =
-    server.adminKeys === undefined ? [] : Array.isArray(server.adminKeys) ? server.adminKeys : undefined;
-  const admin = [...(fileAdmin ?? []), ...(flags.adminKeys ?? [])];
-  for (const k of (env.MODELPORT_ADMIN_KEYS ?? "").split(",")) if (k.trim()) admin.push(k.trim());
-  if (admin.length && fileAdmin) server.adminKeys = admin;
+  addKeys(server, "apiKeys", flags.apiKeys, env.MODELPORT_API_KEYS);
+  addKeys(server, "adminKeys", flags.adminKeys, env.MODELPORT_ADMIN_KEYS);
   if (flags.role !== undefined) server.role = flags.role;
   if (flags.instanceId !== undefined) server.instanceId = flags.instanceId;
-  // --runner replaces the file's list (a command line names the whole set); the env adds to it.
+  // --runner replaces the file's list (a command line names the whole set); the env adds to it; a
+  // file's value that is not a list is left for the schema to report.
   const fileRunners =
     server.runners === undefined ? [] : Array.isArray(server.runners) ? server.runners : undefined;
   const runners = flags.runners ?? fileRunners;

@@ -6,6 +6,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { COLD_START_HEADER } from "../../src/protocol/headers.js";
+import { metricValue } from "../helpers/metrics.js";
 import { tempRepository, writeScaleVersion } from "../helpers/repository.js";
 import { type InProcessServer, startInProcess } from "../helpers/server.js";
 import { until } from "../helpers/until.js";
@@ -28,12 +29,6 @@ async function predict(base: string, model: string, headers: Record<string, stri
 async function state(base: string, model: string): Promise<{ state: string; reason?: string }> {
   const d = (await (await fetch(`${base}/v1/models/${model}`)).json()) as any;
   return d.status;
-}
-
-async function metric(base: string, line: RegExp): Promise<number | undefined> {
-  const text = await (await fetch(`${base}/metrics`)).text();
-  const m = text.split("\n").find((l) => line.test(l));
-  return m ? Number(m.split(" ").pop()) : undefined;
 }
 
 describe("lazy loading, idle unloading and eviction", () => {
@@ -82,7 +77,7 @@ describe("lazy loading, idle unloading and eviction", () => {
     assert.ok(Number(first.cold) >= 0, "cold-start header on the first call");
     const second = await predict(s.url, "a");
     assert.equal(second.cold, null);
-    assert.equal(await metric(s.url, /^modelport_cold_starts_total\{model="a"\}/), 1);
+    assert.equal(await metricValue(s.url, "modelport_cold_starts_total", { model: "a" }), 1);
   });
 
   it("a model that does not fit the budget evicts the least recently used idle one", async () => {
@@ -91,13 +86,19 @@ describe("lazy loading, idle unloading and eviction", () => {
     assert.equal(b.body.outputs.y[0][0], 3);
     assert.equal((await state(s.url, "a")).state, "unloaded");
     assert.match((await state(s.url, "a")).reason ?? "", /evicted to make room for 'b'/);
-    assert.equal(await metric(s.url, /^modelport_model_unloads_total\{model="a",reason="evicted"\}/), 1);
+    assert.equal(
+      await metricValue(s.url, "modelport_model_unloads_total", { model: "a", reason: "evicted" }),
+      1,
+    );
   });
 
   it("idleUnloadMs unloads a model that had no call for that long", async () => {
     await until("b to unload when idle", async () => (await state(s.url, "b")).state === "unloaded");
     assert.match((await state(s.url, "b")).reason ?? "", /after 1000 ms without a call/);
-    assert.equal(await metric(s.url, /^modelport_model_unloads_total\{model="b",reason="idle"\}/), 1);
+    assert.equal(
+      await metricValue(s.url, "modelport_model_unloads_total", { model: "b", reason: "idle" }),
+      1,
+    );
     assert.equal(
       (await fetch(`${s.url}/readyz`)).status,
       200,
@@ -181,7 +182,7 @@ describe("a lazy model that fails its checks on its first load", () => {
       assert.equal(ready.status, 503);
       const body = (await ready.json()) as any;
       assert.equal(body.models.bad.code, "MP_ERR_MODEL_GOLDEN_MISMATCH");
-      assert.equal(await metric(s.url, /^modelport_cold_starts_total\{model="bad"\}/), 1);
+      assert.equal(await metricValue(s.url, "modelport_cold_starts_total", { model: "bad" }), 1);
     } finally {
       await s.close();
     }

@@ -7,6 +7,7 @@ import { cpSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
+import { metricValue } from "../helpers/metrics.js";
 import { testModels } from "../helpers/models.js";
 import {
   removeVersion,
@@ -255,13 +256,8 @@ describe("model repository: canary weights and shadow traffic", () => {
   let s: InProcessServer;
   const admin = "admin-key-1234567890";
   const manage = (path: string, body: unknown) => post(`${s.url}${path}`, body, admin);
-  const metric = async (line: RegExp) => {
-    const text = await (
-      await fetch(`${s.url}/metrics`, { headers: { authorization: `Bearer ${admin}` } })
-    ).text();
-    const m = text.split("\n").find((l) => line.test(l));
-    return m ? Number(m.split(" ").pop()) : undefined;
-  };
+  const metric = (name: string, labels: Record<string, string>) =>
+    metricValue(s.url, name, labels, { authorization: `Bearer ${admin}` });
 
   before(async () => {
     dir = tempRepository();
@@ -285,7 +281,7 @@ describe("model repository: canary weights and shadow traffic", () => {
     assert.equal(ones + twos, 200, "every call answered by version 1 or 2");
     // 200 fair coin flips: each side 100 ± 7 (one sigma); 40..160 is over eight sigmas.
     assert.ok(ones >= 40 && twos >= 40, `split ${ones}/${twos}`);
-    const v1 = await metric(/^modelport_version_calls_total\{model="scale",version="1",outcome="ok"\}/);
+    const v1 = await metric("modelport_version_calls_total", { model: "scale", version: "1", outcome: "ok" });
     assert.ok(v1 !== undefined && v1 >= ones, `version 1 counted ${v1}, answered ${ones}`);
     // Each answer names the version that computed it, split or not.
     for (let i = 0; i < 20; i++) {
@@ -338,10 +334,14 @@ describe("model repository: canary weights and shadow traffic", () => {
       ["1", 20, 1, 1],
     );
     assert.equal(
-      await metric(/^modelport_shadow_comparisons_total\{model="scale",version="1",result="disagree"\}/),
+      await metric("modelport_shadow_comparisons_total", {
+        model: "scale",
+        version: "1",
+        result: "disagree",
+      }),
       20,
     );
-    assert.equal(await metric(/^modelport_shadow_max_abs_diff\{model="scale",version="1"\}/), 1);
+    assert.equal(await metric("modelport_shadow_max_abs_diff", { model: "scale", version: "1" }), 1);
     assert.ok(s.logs.some((l) => String(l.msg).includes("shadow version 1 disagrees")));
 
     // A version with the same answers agrees.

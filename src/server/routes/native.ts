@@ -58,6 +58,11 @@ export function describeModel(host: ServedModel): Record<string, unknown> {
   };
 }
 
+/** GET /v1/models/{model}: the native description of a tensor model, OpenAI's shape for a language model. */
+export function describeAny(model: ServedModel): Record<string, unknown> {
+  return model.kind === "language" ? describeLanguageModel(model) : describeModel(model);
+}
+
 /** `?outputs=a,b` (or repeated): the outputs to return, for bodies that cannot say so themselves. */
 function outputsQuery(value: string | string[] | undefined): string[] | undefined {
   if (value === undefined) return undefined;
@@ -80,7 +85,7 @@ export const nativeRoutes: FastifyPluginAsync = async (app) => {
 
   app.get<{ Params: ModelParams }>("/v1/models/:model", async (req) => {
     const model = ctx.catalogue.get(req.params.model);
-    return model.kind === "language" ? describeLanguageModel(model) : describeModel(model);
+    return describeAny(model);
   });
 
   // The version: from the path (/versions/{v}/predict), ?version=, or `model@v`; else the current one.

@@ -7,8 +7,7 @@ import type { ShadowSpec } from "../../catalogue/served-model.js";
 import { ModelportError } from "../../errors.js";
 import { adminOnly } from "../plugins/admin.js";
 import { errorHandler } from "../plugins/errors.js";
-import { describeModel } from "./native.js";
-import { describeLanguageModel } from "./openai.js";
+import { describeAny } from "./native.js";
 
 interface ModelParams {
   model: string;
@@ -97,10 +96,7 @@ const nativeRepositoryRoutes: FastifyPluginAsync = async (app) => {
   const ctx = app.modelport;
   app.addHook("preHandler", adminOnly(ctx.config.server));
   smallJsonBodies(app);
-  const describe = (name: string) => {
-    const m = ctx.catalogue.get(name);
-    return m.kind === "language" ? describeLanguageModel(m) : describeModel(m);
-  };
+  const describe = (name: string) => describeAny(ctx.catalogue.get(name));
 
   app.post<{ Params: ModelParams; Body: { version?: unknown } | undefined }>(
     "/v1/models/:model/promote",
