@@ -19,6 +19,7 @@ import {
   scanRepository,
   wantedVersions,
 } from "./repository.js";
+import { configFromReport } from "./runner-models.js";
 import type {
   Capability,
   ModelKind,
@@ -98,6 +99,8 @@ export class Catalogue {
   private polling: Promise<void> | undefined;
   private closed = false;
   private repoChain: Promise<unknown> = Promise.resolve();
+  /** API tier: models runners report that this tier cannot serve (logged once). */
+  private readonly unadoptable = new Set<string>();
 
   constructor(
     private readonly config: Config,
@@ -131,7 +134,12 @@ export class Catalogue {
    * repository every repository.pollMs.
    */
   async startAll(): Promise<void> {
-    if (this.pool) await this.pool.start();
+    if (this.pool) {
+      const pool = this.pool;
+      await pool.start();
+      this.adoptReported();
+      pool.onPolled(() => this.adoptReported());
+    }
     for (const [name, c] of this.configured) {
       const entry = this.models.get(name)!;
       const load = this.loaderFor(entry);
@@ -203,7 +211,11 @@ export class Catalogue {
         { model: name, param: "model" },
       );
     }
-    return version === undefined ? entry.view : entry.pinned(version);
+    if (version === undefined) return entry.view;
+    if (!this.pool) return entry.pinned(version);
+    // API tier: the runners hold the versions; a pinned copy goes only to those holding it.
+    const remote = entry.currentSlot()?.model as (ServedModel & { at?(v: string): ServedModel }) | undefined;
+    return remote?.at?.(version) ?? entry.pinned(version);
   }
 
   /**
@@ -237,9 +249,16 @@ export class Catalogue {
         ...(s.code ? { code: s.code } : {}),
         // A candidate that failed its checks: the model may be ready (the previous version serves).
         ...(s.refused ? { refused: s.refused } : {}),
-        ...(entry.onDemand ? { loadable: true as const } : {}),
+        ...(s.loadable ? { loadable: true as const } : {}),
       };
-      if (!s.ready && !entry.unloaded) reasons.push(`${s.name}: ${s.reason ?? s.state}`);
+      if (!s.ready && !entry.unloaded && s.state !== "unloaded")
+        reasons.push(`${s.name}: ${s.reason ?? s.state}`);
+    }
+    // API tier: with no runner answering, nothing can be served, whatever the config lists.
+    const runners = this.pool?.all();
+    if (runners && !runners.some((ep) => ep.healthy)) {
+      const why = runners.map((ep) => `${ep.url}: ${ep.reason}`).join("; ") || "none found";
+      reasons.push(`runners: none answers (${why})`);
     }
     return { ready: reasons.length === 0, reasons, models };
   }
@@ -379,7 +398,46 @@ export class Catalogue {
     this.idleTimer.unref();
   }
 
-  /** Calls `listener` with each model the catalogue gains after start-up (new repository folders). */
+  /**
+   * API tier: serves each model a runner reports that the config does not list (a runner's
+   * repository), and drops such a model once no runner that answers lists it.
+   */
+  private adoptReported(): void {
+    if (this.closed) return;
+    const up = this.pool!.all().filter((ep) => ep.healthy);
+    const listed = new Set<string>();
+    for (const ep of up) {
+      for (const [name, report] of ep.models) {
+        listed.add(name);
+        if (this.models.has(name) || this.unadoptable.has(name)) continue;
+        const c = configFromReport(name, report, ep.url, {
+          baseDir: "/",
+          limits: this.config.limits,
+          server: this.config.server,
+        });
+        if ("problem" in c) {
+          this.unadoptable.add(name);
+          this.log.warn(`${c.problem}; not served by this tier`);
+          continue;
+        }
+        this.log.info(
+          { model: name, runner: ep.url },
+          `${name}: served through the runners (reported by ${ep.url})`,
+        );
+        const entry = this.addEntry(c);
+        void entry.add(c, { promote: true });
+      }
+    }
+    if (up.length === 0) return;
+    for (const [name, entry] of this.models) {
+      if (this.configured.has(name) || listed.has(name)) continue;
+      this.models.delete(name);
+      this.log.info({ model: name }, `${name}: no runner lists it any more; no longer served by this tier`);
+      void entry.close();
+    }
+  }
+
+  /** Calls `listener` with each model the catalogue gains after start-up (new repository folders, models runners report). */
   onAdded(listener: (model: ServedModel) => void): void {
     this.addedListeners.push(listener);
   }

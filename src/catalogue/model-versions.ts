@@ -167,6 +167,7 @@ export class ModelVersions {
         inFlight: slot.calls,
         ...(s.loadMs !== undefined ? { loadMs: s.loadMs } : {}),
         ...(s.sha256 ? { sha256: s.sha256 } : {}),
+        ...(slot.model.signature ? { signature: slot.model.signature } : {}),
       };
     });
   }

@@ -26,6 +26,8 @@ export interface Versions {
   readonly kind: ModelKind;
   readonly config: ServedModelConfig;
   lastUsed: number;
+  /** Nothing is loaded, and the next call loads it. */
+  readonly onDemand: boolean;
   currentSlot(): VersionSlot | undefined;
   /** The slot an unversioned call goes to. */
   route(): VersionSlot | undefined;
@@ -132,6 +134,7 @@ export class ModelView implements ServedModel {
           golden: "none",
           restarts: 0,
           recycles: 0,
+          ...(this.entry.onDemand ? { loadable: true as const } : {}),
         };
     if (this.slot) return base;
     const refused = this.entry.refused();

@@ -13,6 +13,7 @@ import { ERRORS, type ErrorCode, isModelportError, ModelportError, TRY_ELSEWHERE
 import type { EmbedResult, GenerateOptions, GenerateRequest, GenerateResult } from "../llm/language-model.js";
 import type { RunnerEndpoint } from "../runner/remote/runner-endpoint.js";
 import type { RunnerPool } from "../runner/remote/runner-pool.js";
+import { versionNotFound } from "./remote-tensor-model.js";
 import {
   type Capabilities,
   EMBEDDINGS_CAPABILITIES,
@@ -50,6 +51,7 @@ export class RemoteLanguageModel implements ServedModel {
   readonly capabilities: Capabilities;
   readonly created = Math.floor(Date.now() / 1000);
   private readonly clients = new Map<string, Promise<UpstreamLanguageModel>>();
+  private readonly pinnedCopies = new Map<string, RemoteLanguageModel>();
   private active = 0;
   private closed = false;
 
@@ -58,11 +60,23 @@ export class RemoteLanguageModel implements ServedModel {
     private readonly pool: RunnerPool,
     private readonly log: Logger,
     private readonly apiKey: string | undefined,
+    /** Calls go to this version only (as `name@version` on the runners that hold it). */
+    private readonly pinned?: string,
   ) {
     this.name = config.name;
     this.backend = config.backend;
     this.capabilities =
       config.backend === "transformers" ? EMBEDDINGS_CAPABILITIES : generativeCapabilities(true);
+  }
+
+  /** The model pinned to `version`: served by the runners that hold it. */
+  at(version: string): RemoteLanguageModel {
+    let copy = this.pinnedCopies.get(version);
+    if (!copy) {
+      copy = new RemoteLanguageModel(this.config, this.pool, this.log, this.apiKey, version);
+      this.pinnedCopies.set(version, copy);
+    }
+    return copy;
   }
 
   /** The pool polls the runners; the tensor registry starts it. */
@@ -72,14 +86,21 @@ export class RemoteLanguageModel implements ServedModel {
     this.closed = true;
     const clients = await Promise.allSettled(this.clients.values());
     await Promise.all(clients.map((c) => (c.status === "fulfilled" ? c.value.close() : undefined)));
+    for (const copy of this.pinnedCopies.values()) await copy.close();
   }
 
+  /** The pinned version; else the version a serving runner calls current. */
   get version(): string {
-    return this.config.version;
+    if (this.pinned !== undefined) return this.pinned;
+    const ep =
+      this.pool.all().find((e) => e.serves(this.name)) ??
+      this.pool.all().find((e) => e.models.has(this.name));
+    return ep?.models.get(this.name)?.version ?? this.config.version;
   }
 
+  /** A runner can take a call now (the model ready there, or loaded by the call). */
   get ready(): boolean {
-    return !this.closed && this.pool.all().some((ep) => ep.serves(this.name));
+    return !this.closed && this.pool.all().some((ep) => ep.serves(this.name, this.pinned));
   }
 
   notReadyError(): ModelportError {
@@ -87,19 +108,31 @@ export class RemoteLanguageModel implements ServedModel {
       return new ModelportError("MP_ERR_SERVER_SHUTTING_DOWN", `model '${this.name}' is closed`, {
         model: this.name,
       });
+    if (this.pinned !== undefined && this.pool.lacksVersion(this.name, this.pinned))
+      return versionNotFound(this.name, this.pinned);
     return this.unavailable(this.reason());
   }
 
   status(): ModelStatus {
-    const ready = this.ready;
+    const eps = this.pool.all().filter((ep) => ep.healthy);
+    const pinned = this.pinned;
+    // Ready on a runner now; loadable: a call loads it there; unloaded: on purpose on every runner.
+    const ready =
+      !this.closed &&
+      eps.some((ep) => {
+        const r = ep.models.get(this.name);
+        return r && ep.serves(this.name, pinned) && (pinned === undefined ? r.ready : r.versions.has(pinned));
+      });
+    const unloaded = eps.length > 0 && eps.every((ep) => ep.models.get(this.name)?.state === "unloaded");
     return {
       name: this.name,
-      version: this.config.version,
+      version: this.version,
       backend: this.backend,
       path: this.config.path,
-      state: this.closed ? "closed" : ready ? "ready" : "loading",
+      state: this.closed ? "closed" : ready ? "ready" : unloaded ? "unloaded" : "loading",
       ready,
       ...(ready ? {} : { reason: this.reason(), code: "MP_ERR_RUNNER_UNAVAILABLE" as const }),
+      ...(!ready && this.ready ? { loadable: true as const } : {}),
       // Each runner checks the golden example before it reports the model ready.
       golden: "runner",
       restarts: 0,
@@ -112,7 +145,9 @@ export class RemoteLanguageModel implements ServedModel {
   private reason(): string {
     const lines = this.pool.all().map((ep) => {
       if (!ep.healthy) return `${ep.url}: ${ep.reason}`;
-      return `${ep.url}: ${ep.languageModels.has(this.name) ? "not ready" : "does not serve this model"}`;
+      const r = ep.models.get(this.name);
+      if (!r) return `${ep.url}: does not serve this model`;
+      return `${ep.url}: ${this.pinned === undefined ? r.state : `version ${this.pinned} is not ready`}`;
     });
     return `no runner serving it is ready (${lines.join("; ") || "no runners configured"})`;
   }
@@ -139,7 +174,7 @@ export class RemoteLanguageModel implements ServedModel {
           options.onDelta!(text);
         }
       : undefined;
-    const first = this.pool.pick(this.name);
+    const first = this.pool.pick(this.name, undefined, this.pinned);
     if (!first) throw this.unavailable(this.reason());
     this.active++;
     try {
@@ -150,7 +185,7 @@ export class RemoteLanguageModel implements ServedModel {
         const again =
           !streamed && !options.cancel?.canceled && isModelportError(err) && TRY_ELSEWHERE.has(err.code);
         if (!again) throw err;
-        const second = this.pool.pick(this.name, first);
+        const second = this.pool.pick(this.name, first, this.pinned);
         // The only runner refused (overloaded, draining): its own answer is the best one; a runner
         // that could not be reached at all is "unavailable".
         if (!second) {
@@ -192,7 +227,7 @@ export class RemoteLanguageModel implements ServedModel {
           backend: "upstream",
           upstream: upstreamSchema.parse({
             url: `${ep.url}/v1`,
-            model: c.name,
+            model: this.pinned === undefined ? c.name : `${c.name}@${this.pinned}`,
             ...(this.apiKey ? { apiKeyEnv: KEY_ENV } : {}),
             timeoutMs: c.limits.timeoutMs,
             // Failing over to another runner is this class's job, not a retry on the same one.

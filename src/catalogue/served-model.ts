@@ -42,8 +42,10 @@ export interface RemoteRunnerStatus {
   /** The runner's X-Modelport-Instance, once it answered. */
   instance?: string;
   healthy: boolean;
-  /** This model is loaded and golden-checked on that runner. */
+  /** This model is loaded and golden-checked on that runner (or loads on its next call there). */
   ready: boolean;
+  /** The version that takes unversioned calls there. */
+  version?: string;
   inFlight: number;
   /** Why the runner is out of rotation for this model. */
   reason?: string;
@@ -105,6 +107,8 @@ export interface ModelStatus {
   cost?: CostSnapshot;
   /** Every loaded version (the model's own status only, not a pinned version's). */
   versions?: VersionStatus[];
+  /** Not loaded now, and loads on its next call (lazy, idle-unloaded, evicted). */
+  loadable?: true;
   /** Versions that failed their checks and never served. */
   refused?: Omit<RefusedVersion, "fingerprint">[];
   /** A canary split (weights by version) and a shadow version with its comparison so far. */
@@ -186,6 +190,8 @@ export interface VersionStatus {
   inFlight: number;
   loadMs?: number;
   sha256?: string;
+  /** Its inputs and outputs (tensor models), which may differ from another version's. */
+  signature?: ModelSignature;
 }
 
 /** A version that failed its checks and never served, with why. */

@@ -13,6 +13,7 @@ import { createLogger } from "./logger.js";
 
 export const SERVE_HELP = `Usage: modelport serve [MODEL] [options]
        modelport serve --repository DIR [options]
+       modelport serve --role api --runner URL... [options]
 
 Serve one model file (MODEL: .onnx, or a .ts/.js custom handler) or several (-c FILE).
 MODEL may also be a Hugging Face model folder (config.json, tokenizer.json, onnx/model.onnx):
@@ -54,7 +55,8 @@ Options:
       --processes N        HTTP front processes, each with its own copy of the models (default 1)
       --allow-oversubscription  accept a layout whose multi-threaded models oversubscribe the cores
       --role ROLE          all (default: HTTP and models in one process) | api (HTTP, validation,
-                           auth, jobs API; loads no weights, forwards to runners) | runner (loads
+                           auth, jobs API; loads no weights, forwards to runners, and serves every
+                           model and version they report: no MODEL or -c needed) | runner (loads
                            the models, answers the API tier, executes jobs) (docs/Deploy.md)
       --runner URL         role api: a runner's base URL, e.g. http://10.0.0.5:8080 (repeatable;
                            also MODELPORT_RUNNERS); dns+http://NAME:PORT expands to every address

@@ -358,7 +358,8 @@ export function loadConfig(opts: LoadConfigOptions): Config {
       );
     }
   }
-  if (!opts.file && !opts.modelPath && flags.repository === undefined) {
+  // The API tier needs none of them: it serves what its runners report.
+  if (!opts.file && !opts.modelPath && flags.repository === undefined && flags.role !== "api") {
     throw new ConfigError([
       "command line: give a model path (modelport serve model.onnx), a config file (-c modelport.yaml) or a repository (--repository DIR)",
     ]);
@@ -431,17 +432,22 @@ export function loadConfig(opts: LoadConfigOptions): Config {
     );
     for (const p of budget.problems) problems.push(`${source}: thread budget: ${p}`);
   }
-  const repository = parsed.repository
-    ? Object.freeze({ ...parsed.repository, dir: resolve(baseDir, parsed.repository.dir) })
-    : undefined;
-  if (repository && role !== "api") {
+  // The API tier reads no repository (a config file shared with the runners may name one): it
+  // serves the models its runners report.
+  const repository =
+    parsed.repository && role !== "api"
+      ? Object.freeze({ ...parsed.repository, dir: resolve(baseDir, parsed.repository.dir) })
+      : undefined;
+  if (repository) {
     if (!existsSync(repository.dir))
       problems.push(`${source}: repository.dir: ${repository.dir} does not exist`);
     else if (!statSync(repository.dir).isDirectory())
       problems.push(`${source}: repository.dir: ${repository.dir} is not a folder`);
   }
-  if (repository && role === "api") {
-    problems.push(`${source}: repository: the API tier loads no models; give the repository to the runners`);
+  if (role === "api" && flags.repository !== undefined) {
+    problems.push(
+      "command line: --repository: the API tier loads no models; give the repository to the runners, and the API tier serves what they report",
+    );
   }
   if (problems.length) throw new ConfigError(problems);
 

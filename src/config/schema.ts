@@ -436,7 +436,8 @@ export const configSchema = z
     repository: repositorySchema.optional(),
   })
   .strict()
-  .refine((c) => c.models.length > 0 || c.repository !== undefined, {
+  // The API tier may list none: it serves what its runners report.
+  .refine((c) => c.models.length > 0 || c.repository !== undefined || c.server.role === "api", {
     message: "serve at least one model: list models, or give a repository",
     path: ["models"],
   });

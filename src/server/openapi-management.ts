@@ -1,4 +1,5 @@
-// The management routes (docs/Models-over-time.md) in the OpenAPI document: admin keys only.
+// The management routes (docs/Models-over-time.md) in the OpenAPI document: admin keys only. On
+// an API tier each call reaches every runner and the answer adds `runners: [{runner, status}]`.
 type Schema = Record<string, unknown>;
 
 const modelParam = { name: "model", in: "path", required: true, schema: { type: "string" } };
@@ -6,6 +7,10 @@ const errors = {
   401: { description: "no API key" },
   403: { description: "not an admin key (MP_ERR_ADMIN_REQUIRED)" },
   404: { description: "no such model or version" },
+  503: {
+    description:
+      "API tier: a runner could not be reached (MP_ERR_RUNNER_UNAVAILABLE); the answer names the runners that applied the change",
+  },
 };
 
 /** One POST operation; `on.withModel`: the path has {model}; `on.schema`: its JSON body. */

@@ -25,6 +25,26 @@ export function removeNamespaces(spaces: readonly Namespace[]): void {
   for (const ns of spaces) spawnSync("ip", ["netns", "del", ns.name]);
 }
 
+/**
+ * Namespaces left by a test process that was killed before it cleaned up: they hold the same
+ * addresses, and their routes would capture this run's traffic.
+ */
+function removeStale(): void {
+  const list = spawnSync("ip", ["netns", "list"], { encoding: "utf8" }).stdout ?? "";
+  for (const m of list.matchAll(/^mp-(\d+)-\d+/gm)) {
+    const tag = Number(m[1]);
+    if (tag === process.pid % 100_000) continue;
+    let alive = false;
+    try {
+      process.kill(tag, 0);
+      alive = true;
+    } catch {
+      // no such process: its namespaces are stale
+    }
+    if (!alive) spawnSync("ip", ["netns", "del", m[0]]);
+  }
+}
+
 /** `count` namespaces, or why they cannot be made here (with nothing left behind). */
 export function createNamespaces(count: number): { spaces: Namespace[] } | { reason: string } {
   if (process.platform !== "linux")
@@ -32,6 +52,7 @@ export function createNamespaces(count: number): { spaces: Namespace[] } | { rea
   if (process.getuid?.() !== 0) return { reason: "network namespaces need root (this test runs as a user)" };
   if (spawnSync("ip", ["-V"]).error)
     return { reason: "network namespaces need iproute2's `ip`, not installed" };
+  removeStale();
   const made: Namespace[] = [];
   const tag = String(process.pid % 100_000);
   try {

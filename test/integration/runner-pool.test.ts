@@ -52,8 +52,8 @@ describe("RunnerPool", () => {
     const p = pool([a.url, b.url]);
     await p.start();
     const out = await p.predict("latency", x(21), { deadline: deadline() });
-    assert.deepEqual([...(out.y!.data as Float32Array)], [42]);
-    assert.deepEqual(out.y!.shape, [1, 1]);
+    assert.deepEqual([...(out.outputs.y!.data as Float32Array)], [42]);
+    assert.deepEqual(out.outputs.y!.shape, [1, 1]);
     const inFlight = Array.from({ length: 10 }, (_, i) =>
       p.predict("latency", x(i), { deadline: deadline() }),
     );
@@ -63,7 +63,7 @@ describe("RunnerPool", () => {
     );
     const results = await Promise.all(inFlight);
     assert.deepEqual(
-      results.map((r) => (r.y!.data as Float32Array)[0]),
+      results.map((r) => (r.outputs.y!.data as Float32Array)[0]),
       Array.from({ length: 10 }, (_, i) => 2 * i),
     );
   });
@@ -78,7 +78,7 @@ describe("RunnerPool", () => {
     // Whichever runner is picked first, every request succeeds.
     for (let i = 0; i < 4; i++) {
       const out = await p.predict("latency", x(i), { deadline: deadline() });
-      assert.equal((out.y!.data as Float32Array)[0], 2 * i);
+      assert.equal((out.outputs.y!.data as Float32Array)[0], 2 * i);
     }
     const down = p.all().find((ep) => ep.url === a.url)!;
     assert.equal(down.healthy, false);
@@ -165,6 +165,6 @@ describe("RunnerPool", () => {
     assert.ok(ipv4, `expanded to ${p.all().map((ep) => ep.url)}`);
     assert.equal(ipv4.healthy, true);
     const out = await p.predict("latency", x(4), { deadline: deadline() });
-    assert.equal((out.y!.data as Float32Array)[0], 8);
+    assert.equal((out.outputs.y!.data as Float32Array)[0], 8);
   });
 });

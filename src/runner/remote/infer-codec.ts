@@ -23,10 +23,13 @@ function badResponse(why: string): ModelportError {
 }
 
 /**
- * The outputs of a runner's binary infer response.
+ * The outputs of a runner's binary infer response, and the version that computed them.
  * @throws ModelportError MP_ERR_RUNNER_UNAVAILABLE when the answer is not a well-formed binary response.
  */
-export function decodeInferResponse(body: Buffer, headerLength: string | string[] | undefined): TensorMap {
+export function decodeInferResponse(
+  body: Buffer,
+  headerLength: string | string[] | undefined,
+): { outputs: TensorMap; version?: string } {
   let header: Record<string, unknown>;
   let rest: Uint8Array;
   try {
@@ -62,7 +65,8 @@ export function decodeInferResponse(body: Buffer, headerLength: string | string[
       throw badResponse((err as Error).message);
     }
   }
-  return out;
+  const version = header.model_version;
+  return typeof version === "string" ? { outputs: out, version } : { outputs: out };
 }
 
 /**

@@ -5,10 +5,24 @@ import http from "node:http";
 import { INSTANCE_HEADER, POLL_HEADER } from "../../protocol/headers.js";
 import type { ModelSignature, TensorSpec } from "../../tensor.js";
 
+/** What a runner's health poll said of one model it serves (GET /v1/models). */
 export interface RunnerModelReport {
+  kind: "tensor" | "language";
+  /** Its current version is loaded, checked and ready there. */
   ready: boolean;
+  /** Not loaded there now, and its next call there loads it (lazy, idle-unloaded, evicted). */
+  loadable: boolean;
+  /** Its state there (unloaded: on purpose, not a failure). */
+  state: string;
+  /** The version that takes unversioned calls there. */
   version: string;
-  signature: ModelSignature;
+  /** Every loaded version that is ready there, with its signature (tensor models). */
+  versions: Map<string, ModelSignature | undefined>;
+  backend: string;
+  /** Tensor models: the current version's signature. */
+  signature?: ModelSignature;
+  /** The runner's limits for the model (its describe), so the API tier checks what the runner checks. */
+  limits?: Record<string, unknown>;
   /** Why the model is not ready on that runner. */
   reason?: string;
 }
@@ -52,10 +66,9 @@ export class RunnerEndpoint {
   inFlight = 0;
   /** Health polls in a row that timed out. */
   private slowPolls = 0;
+  /** Every model the runner serves, tensor and language, by name. */
   models = new Map<string, RunnerModelReport>();
-  /** Language models the runner serves (GET /v1/models `data`, kind "language"), and whether each is ready. */
-  languageModels = new Map<string, boolean>();
-  /** Models this runner refused as not ready or draining since the last poll: skip them until it says otherwise. */
+  /** Models (and name@version) this runner refused as not ready or draining since the last poll: skip them until it says otherwise. */
   readonly refused = new Set<string>();
 
   constructor(url: string, apiKey: string | undefined) {
@@ -68,10 +81,17 @@ export class RunnerEndpoint {
     this.agent = new http.Agent({ keepAlive: true, keepAliveMsecs: 1000, maxSockets: 256, timeout: 60_000 });
   }
 
-  /** The model is ready on this runner and the runner answers. */
-  serves(model: string): boolean {
-    const ready = this.models.get(model)?.ready === true || this.languageModels.get(model) === true;
-    return this.healthy && ready && !this.refused.has(model);
+  /**
+   * The runner answers, and can serve `model` now: ready, or loaded by the call (a cold start
+   * there); at `version` when given (then that version is loaded and ready there, or it is the
+   * version a cold start would load).
+   */
+  serves(model: string, version?: string): boolean {
+    const r = this.models.get(model);
+    if (!this.healthy || !r || this.refused.has(version === undefined ? model : `${model}@${version}`))
+      return false;
+    if (version === undefined) return r.ready || r.loadable;
+    return r.versions.has(version) || (r.loadable && r.version === version);
   }
 
   markDown(reason: string): void {
@@ -92,9 +112,10 @@ export class RunnerEndpoint {
         return;
       }
       const body = JSON.parse(res.body.toString("utf8")) as { models?: ListedModel[]; data?: OpenAiListed[] };
-      this.models = new Map((body.models ?? []).map((m) => [m.name, report(m)]));
-      const language = (body.data ?? []).filter((m) => m.kind === "language");
-      this.languageModels = new Map(language.map((m) => [m.id, m.ready === true]));
+      const models = new Map<string, RunnerModelReport>();
+      for (const m of body.models ?? []) models.set(m.name, tensorReport(m));
+      for (const m of body.data ?? []) if (m.kind === "language") models.set(m.id, languageReport(m));
+      this.models = models;
       this.refused.clear();
       this.healthy = true;
       this.reason = "";
@@ -116,7 +137,7 @@ export class RunnerEndpoint {
   request(method: string, path: string, options: RequestOptions): Promise<RunnerResponse> {
     return new Promise((resolve, reject) => {
       const headers: Record<string, string> = { ...options.headers };
-      if (this.auth) headers.authorization = this.auth;
+      if (this.auth && headers.authorization === undefined) headers.authorization = this.auth;
       if (options.body) headers["content-length"] = String(options.body.length);
       const req = http.request(
         { host: this.host, port: this.port, method, path, headers, agent: this.agent },
@@ -158,29 +179,80 @@ export class RunnerEndpoint {
   }
 }
 
+/** One loaded version as a runner lists it (version_status). */
+interface ListedVersion {
+  version: string;
+  ready?: boolean;
+  signature?: ModelSignature;
+}
+
+/** A tensor model of GET /v1/models `models` (the native description). */
 interface ListedModel {
   name: string;
-  /** The version taking unversioned calls (a runner with a repository may list several). */
+  /** The version taking unversioned calls. */
   version?: string;
-  versions?: string[];
-  status?: { ready?: boolean; reason?: string };
+  version_status?: ListedVersion[];
+  backend?: string;
+  status?: { ready?: boolean; state?: string; reason?: string; loadable?: boolean };
   inputs?: TensorSpec[];
   outputs?: TensorSpec[];
   batchable?: boolean;
+  limits?: Record<string, unknown>;
 }
 
-/** An entry of GET /v1/models `data` (OpenAI's model list, with modelport's kind and readiness). */
+/** An entry of GET /v1/models `data` (OpenAI's model list, with modelport's kind, state and versions). */
 interface OpenAiListed {
   id: string;
   kind?: string;
+  backend?: string;
   ready?: boolean;
+  state?: string;
+  loadable?: boolean;
+  version?: string;
+  version_status?: ListedVersion[];
 }
 
-function report(m: ListedModel): RunnerModelReport {
+/** The ready versions of a listing, each with its signature. */
+function readyVersions(
+  list: ListedVersion[] | undefined,
+  current: { version: string; ready: boolean; signature?: ModelSignature },
+): Map<string, ModelSignature | undefined> {
+  const out = new Map<string, ModelSignature | undefined>();
+  // A runner that lists no versions serves its current one.
+  if (!Array.isArray(list)) return current.ready ? out.set(current.version, current.signature) : out;
+  for (const v of list)
+    if (v?.ready === true && typeof v.version === "string") out.set(v.version, v.signature);
+  return out;
+}
+
+function tensorReport(m: ListedModel): RunnerModelReport {
+  const ready = m.status?.ready === true;
+  const version = m.version ?? "1";
+  const signature = { inputs: m.inputs ?? [], outputs: m.outputs ?? [], batchable: m.batchable === true };
   return {
-    ready: m.status?.ready === true,
-    version: m.version ?? m.versions?.[0] ?? "1",
-    signature: { inputs: m.inputs ?? [], outputs: m.outputs ?? [], batchable: m.batchable === true },
+    kind: "tensor",
+    ready,
+    loadable: m.status?.loadable === true,
+    state: m.status?.state ?? (ready ? "ready" : "loading"),
+    version,
+    versions: readyVersions(m.version_status, { version, ready, signature }),
+    backend: m.backend ?? "onnx",
+    signature,
+    ...(m.limits && typeof m.limits === "object" ? { limits: m.limits } : {}),
     ...(m.status?.reason ? { reason: m.status.reason } : {}),
+  };
+}
+
+function languageReport(m: OpenAiListed): RunnerModelReport {
+  const ready = m.ready === true;
+  const version = m.version ?? "1";
+  return {
+    kind: "language",
+    ready,
+    loadable: m.loadable === true,
+    state: m.state ?? (ready ? "ready" : "loading"),
+    version,
+    versions: readyVersions(m.version_status, { version, ready }),
+    backend: m.backend ?? "llama-cpp",
   };
 }

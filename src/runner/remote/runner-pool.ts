@@ -19,6 +19,23 @@ export interface ForwardOptions {
   deadline?: number;
   cancel?: CancelHandle;
   requestId?: string;
+  /** Only runners holding this version ready (or loading it on this call) take the request. */
+  version?: string;
+}
+
+/** One runner's answer to a broadcast request. */
+export interface BroadcastAnswer {
+  runner: string;
+  /** 0: no answer (error says why). */
+  status: number;
+  body: Buffer;
+  error?: string;
+}
+
+/** What a runner answered: the outputs and the version that computed them. */
+export interface Forwarded {
+  outputs: TensorMap;
+  version?: string;
 }
 
 export class RunnerPool {
@@ -28,6 +45,7 @@ export class RunnerPool {
   private polling: Promise<void> | undefined;
   private rotation = 0;
   private closed = false;
+  private readonly polledListeners: (() => void)[] = [];
 
   constructor(
     private readonly server: ServerConfig,
@@ -47,6 +65,11 @@ export class RunnerPool {
 
   all(): RunnerEndpoint[] {
     return [...this.endpoints.values()];
+  }
+
+  /** Calls `listener` after each round of polls (the runners' reports are fresh). */
+  onPolled(listener: () => void): void {
+    this.polledListeners.push(listener);
   }
 
   /** Polls every runner once (a poll already running is shared). */
@@ -84,6 +107,7 @@ export class RunnerPool {
           this.log.info({ runner: ep.url, instance: ep.instance }, `runner ${ep.url} is in the rotation`);
       }),
     );
+    for (const listener of this.polledListeners) listener();
   }
 
   /** The configured URLs, with each dns+http:// URL expanded to one URL per address its name resolves to. */
@@ -114,9 +138,9 @@ export class RunnerPool {
     return [...new Set(out)];
   }
 
-  /** Least in-flight among the runners serving `model`, ties taken in turn; undefined when none. */
-  pick(model: string, exclude?: RunnerEndpoint): RunnerEndpoint | undefined {
-    const candidates = this.all().filter((ep) => ep !== exclude && ep.serves(model));
+  /** Least in-flight among the runners serving `model` (at `version`), ties taken in turn; undefined when none. */
+  pick(model: string, exclude?: RunnerEndpoint, version?: string): RunnerEndpoint | undefined {
+    const candidates = this.all().filter((ep) => ep !== exclude && ep.serves(model, version));
     if (candidates.length === 0) return undefined;
     const start = this.rotation++ % candidates.length;
     let best = candidates[start]!;
@@ -127,6 +151,12 @@ export class RunnerPool {
     return best;
   }
 
+  /** Runners answer, and none holds `version` of `model` ready (or loads it on its next call). */
+  lacksVersion(model: string, version: string): boolean {
+    const up = this.all().filter((ep) => ep.healthy);
+    return up.length > 0 && !up.some((ep) => ep.serves(model, version));
+  }
+
   /**
    * Scores `inputs` on a runner that serves `model`; once more on another when the first does
    * not answer or answers with a code another runner may not share (draining, not ready, crashed,
@@ -134,15 +164,21 @@ export class RunnerPool {
    * @throws ModelportError MP_ERR_RUNNER_UNAVAILABLE (503, retryable) when no runner could answer;
    *   the runner's own code for anything else it refused (bad input, deadline, inference failure).
    */
-  async predict(model: string, inputs: TensorMap, options: ForwardOptions = {}): Promise<TensorMap> {
+  async predict(model: string, inputs: TensorMap, options: ForwardOptions = {}): Promise<Forwarded> {
     const request = encodeInferRequest(inputs);
-    const first = this.pick(model);
-    if (!first) throw this.unavailable(model, "no runner serving it is ready");
+    const version = options.version;
+    const first = this.pick(model, undefined, version);
+    if (!first) {
+      throw this.unavailable(
+        model,
+        version === undefined ? "no runner serving it is ready" : `no runner has version ${version} ready`,
+      );
+    }
     try {
       return await this.forward(first, model, request, options);
     } catch (err) {
       if (!this.shouldRetry(err, options)) throw this.settle(model, err);
-      const second = this.pick(model, first);
+      const second = this.pick(model, first, version);
       this.metrics?.runnerForwards.inc({ runner: first.url, outcome: "retried" });
       // The only runner refused (overloaded, draining): its own answer, with its Retry-After, is the best one.
       if (!second) {
@@ -157,7 +193,11 @@ export class RunnerPool {
       try {
         return await this.forward(second, model, request, options);
       } catch (err2) {
-        if (!this.shouldRetry(err2, options)) throw this.settle(model, err2);
+        if (
+          !this.shouldRetry(err2, options) ||
+          (err2 as ModelportError).code === "MP_ERR_MODEL_VERSION_NOT_FOUND"
+        )
+          throw this.settle(model, err2);
         throw this.unavailable(model, `${(err as Error).message}; then ${(err2 as Error).message}`);
       }
     }
@@ -167,7 +207,12 @@ export class RunnerPool {
     if (options.cancel?.canceled) return false;
     if (options.deadline !== undefined && performance.now() >= options.deadline) return false;
     if (err instanceof RunnerUnreachableError) return !err.timedOut;
-    return err instanceof ModelportError && TRY_ELSEWHERE.has(err.code);
+    if (!(err instanceof ModelportError)) return false;
+    // A pinned version that runner just unloaded (a swap) may still be on another.
+    return (
+      TRY_ELSEWHERE.has(err.code) ||
+      (err.code === "MP_ERR_MODEL_VERSION_NOT_FOUND" && options.version !== undefined)
+    );
   }
 
   private async forward(
@@ -175,7 +220,7 @@ export class RunnerPool {
     model: string,
     request: { body: Buffer; headers: Record<string, string> },
     options: ForwardOptions,
-  ): Promise<TensorMap> {
+  ): Promise<Forwarded> {
     const left = options.deadline === undefined ? 30_000 : Math.ceil(options.deadline - performance.now());
     if (left <= 0) {
       throw new ModelportError(
@@ -191,7 +236,10 @@ export class RunnerPool {
     let unregister: (() => void) | undefined;
     try {
       // A little over the runner's own deadline: its 504 is a better answer than our timeout.
-      const res = await ep.request("POST", `/v2/models/${encodeURIComponent(model)}/infer`, {
+      const path = `/v2/models/${encodeURIComponent(model)}${
+        options.version === undefined ? "" : `/versions/${encodeURIComponent(options.version)}`
+      }/infer`;
+      const res = await ep.request("POST", path, {
         headers,
         body: request.body,
         timeoutMs: left + 250,
@@ -209,6 +257,9 @@ export class RunnerPool {
       // Draining or not ready there: leave it out for this model until its next poll says otherwise.
       if (err.code === "MP_ERR_SERVER_SHUTTING_DOWN" || err.code === "MP_ERR_MODEL_NOT_READY")
         ep.refused.add(model);
+      // That version is gone there (a swap unloaded it): not there again until the next poll.
+      if (err.code === "MP_ERR_MODEL_VERSION_NOT_FOUND" && options.version !== undefined)
+        ep.refused.add(`${model}@${options.version}`);
       throw err;
     } catch (err) {
       if (err instanceof RunnerUnreachableError) {
@@ -236,6 +287,34 @@ export class RunnerPool {
       ep.inFlight--;
       this.metrics?.runnerInFlight.set({ runner: ep.url }, ep.inFlight);
     }
+  }
+
+  /**
+   * Sends one request to every runner known (the management routes: a change reaches them all),
+   * at once, then polls them so routing sees the change. Never throws: a runner that could not be
+   * reached has status 0 and the reason.
+   */
+  async broadcast(
+    method: string,
+    path: string,
+    body: Buffer | undefined,
+    headers: Record<string, string>,
+    timeoutMs: number,
+  ): Promise<BroadcastAnswer[]> {
+    const answers = await Promise.all(
+      this.all().map(async (ep): Promise<BroadcastAnswer> => {
+        try {
+          const res = await ep.request(method, path, { headers, ...(body ? { body } : {}), timeoutMs });
+          return { runner: ep.url, status: res.status, body: res.body };
+        } catch (err) {
+          return { runner: ep.url, status: 0, body: Buffer.alloc(0), error: (err as Error).message };
+        }
+      }),
+    );
+    // A fresh poll, not one that started before the change.
+    await this.polling;
+    await this.pollAll();
+    return answers;
   }
 
   /** A ModelportError as is; a failure to reach a runner as MP_ERR_RUNNER_UNAVAILABLE. */

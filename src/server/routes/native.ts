@@ -43,6 +43,7 @@ export function describeModel(host: ServedModel): Record<string, unknown> {
       restarts: s.restarts,
       recycles: s.recycles,
       runner: s.runner,
+      ...(s.loadable ? { loadable: true } : {}),
     },
     batching: s.batching,
     inputs: sig?.inputs ?? [],

@@ -242,6 +242,13 @@ async function stream(
 export function openaiModelList(ctx: AppContext, created: number): Record<string, unknown>[] {
   return ctx.catalogue.all().map((m) => {
     const s = m.status();
+    // modelport's fields: state and versions (an API tier routes by them), loadable on next call.
+    const state = {
+      ready: s.ready,
+      state: s.state,
+      ...(s.loadable ? { loadable: true } : {}),
+      version: s.version,
+    };
     if (m.kind === "tensor") {
       return {
         id: s.name,
@@ -249,7 +256,7 @@ export function openaiModelList(ctx: AppContext, created: number): Record<string
         created,
         owned_by: "modelport",
         backend: s.backend,
-        ready: s.ready,
+        ...state,
         kind: "tensor",
       };
     }
@@ -259,7 +266,8 @@ export function openaiModelList(ctx: AppContext, created: number): Record<string
       created: m.created,
       owned_by: "modelport",
       backend: m.backend,
-      ready: s.ready,
+      ...state,
+      version_status: s.versions,
       kind: "language",
       capabilities: languageCapabilities(m),
       ...(s.contextSize ? { context_length: s.contextSize } : {}),
@@ -285,7 +293,14 @@ export function describeLanguageModel(m: ServedModel): Record<string, unknown> {
     backend: m.backend,
     kind: "language",
     capabilities: languageCapabilities(m),
-    status: { state: s.state, ready: s.ready, reason: s.reason, code: s.code, golden: s.golden },
+    status: {
+      state: s.state,
+      ready: s.ready,
+      reason: s.reason,
+      code: s.code,
+      golden: s.golden,
+      ...(s.loadable ? { loadable: true } : {}),
+    },
     version: s.version,
     version_status: s.versions,
     refused_versions: s.refused,

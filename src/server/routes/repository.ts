@@ -2,12 +2,13 @@
 // (plugins/admin.ts): the Open Inference Protocol's repository extension as Triton and KServe
 // clients call it (index, load, unload), and native routes to promote a loaded version and to
 // roll back to the one before.
-import type { FastifyInstance, FastifyPluginAsync } from "fastify";
+import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { ShadowSpec } from "../../catalogue/served-model.js";
 import { ModelportError } from "../../errors.js";
 import { adminOnly } from "../plugins/admin.js";
 import { errorHandler } from "../plugins/errors.js";
 import { describeAny } from "./native.js";
+import { toEveryRunner } from "./runner-management.js";
 
 interface ModelParams {
   model: string;
@@ -180,7 +181,28 @@ function shadowSpec(b: Record<string, unknown>, config: { tolerance?: number }):
   return { version: String(version), sample, tolerance };
 }
 
+/** API tier: every management route goes to every runner (runner-management.ts). */
+const runnerManagementRoutes: FastifyPluginAsync = async (app) => {
+  const ctx = app.modelport;
+  const pool = ctx.catalogue.pool!;
+  app.addHook("preHandler", adminOnly(ctx.config.server));
+  smallJsonBodies(app);
+  const forward = (req: FastifyRequest, reply: FastifyReply) => toEveryRunner(pool, req, reply);
+  await app.register(async (oip) => {
+    oip.setErrorHandler(errorHandler("oip", ctx.config.limits.maxBodyBytes));
+    oip.post("/v2/repository/index", forward);
+    oip.post("/v2/repository/models/:model/load", forward);
+    oip.post("/v2/repository/models/:model/unload", forward);
+  });
+  for (const action of ["promote", "rollback", "weights", "shadow"])
+    app.post<{ Params: ModelParams }>(`/v1/models/:model/${action}`, forward);
+};
+
 export const repositoryRoutes: FastifyPluginAsync = async (app) => {
+  if (app.modelport.catalogue.pool) {
+    await app.register(runnerManagementRoutes);
+    return;
+  }
   await app.register(oipRepositoryRoutes);
   await app.register(nativeRepositoryRoutes);
 };
