@@ -340,12 +340,9 @@ export function tokenizeWords(vocab: Vocabulary, text: string): number[] {
 }
 
 /**
- * The text of generated pieces as node-llama-cpp returns it: "▁" becomes a space, except at the
- * very start, since it detokenizes the first generated token without the prompt before it.
+ * The text of generated pieces as modelport returns a completion's continuation: "▁" becomes a
+ * space, also at the very start (the space between the prompt and the first generated word).
  */
 export function detokenize(vocab: Vocabulary, tokens: readonly number[]): string {
-  return tokens
-    .map((t) => vocab.pieces[t]!.replaceAll(SPACE, " "))
-    .join("")
-    .replace(/^ /, "");
+  return tokens.map((t) => vocab.pieces[t]!.replaceAll(SPACE, " ")).join("");
 }

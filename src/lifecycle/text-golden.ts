@@ -61,6 +61,8 @@ export async function textGolden(
   const golden = await readLlmGolden(path);
   const got = await generate(goldenRequest(golden));
   if (got.text === golden.text) return { passed: true };
+  // Golden files recorded before modelport kept a continuation's leading space lack it.
+  if (golden.prompt !== undefined && got.text === ` ${golden.text}`) return { passed: true };
   return {
     passed: false,
     message: `golden check failed (${path}): greedy text ${JSON.stringify(got.text)}, expected ${JSON.stringify(golden.text)}`,

@@ -32,6 +32,12 @@
 // - Sampling. temperature 0 (or undefined with no topP) means greedy and must be
 //   deterministic: the same request gives the same text. `seed` makes sampling repeatable
 //   where the backend can.
+// - Tools and response formats. With `tools` (and toolChoice not "none"), an answer is either
+//   text or tool calls (finishReason "tool_calls", `toolCalls` set, no deltas for the calls); a
+//   call's arguments are JSON text. `responseFormat` json_object / json_schema: the text parses
+//   (and validates against the schema) unless the generation was cut short (finishReason
+//   "length"). A backend that cannot enforce a schema feature refuses the request with
+//   MP_ERR_REQUEST_INVALID naming it.
 // - Concurrency and queueing are the backend's: it admits what it can run, queues up to its
 //   configured limit and refuses the rest with MP_ERR_MODEL_OVERLOADED; `status().concurrency`
 //   reports the numbers the metrics read at scrape time.
@@ -40,12 +46,58 @@ import type { CancelHandle } from "../cancel.js";
 export interface ChatMessage {
   readonly role: "system" | "user" | "assistant" | "developer" | "tool";
   readonly content: string;
+  /** An assistant message: the tools it called. */
+  readonly toolCalls?: readonly ToolCall[];
+  /** A tool message: the call it answers. */
+  readonly toolCallId?: string;
 }
+
+/** A JSON Schema, as a client sent it (checked by the backend that enforces it). */
+export type JsonSchema = Readonly<Record<string, unknown>>;
+
+/** A function the model may call (OpenAI's `tools[].function`). */
+export interface ToolSpec {
+  readonly name: string;
+  readonly description?: string;
+  /** The arguments' JSON Schema (an object schema). */
+  readonly parameters: JsonSchema;
+}
+
+/** auto: the model chooses; none: no call; required: at least one call; {name}: that function. */
+export type ToolChoice = "auto" | "none" | "required" | { readonly name: string };
+
+/** One call the model made: `arguments` is JSON text, as OpenAI sends it. */
+export interface ToolCall {
+  readonly id: string;
+  readonly name: string;
+  readonly arguments: string;
+}
+
+/** text: free text; json_object: any JSON object; json_schema: JSON valid against `schema`. */
+export type ResponseFormat =
+  | { readonly type: "text" }
+  | { readonly type: "json_object" }
+  | {
+      readonly type: "json_schema";
+      readonly name: string;
+      readonly schema: JsonSchema;
+      readonly strict?: boolean;
+    };
 
 export interface GenerateRequest {
   /** Exactly one of `messages` (chat) and `prompt` (completion) is set. */
   readonly messages?: readonly ChatMessage[];
   readonly prompt?: string;
+  /** Chat only: functions the model may call, and how. */
+  readonly tools?: readonly ToolSpec[];
+  readonly toolChoice?: ToolChoice;
+  /** More than one call in one answer (default true). */
+  readonly parallelToolCalls?: boolean;
+  /** The answer's form; json_object and json_schema are enforced, not hoped for. */
+  readonly responseFormat?: ResponseFormat;
+  /** OpenAI's penalties, -2 to 2 (0 or undefined: none). */
+  readonly frequencyPenalty?: number;
+  readonly presencePenalty?: number;
   /** Most new tokens; undefined: until a stop, the end-of-generation token or the context's end. */
   readonly maxTokens?: number;
   /** 0 or undefined: greedy (deterministic). */
@@ -56,8 +108,11 @@ export interface GenerateRequest {
   readonly stop?: readonly string[];
 }
 
-/** As OpenAI: "stop" for an end-of-generation token or a stop sequence, "length" for maxTokens or the context's end. */
-export type FinishReason = "stop" | "length";
+/**
+ * As OpenAI: "stop" for an end-of-generation token or a stop sequence, "length" for maxTokens or
+ * the context's end, "tool_calls" when the answer is calls to tools.
+ */
+export type FinishReason = "stop" | "length" | "tool_calls";
 
 export interface TokenUsage {
   readonly promptTokens: number;
@@ -65,7 +120,10 @@ export interface TokenUsage {
 }
 
 export interface GenerateResult {
+  /** The answer's text ("" when it is only tool calls). */
   readonly text: string;
+  /** The tools the model called (finishReason "tool_calls"). */
+  readonly toolCalls?: readonly ToolCall[];
   readonly finishReason: FinishReason;
   readonly usage: TokenUsage;
 }

@@ -1,7 +1,9 @@
 // Validates OpenAI chat and completion request bodies and turns them into GenerateRequests.
 // Every problem is a 400 MP_ERR_REQUEST_INVALID naming the field (`param`), as OpenAI does;
 // fields modelport does not implement are refused rather than silently ignored when ignoring
-// them would change the answer (n > 1, logprobs, echo, suffix, tools).
+// them would change the answer (n > 1, logprobs, echo, suffix). Tools, tool choice and the
+// response format are checked for shape here; whether a schema can be enforced is the
+// backend's to say (llama-cpp generates under a grammar; an upstream enforces its own way).
 //
 // Sizes are checked here, in time linear in the body and before any chat template or tokenizer
 // runs (both run on the event loop): the number of messages and stop sequences, each stop's
@@ -9,7 +11,15 @@
 // llm.* in the config). A prompt over the bound is 400 MP_ERR_LLM_CONTEXT_OVERFLOW at once, so
 // templating and tokenizing only ever see prompts whose size the context bounds.
 import { ModelportError } from "../errors.js";
-import type { ChatMessage, GenerateRequest } from "../llm/language-model.js";
+import type {
+  ChatMessage,
+  GenerateRequest,
+  JsonSchema,
+  ResponseFormat,
+  ToolCall,
+  ToolChoice,
+  ToolSpec,
+} from "../llm/language-model.js";
 
 /** The size limits a request is checked against, for the model it names. */
 export interface PromptLimits {
@@ -116,11 +126,12 @@ function common(
   const includeUsage = isObject(so) && so.include_usage === true;
   refuse(body, "n", (v) => v === 1, "only n = 1 is supported");
   refuse(body, "logprobs", (v) => v === false, "logprobs are not supported");
-  refuse(body, "tools", (v) => Array.isArray(v) && v.length === 0, "tools are not supported");
   const maxTokens = optionalInt(body, "max_completion_tokens", 1) ?? optionalInt(body, "max_tokens", 1);
   const temperature = optionalNumber(body, "temperature", 0, 2);
   const topP = optionalNumber(body, "top_p", 0, 1);
   const seed = optionalInt(body, "seed", Number.MIN_SAFE_INTEGER);
+  const frequencyPenalty = optionalNumber(body, "frequency_penalty", -2, 2);
+  const presencePenalty = optionalNumber(body, "presence_penalty", -2, 2);
   let stop: string[] | undefined;
   if (typeof body.stop === "string") stop = [body.stop];
   else if (Array.isArray(body.stop)) {
@@ -148,6 +159,8 @@ function common(
       ...(temperature !== undefined ? { temperature } : {}),
       ...(topP !== undefined ? { topP } : {}),
       ...(seed !== undefined ? { seed } : {}),
+      ...(frequencyPenalty ? { frequencyPenalty } : {}),
+      ...(presencePenalty ? { presencePenalty } : {}),
       ...(stop?.length ? { stop } : {}),
     },
   };
@@ -173,10 +186,136 @@ export function parseChatRequest(raw: unknown, limitsFor: PromptLimitsFor): Open
       throw invalid(`messages[${i}].role`, `must be one of ${[...ROLES].join(", ")}`);
     const content = contentText(m.content, `messages[${i}].content`);
     bytes += Buffer.byteLength(content, "utf8");
-    return { role: m.role as ChatMessage["role"], content };
+    const toolCalls =
+      m.role === "assistant" ? messageToolCalls(m.tool_calls, `messages[${i}].tool_calls`) : undefined;
+    for (const c of toolCalls ?? []) bytes += Buffer.byteLength(c.arguments, "utf8") + c.name.length;
+    if (m.role === "tool" && typeof m.tool_call_id !== "string")
+      throw invalid(
+        `messages[${i}].tool_call_id`,
+        "is required on a tool message: the id of the call it answers",
+      );
+    return {
+      role: m.role as ChatMessage["role"],
+      content,
+      ...(toolCalls?.length ? { toolCalls } : {}),
+      ...(m.role === "tool" ? { toolCallId: m.tool_call_id as string } : {}),
+    };
   });
+  const tools = parseTools(body.tools);
+  // Tool definitions go into the prompt too.
+  if (tools.length) bytes += Buffer.byteLength(JSON.stringify(body.tools), "utf8");
   checkPromptBytes(bytes, limits, base.model, "messages");
-  return { ...base, generate: { ...sampling, messages } };
+  const toolChoice = parseToolChoice(body.tool_choice, tools);
+  const parallel = body.parallel_tool_calls;
+  if (parallel !== undefined && parallel !== null && typeof parallel !== "boolean")
+    throw invalid("parallel_tool_calls", "must be true or false");
+  const responseFormat = parseResponseFormat(body.response_format);
+  return {
+    ...base,
+    generate: {
+      ...sampling,
+      messages,
+      ...(tools.length ? { tools } : {}),
+      ...(toolChoice ? { toolChoice } : {}),
+      ...(typeof parallel === "boolean" ? { parallelToolCalls: parallel } : {}),
+      ...(responseFormat && responseFormat.type !== "text" ? { responseFormat } : {}),
+    },
+  };
+}
+
+/** Most tools one request may offer. */
+const MAX_TOOLS = 128;
+const FUNCTION_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+
+/** `tools`: [{type: "function", function: {name, description?, parameters?}}]. */
+function parseTools(raw: unknown): ToolSpec[] {
+  if (raw === undefined || raw === null) return [];
+  if (!Array.isArray(raw)) throw invalid("tools", "must be an array of {type: 'function', function}");
+  if (raw.length > MAX_TOOLS) throw invalid("tools", `holds ${raw.length} tools; at most ${MAX_TOOLS}`);
+  const names = new Set<string>();
+  return raw.map((t: unknown, i) => {
+    const param = `tools[${i}]`;
+    if (!isObject(t) || t.type !== "function" || !isObject(t.function))
+      throw invalid(param, "must be {type: 'function', function: {name, description?, parameters?}}");
+    const f = t.function;
+    if (typeof f.name !== "string" || !FUNCTION_NAME.test(f.name))
+      throw invalid(`${param}.function.name`, "must be 1 to 64 letters, digits, '_' or '-'");
+    if (names.has(f.name)) throw invalid(`${param}.function.name`, `'${f.name}' is offered twice`);
+    names.add(f.name);
+    if (f.description !== undefined && typeof f.description !== "string")
+      throw invalid(`${param}.function.description`, "must be a string");
+    const parameters = f.parameters ?? { type: "object", properties: {} };
+    if (!isObject(parameters)) throw invalid(`${param}.function.parameters`, "must be a JSON Schema object");
+    return {
+      name: f.name,
+      ...(typeof f.description === "string" ? { description: f.description } : {}),
+      parameters: parameters as JsonSchema,
+    };
+  });
+}
+
+function parseToolChoice(raw: unknown, tools: readonly ToolSpec[]): ToolChoice | undefined {
+  if (raw === undefined || raw === null) return undefined;
+  if (raw === "auto" || raw === "none" || raw === "required") {
+    if (raw === "required" && tools.length === 0) throw invalid("tool_choice", "'required' needs tools");
+    return raw;
+  }
+  if (
+    isObject(raw) &&
+    raw.type === "function" &&
+    isObject(raw.function) &&
+    typeof raw.function.name === "string"
+  ) {
+    const name = raw.function.name;
+    if (!tools.some((t) => t.name === name)) throw invalid("tool_choice", `no tool named '${name}' in tools`);
+    return { name };
+  }
+  throw invalid("tool_choice", "must be 'auto', 'none', 'required' or {type: 'function', function: {name}}");
+}
+
+/** An assistant message's `tool_calls`: [{id, type: "function", function: {name, arguments}}]. */
+function messageToolCalls(raw: unknown, param: string): ToolCall[] | undefined {
+  if (raw === undefined || raw === null) return undefined;
+  if (!Array.isArray(raw))
+    throw invalid(param, "must be an array of {id, type: 'function', function: {name, arguments}}");
+  if (raw.length > MAX_TOOLS) throw invalid(param, `holds ${raw.length} calls; at most ${MAX_TOOLS}`);
+  return raw.map((c: unknown, i) => {
+    const f = isObject(c) ? c.function : undefined;
+    if (
+      !isObject(c) ||
+      typeof c.id !== "string" ||
+      !isObject(f) ||
+      typeof f.name !== "string" ||
+      typeof f.arguments !== "string"
+    )
+      throw invalid(
+        `${param}[${i}]`,
+        "must be {id, type: 'function', function: {name, arguments: JSON text}}",
+      );
+    return { id: c.id, name: f.name, arguments: f.arguments };
+  });
+}
+
+/** `response_format`: {type: "text" | "json_object"} or {type: "json_schema", json_schema: {name, schema, strict?}}. */
+function parseResponseFormat(raw: unknown): ResponseFormat | undefined {
+  if (raw === undefined || raw === null) return undefined;
+  if (!isObject(raw)) throw invalid("response_format", "must be an object with a type");
+  if (raw.type === "text" || raw.type === "json_object") return { type: raw.type };
+  if (raw.type !== "json_schema")
+    throw invalid("response_format.type", "must be 'text', 'json_object' or 'json_schema'");
+  const js = raw.json_schema;
+  if (!isObject(js) || typeof js.name !== "string" || js.name === "")
+    throw invalid("response_format.json_schema", "must be {name, schema, strict?}");
+  const schema = js.schema ?? {};
+  if (!isObject(schema)) throw invalid("response_format.json_schema.schema", "must be a JSON Schema object");
+  if (js.strict !== undefined && js.strict !== null && typeof js.strict !== "boolean")
+    throw invalid("response_format.json_schema.strict", "must be true or false");
+  return {
+    type: "json_schema",
+    name: js.name,
+    schema: schema as JsonSchema,
+    ...(typeof js.strict === "boolean" ? { strict: js.strict } : {}),
+  };
 }
 
 /**

@@ -22,12 +22,48 @@ const openaiError = {
 
 const sampling = {
   max_tokens: { type: "integer", minimum: 1 },
-  temperature: { type: "number", minimum: 0, description: "0 (default): greedy, deterministic" },
-  top_p: { type: "number", exclusiveMinimum: 0, maximum: 1 },
+  max_completion_tokens: { type: "integer", minimum: 1, description: "max_tokens' newer name; wins over it" },
+  temperature: { type: "number", minimum: 0, maximum: 2, description: "0 (default): greedy, deterministic" },
+  top_p: { type: "number", minimum: 0, maximum: 1 },
   seed: { type: "integer" },
-  stop: { oneOf: [{ type: "string" }, { type: "array", items: { type: "string" }, maxItems: 4 }] },
+  frequency_penalty: { type: "number", minimum: -2, maximum: 2 },
+  presence_penalty: { type: "number", minimum: -2, maximum: 2 },
+  stop: {
+    oneOf: [{ type: "string" }, { type: "array", items: { type: "string" }, maxItems: 16 }],
+    description: "at most llm.maxStops (default 16) strings",
+  },
   stream: { type: "boolean", description: "Server-Sent Events: data: {chunk} lines, then data: [DONE]" },
   stream_options: { type: "object", properties: { include_usage: { type: "boolean" } } },
+};
+
+const tool = {
+  type: "object",
+  required: ["type", "function"],
+  properties: {
+    type: { const: "function" },
+    function: {
+      type: "object",
+      required: ["name"],
+      properties: {
+        name: { type: "string", pattern: "^[A-Za-z0-9_-]{1,64}$" },
+        description: { type: "string" },
+        parameters: { type: "object", description: "a JSON Schema (docs/LLM.md: what a grammar enforces)" },
+      },
+    },
+  },
+};
+
+const toolCall = {
+  type: "object",
+  required: ["id", "function"],
+  properties: {
+    id: { type: "string" },
+    type: { const: "function" },
+    function: {
+      type: "object",
+      properties: { name: { type: "string" }, arguments: { type: "string", description: "JSON text" } },
+    },
+  },
 };
 
 function route(summary: string, models: string[], properties: Schema, required: string[]): Schema {
@@ -75,14 +111,58 @@ export function openaiPaths(models: readonly ServedModel[]): Record<string, Sche
           minItems: 1,
           items: {
             type: "object",
-            required: ["role", "content"],
+            required: ["role"],
             properties: {
               role: { enum: ["system", "developer", "user", "assistant", "tool"] },
-              content: { type: "string" },
+              content: {
+                oneOf: [
+                  { type: "string" },
+                  { type: "null" },
+                  {
+                    type: "array",
+                    items: {
+                      type: "object",
+                      properties: { type: { const: "text" }, text: { type: "string" } },
+                    },
+                  },
+                ],
+              },
+              tool_calls: { type: "array", items: toolCall, description: "assistant: the calls it made" },
+              tool_call_id: { type: "string", description: "tool: the call this message answers" },
             },
           },
         },
         ...sampling,
+        tools: { type: "array", maxItems: 128, items: tool },
+        tool_choice: {
+          oneOf: [
+            { enum: ["auto", "none", "required"] },
+            {
+              type: "object",
+              properties: {
+                type: { const: "function" },
+                function: { type: "object", properties: { name: { type: "string" } } },
+              },
+            },
+          ],
+        },
+        parallel_tool_calls: { type: "boolean" },
+        response_format: {
+          type: "object",
+          description: "json_object / json_schema answers are generated under a grammar (docs/LLM.md)",
+          properties: {
+            type: { enum: ["text", "json_object", "json_schema"] },
+            json_schema: {
+              type: "object",
+              required: ["name"],
+              properties: {
+                name: { type: "string" },
+                schema: { type: "object" },
+                strict: { type: "boolean" },
+              },
+            },
+          },
+        },
       },
       ["messages"],
     );

@@ -13,6 +13,7 @@ import type {
   LlamaCompletion,
   LlamaContext,
   LlamaContextSequence,
+  LlamaGrammar,
   LlamaModel,
   LlamaText,
   Token,
@@ -30,7 +31,14 @@ import type {
 } from "../../llm/language-model.js";
 import { SlotQueue } from "../../llm/slot-queue.js";
 import { StopScanner } from "../../llm/stop-scanner.js";
+import {
+  partialResponse,
+  planStructured,
+  readToolAnswer,
+  type StructuredPlan,
+} from "../../llm/structured-output.js";
 import { llamaMetadataProblems, readGgufHeader } from "./gguf-file.js";
+import { Grammars } from "./grammars.js";
 
 type NodeLlamaCpp = typeof import("node-llama-cpp");
 
@@ -79,6 +87,7 @@ export class LlamaCppEngine implements LanguageEngine {
   private model: LlamaModel | undefined;
   private context: LlamaContext | undefined;
   private chatWrapper: JinjaTemplateChatWrapper | undefined;
+  private grammars: Grammars | undefined;
   private slots: SlotQueue<Slot> | undefined;
   /** Generations in flight and the controller that stops each. */
   private readonly running = new Map<Promise<unknown>, AbortController>();
@@ -143,6 +152,7 @@ export class LlamaCppEngine implements LanguageEngine {
       );
     }
     const { mod, llama } = await loadDriver(this.log);
+    this.grammars = new Grammars(llama);
     this.model = await llama.loadModel({ modelPath: c.path, gpuLayers: 0 });
     this.context = await this.model.createContext({
       contextSize: Math.min(c.llm.contextSize, this.model.trainContextSize),
@@ -185,12 +195,19 @@ export class LlamaCppEngine implements LanguageEngine {
     capped = true,
   ): Promise<GenerateResult> {
     this.refuseFarOverContext(request);
-    const input = request.messages ? this.renderChat(request.messages) : undefined;
+    const plan = planStructured(request);
+    const messages = plan.messages ?? request.messages;
+    const input = messages ? this.renderChat(messages) : undefined;
+    // Only a structured answer waits for its grammar: a plain request queues for a slot at once.
+    const grammar = plan.schema ? await this.grammarFor(plan) : undefined;
     const slot = await this.slots!.acquire(options.cancel);
     // One controller per generation, aborted by the client's cancel or by close().
     const ac = new AbortController();
     const detach = options.cancel?.onCancel(() => ac.abort());
-    const work = this.generateOn(slot, request, input, ac.signal, options.onDelta, capped);
+    const work = this.generateOn(slot, request, input, ac.signal, options.onDelta, capped, {
+      plan,
+      ...(grammar ? { grammar } : {}),
+    });
     this.running.set(work, ac);
     try {
       return await work;
@@ -201,6 +218,12 @@ export class LlamaCppEngine implements LanguageEngine {
     }
   }
 
+  /** The grammar a plan's answer is generated under. */
+  private async grammarFor(plan: StructuredPlan): Promise<LlamaGrammar | undefined> {
+    if (!plan.schema || !this.grammars) return undefined;
+    return this.grammars.for(plan.schema, plan.tools ? "tools" : "response_format");
+  }
+
   private async generateOn(
     slot: Slot,
     request: GenerateRequest,
@@ -208,6 +231,7 @@ export class LlamaCppEngine implements LanguageEngine {
     signal: AbortSignal,
     onDelta: ((text: string) => void) | undefined,
     capped: boolean,
+    structured: { plan: StructuredPlan; grammar?: LlamaGrammar },
   ): Promise<GenerateResult> {
     const model = this.model!;
     const { sequence, completion } = slot;
@@ -240,11 +264,31 @@ export class LlamaCppEngine implements LanguageEngine {
     const halt = new AbortController();
     const onAbort = () => halt.abort();
     signal.addEventListener("abort", onAbort, { once: true });
-    const onTextChunk = (chunk: string) => {
+    // A tool answer is JSON to read once it is whole: no deltas while it is generated.
+    const { plan, grammar } = structured;
+    const emit = plan.tools ? undefined : onDelta;
+    // node-llama-cpp detokenizes the first generated token alone, and SentencePiece drops its
+    // leading space there; a completion continues its prompt, so that space belongs to the text.
+    let first: Token | undefined;
+    let leadChecked = false;
+    const onToken = (generated: Token[]) => {
+      first ??= generated[0];
+    };
+    const onTextChunk = (raw: string) => {
+      let chunk = raw;
+      if (!leadChecked && !chat && first !== undefined) {
+        leadChecked = true;
+        const lost =
+          !chunk.startsWith(" ") &&
+          model.detokenize([first], false, tokens.slice(-4)).startsWith(" ") &&
+          !model.detokenize([first]).startsWith(" ");
+        if (lost) chunk = ` ${chunk}`;
+      }
       const text = scanner.push(chunk);
-      if (text && onDelta) onDelta(text);
+      if (text && emit) emit(text);
       if (scanner.stopped) halt.abort();
     };
+    const { frequencyPenalty, presencePenalty } = request;
     try {
       const res = await completion.generateCompletionWithMeta(tokens, {
         maxTokens,
@@ -252,23 +296,38 @@ export class LlamaCppEngine implements LanguageEngine {
         ...(!greedy && request.topP !== undefined ? { topP: request.topP } : {}),
         ...(!greedy && request.seed !== undefined ? { seed: request.seed } : {}),
         // OpenAI's frequency and presence penalties default to 0; node-llama-cpp's penalty is on by default.
-        repeatPenalty: false,
+        repeatPenalty:
+          frequencyPenalty || presencePenalty
+            ? { penalty: 1, frequencyPenalty: frequencyPenalty ?? 0, presencePenalty: presencePenalty ?? 0 }
+            : false,
         disableContextShift: true,
         signal: halt.signal,
         stopOnAbortSignal: true,
         ...(chat?.stops.length ? { customStopTriggers: chat.stops } : {}),
+        ...(grammar ? { grammar } : {}),
+        onToken,
         onTextChunk,
       });
       if (signal.aborted) throw signal.reason;
       const tail = scanner.flush();
-      if (tail && onDelta) onDelta(tail);
-      const finishReason: FinishReason =
-        !scanner.stopped && res.metadata.stopReason === "maxTokens" ? "length" : "stop";
-      return {
-        text: scanner.text,
-        finishReason,
-        usage: { promptTokens, completionTokens: sequence.tokenMeter.usedOutputTokens - outputBefore },
-      };
+      if (tail && emit) emit(tail);
+      const usage = { promptTokens, completionTokens: sequence.tokenMeter.usedOutputTokens - outputBefore };
+      const cut = !scanner.stopped && res.metadata.stopReason === "maxTokens";
+      if (plan.tools && !cut) {
+        const answer = readToolAnswer(scanner.text, request.responseFormat?.type === "json_schema");
+        if (answer.toolCalls)
+          return { text: "", toolCalls: answer.toolCalls, finishReason: "tool_calls", usage };
+        if (answer.text && onDelta) onDelta(answer.text);
+        return { text: answer.text, finishReason: "stop", usage };
+      }
+      const finishReason: FinishReason = cut ? "length" : "stop";
+      if (plan.tools) {
+        // Cut short under a tool plan: an answer's text so far, else the raw text as far as it got.
+        const text = partialResponse(scanner.text) ?? scanner.text;
+        if (text && onDelta) onDelta(text);
+        return { text, finishReason, usage };
+      }
+      return { text: scanner.text, finishReason, usage };
     } catch (err) {
       if (this.closed)
         throw new ModelportError("MP_ERR_SERVER_SHUTTING_DOWN", `model '${this.name}' is closing`);

@@ -22,6 +22,7 @@ type UpstreamState = "loading" | "ready" | "failed" | "closed";
 import { CostMeter, type CostSnapshot } from "../../metrics/cost.js";
 import type { Metrics } from "../../metrics/metrics.js";
 import { safeUpstreamText, safeUrl } from "./redact.js";
+import { ToolCallJoiner, type WireToolCall, wireMessage, wireToolFields } from "./tool-calls.js";
 import {
   type Attempt,
   AttemptFailure,
@@ -54,8 +55,8 @@ const PROBE_RETRY_MS = 2000;
 const PROBE_RETRY_MAX_MS = 60_000;
 
 interface ChatChoice {
-  message?: { content?: string | null };
-  delta?: { content?: string | null };
+  message?: { content?: string | null; tool_calls?: WireToolCall[] };
+  delta?: { content?: string | null; tool_calls?: WireToolCall[] };
   text?: string;
   finish_reason?: string | null;
 }
@@ -144,7 +145,7 @@ async function readJson<T>(
 }
 
 function finishReason(r: string | null | undefined): FinishReason {
-  return r === "length" ? "length" : "stop";
+  return r === "length" ? "length" : r === "tool_calls" || r === "function_call" ? "tool_calls" : "stop";
 }
 
 /** A language model of the catalogue (src/catalogue/served-model.ts's ServedModel, kept structurally so this backend imports nothing above it). */
@@ -466,7 +467,7 @@ export class UpstreamLanguageModel {
     const body: Record<string, unknown> = {
       model: this.upstreamModel,
       ...(chat
-        ? { messages: request.messages!.map((m) => ({ role: m.role, content: m.content })) }
+        ? { messages: request.messages!.map(wireMessage), ...wireToolFields(request) }
         : { prompt: request.prompt ?? "" }),
       ...(request.maxTokens !== undefined ? { max_tokens: request.maxTokens } : {}),
       // Greedy unless asked otherwise, as the contract says (an upstream's default is often 1).
@@ -496,8 +497,17 @@ export class UpstreamLanguageModel {
           const choice = answer.choices?.[0];
           const raw = chat ? choice?.message?.content : choice?.text;
           const text = typeof raw === "string" ? raw : "";
-          return { text, finishReason: finishReason(choice?.finish_reason), usage: answer.usage };
+          const calls = new ToolCallJoiner(u.maxResponseBytes);
+          calls.add(choice?.message?.tool_calls);
+          const toolCalls = calls.result();
+          return {
+            text,
+            finishReason: finishReason(choice?.finish_reason),
+            usage: answer.usage,
+            ...(toolCalls ? { toolCalls } : {}),
+          };
         }
+        const calls = new ToolCallJoiner(u.maxResponseBytes);
         let text = "";
         let reason: string | null | undefined;
         let usage: OpenAiAnswer["usage"];
@@ -528,6 +538,8 @@ export class UpstreamLanguageModel {
             const raw = chat ? choice.delta?.content : choice.text;
             const delta = typeof raw === "string" ? raw : "";
             if (choice.finish_reason) reason = choice.finish_reason;
+            if (!calls.add(choice.delta?.tool_calls))
+              throw new AttemptFailure("the stream's tool calls passed the answer's size bound", false);
             if (delta) {
               progressed();
               text += delta;
@@ -545,7 +557,8 @@ export class UpstreamLanguageModel {
             true,
           );
         }
-        return { text, finishReason: finishReason(reason), usage };
+        const toolCalls = calls.result();
+        return { text, finishReason: finishReason(reason), usage, ...(toolCalls ? { toolCalls } : {}) };
       } finally {
         attempt.done();
       }
@@ -553,7 +566,12 @@ export class UpstreamLanguageModel {
     const promptTokens = count(value.usage?.prompt_tokens) ?? estimateTokens(promptText);
     const completionTokens = count(value.usage?.completion_tokens) ?? estimateTokens(value.text);
     this.meter.tokens(promptTokens, completionTokens, ms);
-    return { text: value.text, finishReason: value.finishReason, usage: { promptTokens, completionTokens } };
+    return {
+      text: value.text,
+      finishReason: value.finishReason,
+      usage: { promptTokens, completionTokens },
+      ...(value.toolCalls ? { toolCalls: value.toolCalls } : {}),
+    };
   }
 
   async embed(

@@ -14,7 +14,7 @@ import type { CancelHandle } from "../../cancel.js";
 import type { ServedModel } from "../../catalogue/served-model.js";
 import { llmSchema } from "../../config/schema.js";
 import { ModelportError } from "../../errors.js";
-import type { GenerateResult, TokenUsage } from "../../llm/language-model.js";
+import type { GenerateResult, TokenUsage, ToolCall } from "../../llm/language-model.js";
 import type { Metrics } from "../../metrics/metrics.js";
 import { type AppContext, acquire, requestCancel } from "../context.js";
 import {
@@ -125,6 +125,15 @@ class GenerationTimer {
   }
 }
 
+/** Tool calls in OpenAI's message shape. */
+function toolCallsJson(calls: readonly ToolCall[]) {
+  return calls.map((c) => ({
+    id: c.id,
+    type: "function",
+    function: { name: c.name, arguments: c.arguments },
+  }));
+}
+
 function completionId(kind: Kind, req: FastifyRequest): string {
   return `${kind === "chat" ? "chatcmpl" : "cmpl"}-${req.id}`;
 }
@@ -154,7 +163,12 @@ async function answer(
       choices: [
         {
           index: 0,
-          message: { role: "assistant", content: result.text, refusal: null },
+          message: {
+            role: "assistant",
+            content: result.toolCalls ? null : result.text,
+            refusal: null,
+            ...(result.toolCalls ? { tool_calls: toolCallsJson(result.toolCalls) } : {}),
+          },
           logprobs: null,
           finish_reason: result.finishReason,
         },
@@ -230,6 +244,14 @@ async function stream(
   }
   timer.done(result);
   if (!started) start();
+  // Tool calls come whole once generated: one chunk per call (id, name and all its arguments),
+  // which OpenAI's clients accumulate as they do its fragments.
+  (result.toolCalls ?? []).forEach((call, index) => {
+    const delta = { tool_calls: [{ index, ...toolCallsJson([call])[0] }] };
+    res.write(
+      `${head}"delta":${JSON.stringify(delta)},"logprobs":null,"finish_reason":null}]${usageField}}\n\n`,
+    );
+  });
   const end = kind === "chat" ? `"delta":{}` : `"text":""`;
   let tail = `${head}${end},"logprobs":null,"finish_reason":"${result.finishReason}"}]${usageField}}\n\n`;
   if (parsed.includeUsage)
