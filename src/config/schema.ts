@@ -119,6 +119,8 @@ export const llmSchema = z
     maxStops: positiveInt.max(1024).default(16),
     /** Longest stop sequence (characters); longer: 400 MP_ERR_REQUEST_INVALID. */
     maxStopChars: positiveInt.max(1_000_000).default(1000),
+    /** Most choices (`n`) one request may ask for; each takes a sequence while it generates. */
+    maxChoices: positiveInt.max(128).default(8),
   })
   .strict();
 

@@ -85,9 +85,11 @@ export type ResponseFormat =
     };
 
 export interface GenerateRequest {
-  /** Exactly one of `messages` (chat) and `prompt` (completion) is set. */
+  /** Exactly one of `messages` (chat), `prompt` and `promptTokens` (completion) is set. */
   readonly messages?: readonly ChatMessage[];
   readonly prompt?: string;
+  /** A completion prompt as the model's token ids. */
+  readonly promptTokens?: readonly number[];
   /** Chat only: functions the model may call, and how. */
   readonly tools?: readonly ToolSpec[];
   readonly toolChoice?: ToolChoice;
@@ -95,6 +97,8 @@ export interface GenerateRequest {
   readonly parallelToolCalls?: boolean;
   /** The answer's form; json_object and json_schema are enforced, not hoped for. */
   readonly responseFormat?: ResponseFormat;
+  /** Token id → bias added to its logit (-100: never, 100: all but certain), as OpenAI's logit_bias. */
+  readonly logitBias?: Readonly<Record<number, number>>;
   /** OpenAI's penalties, -2 to 2 (0 or undefined: none). */
   readonly frequencyPenalty?: number;
   readonly presencePenalty?: number;

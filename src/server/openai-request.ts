@@ -1,7 +1,7 @@
 // Validates OpenAI chat and completion request bodies and turns them into GenerateRequests.
 // Every problem is a 400 MP_ERR_REQUEST_INVALID naming the field (`param`), as OpenAI does;
 // fields modelport does not implement are refused rather than silently ignored when ignoring
-// them would change the answer (n > 1, logprobs, echo, suffix). Tools, tool choice and the
+// them would change the answer (logprobs, suffix). Tools, tool choice and the
 // response format are checked for shape here; whether a schema can be enforced is the
 // backend's to say (llama-cpp generates under a grammar; an upstream enforces its own way).
 //
@@ -30,6 +30,8 @@ export interface PromptLimits {
   readonly maxMessages: number;
   readonly maxStops: number;
   readonly maxStopChars: number;
+  /** Most choices (`n`). */
+  readonly maxChoices: number;
 }
 
 /** The limits for a model name (defaults for a name no model has: the route answers 404 after). */
@@ -40,9 +42,14 @@ const MAX_MODEL_NAME = 256;
 
 export interface OpenAiRequest {
   model: string;
-  generate: GenerateRequest;
+  /** One generation per prompt (chat: one); each gives `n` choices, indexed prompt × n + i. */
+  requests: readonly GenerateRequest[];
+  /** Completions: each choice's text starts with its prompt. */
+  echo?: string[];
   stream: boolean;
   includeUsage: boolean;
+  /** Choices to generate (n), each an independent generation. */
+  n: number;
 }
 
 const ROLES = new Set(["system", "user", "assistant", "developer", "tool"]);
@@ -110,7 +117,7 @@ function checkPromptBytes(bytes: number, limits: PromptLimits, model: string, pa
 function common(
   body: unknown,
   limitsFor: PromptLimitsFor,
-): { body: Record<string, unknown>; base: Omit<OpenAiRequest, "generate">; limits: PromptLimits } & {
+): { body: Record<string, unknown>; base: Omit<OpenAiRequest, "requests" | "echo">; limits: PromptLimits } & {
   sampling: Omit<GenerateRequest, "messages" | "prompt">;
 } {
   if (!isObject(body)) throw new ModelportError("MP_ERR_REQUEST_INVALID", "the body must be a JSON object");
@@ -124,12 +131,14 @@ function common(
   const so = body.stream_options;
   if (so !== undefined && so !== null && !isObject(so)) throw invalid("stream_options", "must be an object");
   const includeUsage = isObject(so) && so.include_usage === true;
-  refuse(body, "n", (v) => v === 1, "only n = 1 is supported");
+  const n = optionalInt(body, "n", 1) ?? 1;
+  if (n > limits.maxChoices) throw invalid("n", `is ${n}; at most ${limits.maxChoices} (llm.maxChoices)`);
   refuse(body, "logprobs", (v) => v === false, "logprobs are not supported");
   const maxTokens = optionalInt(body, "max_completion_tokens", 1) ?? optionalInt(body, "max_tokens", 1);
   const temperature = optionalNumber(body, "temperature", 0, 2);
   const topP = optionalNumber(body, "top_p", 0, 1);
   const seed = optionalInt(body, "seed", Number.MIN_SAFE_INTEGER);
+  const logitBias = parseLogitBias(body.logit_bias);
   const frequencyPenalty = optionalNumber(body, "frequency_penalty", -2, 2);
   const presencePenalty = optionalNumber(body, "presence_penalty", -2, 2);
   let stop: string[] | undefined;
@@ -153,12 +162,13 @@ function common(
   return {
     body,
     limits,
-    base: { model: body.model, stream, includeUsage },
+    base: { model: body.model, stream, includeUsage, n },
     sampling: {
       ...(maxTokens !== undefined ? { maxTokens } : {}),
       ...(temperature !== undefined ? { temperature } : {}),
       ...(topP !== undefined ? { topP } : {}),
       ...(seed !== undefined ? { seed } : {}),
+      ...(logitBias ? { logitBias } : {}),
       ...(frequencyPenalty ? { frequencyPenalty } : {}),
       ...(presencePenalty ? { presencePenalty } : {}),
       ...(stop?.length ? { stop } : {}),
@@ -212,15 +222,39 @@ export function parseChatRequest(raw: unknown, limitsFor: PromptLimitsFor): Open
   const responseFormat = parseResponseFormat(body.response_format);
   return {
     ...base,
-    generate: {
-      ...sampling,
-      messages,
-      ...(tools.length ? { tools } : {}),
-      ...(toolChoice ? { toolChoice } : {}),
-      ...(typeof parallel === "boolean" ? { parallelToolCalls: parallel } : {}),
-      ...(responseFormat && responseFormat.type !== "text" ? { responseFormat } : {}),
-    },
+    requests: [
+      {
+        ...sampling,
+        messages,
+        ...(tools.length ? { tools } : {}),
+        ...(toolChoice ? { toolChoice } : {}),
+        ...(typeof parallel === "boolean" ? { parallelToolCalls: parallel } : {}),
+        ...(responseFormat && responseFormat.type !== "text" ? { responseFormat } : {}),
+      },
+    ],
   };
+}
+
+/** Most tokens one logit_bias may name. */
+const MAX_BIASED_TOKENS = 1024;
+
+/** `logit_bias`: {"<token id>": -100 … 100}. */
+function parseLogitBias(raw: unknown): Record<number, number> | undefined {
+  if (raw === undefined || raw === null) return undefined;
+  if (!isObject(raw)) throw invalid("logit_bias", "must be an object of token id → bias (-100 to 100)");
+  const entries = Object.entries(raw);
+  if (entries.length > MAX_BIASED_TOKENS)
+    throw invalid("logit_bias", `names ${entries.length} tokens; at most ${MAX_BIASED_TOKENS}`);
+  if (entries.length === 0) return undefined;
+  const out: Record<number, number> = {};
+  for (const [key, v] of entries) {
+    if (!/^\d{1,9}$/.test(key))
+      throw invalid("logit_bias", `key ${JSON.stringify(key.slice(0, 20))} is not a token id`);
+    if (typeof v !== "number" || !Number.isFinite(v) || v < -100 || v > 100)
+      throw invalid("logit_bias", `the bias of token ${key} must be a number from -100 to 100`);
+    out[Number(key)] = v;
+  }
+  return out;
 }
 
 /** Most tools one request may offer. */
@@ -325,16 +359,58 @@ function parseResponseFormat(raw: unknown): ResponseFormat | undefined {
  */
 export function parseCompletionRequest(raw: unknown, limitsFor: PromptLimitsFor): OpenAiRequest {
   const { body, base, sampling, limits } = common(raw, limitsFor);
-  refuse(body, "echo", (v) => v === false, "echo is not supported");
   refuse(body, "suffix", (v) => v === "", "suffix is not supported");
-  refuse(body, "best_of", (v) => v === 1, "only best_of = 1 is supported");
-  let prompt = body.prompt;
-  if (Array.isArray(prompt) && prompt.length === 1 && typeof prompt[0] === "string") prompt = prompt[0];
-  if (typeof prompt !== "string")
+  refuse(body, "best_of", (v) => v === 1 || v === base.n, "best_of other than n is not supported");
+  const echo = body.echo ?? false;
+  if (typeof echo !== "boolean") throw invalid("echo", "must be true or false");
+  const prompts = completionPrompts(body.prompt, limits);
+  let bytes = 0;
+  for (const p of prompts) bytes += typeof p === "string" ? Buffer.byteLength(p, "utf8") : p.length;
+  checkPromptBytes(bytes, limits, base.model, "prompt");
+  if (echo && prompts.some((p) => typeof p !== "string"))
+    throw invalid("echo", "works with text prompts only, not token arrays");
+  if (prompts.length * base.n > limits.maxChoices)
     throw invalid(
       "prompt",
-      "must be a string (or an array holding one string; token arrays are not supported)",
+      `${prompts.length} prompts × n ${base.n} choices; at most ${limits.maxChoices} (llm.maxChoices)`,
     );
-  checkPromptBytes(Buffer.byteLength(prompt, "utf8"), limits, base.model, "prompt");
-  return { ...base, generate: { ...sampling, prompt } };
+  return {
+    ...base,
+    requests: prompts.map((p) => ({
+      ...sampling,
+      ...(typeof p === "string" ? { prompt: p } : { promptTokens: p }),
+    })),
+    ...(echo ? { echo: prompts as string[] } : {}),
+  };
+}
+
+/** Most token ids in one token-array prompt (far above any context; the model's context check follows). */
+const MAX_PROMPT_TOKENS = 1 << 20;
+
+/**
+ * OpenAI's prompt forms: a string, an array of strings, an array of token ids, or an array of
+ * token-id arrays; each string or token array is one prompt.
+ */
+function completionPrompts(raw: unknown, limits: PromptLimits): (string | number[])[] {
+  const shape = "must be a string, an array of strings, an array of token ids or an array of token-id arrays";
+  if (typeof raw === "string") return [raw];
+  if (!Array.isArray(raw) || raw.length === 0) throw invalid("prompt", shape);
+  if (raw.every((p) => typeof p === "string")) return raw as string[];
+  if (raw.every((t) => typeof t === "number")) return [tokenIds(raw, "prompt")];
+  if (raw.every((p) => Array.isArray(p))) {
+    if (raw.length > limits.maxChoices)
+      throw invalid("prompt", `holds ${raw.length} prompts; at most ${limits.maxChoices}`);
+    return raw.map((p, i) => tokenIds(p as unknown[], `prompt[${i}]`));
+  }
+  throw invalid("prompt", shape);
+}
+
+function tokenIds(list: unknown[], param: string): number[] {
+  if (list.length === 0) throw invalid(param, "an empty token array");
+  if (list.length > MAX_PROMPT_TOKENS)
+    throw invalid(param, `holds ${list.length} tokens; at most ${MAX_PROMPT_TOKENS}`);
+  for (const [i, t] of list.entries())
+    if (typeof t !== "number" || !Number.isSafeInteger(t) || t < 0)
+      throw invalid(`${param}[${i}]`, "must be a token id (an integer ≥ 0)");
+  return list as number[];
 }

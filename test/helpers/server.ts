@@ -76,7 +76,8 @@ export async function startChild(
 ): Promise<ChildServer> {
   const command = [
     ...prefix,
-    process.execPath,
+    // The client suite runs on a newer Node than the server's (test/clients/): it names the server's.
+    process.env.MODELPORT_SERVER_NODE ?? process.execPath,
     CLI,
     "serve",
     ...args,

@@ -227,6 +227,122 @@ describe("OpenAI-compatible routes on llama.cpp", () => {
     );
   });
 
+  it("n: independent choices at once, each seeded seed + index, streamed as the same choices", async () => {
+    const request = { model: "tiny-llama", prompt: "hello", max_tokens: 12, temperature: 1, seed: 5, n: 3 };
+    const res = await client.completions.create(request);
+    assert.deepEqual(
+      res.choices.map((c) => c.index),
+      [0, 1, 2],
+    );
+    const texts = res.choices.map((c) => c.text);
+    assert.ok(new Set(texts).size >= 2, `sampled choices differ: ${JSON.stringify(texts)}`);
+    // Seeded: the same choices again, and choice 0 is the n = 1 answer with the same seed.
+    assert.deepEqual(
+      (await client.completions.create(request)).choices.map((c) => c.text),
+      texts,
+    );
+    const single = await client.completions.create({ ...request, n: 1 });
+    assert.equal(single.choices[0]!.text, texts[0]);
+    // The prompt counted once, the completions summed.
+    assert.equal(res.usage!.prompt_tokens, single.usage!.prompt_tokens);
+    assert.equal(res.usage!.completion_tokens, 3 * 12);
+    const streamed = ["", "", ""];
+    const finished: (string | null)[] = [null, null, null];
+    for await (const chunk of await client.completions.create({ ...request, stream: true })) {
+      for (const c of chunk.choices) {
+        streamed[c.index] += c.text;
+        finished[c.index] = c.finish_reason ?? finished[c.index]!;
+      }
+    }
+    assert.deepEqual(streamed, texts);
+    assert.deepEqual(finished, ["length", "length", "length"]);
+    // Chat too; more than llm.maxChoices is refused.
+    const chat = await client.chat.completions.create({
+      model: "tiny-llama",
+      messages: [{ role: "user", content: "hi" }],
+      max_tokens: 4,
+      n: 2,
+    });
+    assert.equal(chat.choices.length, 2);
+    await assert.rejects(
+      client.completions.create({ ...request, n: 9 }),
+      (err: unknown) => err instanceof OpenAI.BadRequestError && err.param === "n",
+    );
+  });
+
+  it("prompts as token arrays and as several strings, and echo", async () => {
+    const tokens = await client.completions.create({
+      model: "tiny-llama",
+      prompt: [5, 60, 70],
+      max_tokens: 6,
+    });
+    assert.equal(tokens.choices[0]!.finish_reason, "length");
+    assert.equal(tokens.usage!.prompt_tokens, 4); // the ids and the BOS in front
+    const again = await client.completions.create({
+      model: "tiny-llama",
+      prompt: [[5, 60, 70]],
+      max_tokens: 6,
+    });
+    assert.equal(again.choices[0]!.text, tokens.choices[0]!.text);
+    await assert.rejects(
+      client.completions.create({ model: "tiny-llama", prompt: [5, 10_000_000], max_tokens: 2 }),
+      (err: unknown) => err instanceof OpenAI.BadRequestError && /not in model/.test(err.message),
+    );
+    // Two prompts × n 2: choices 0-1 answer the first prompt, 2-3 the second (greedy: equal pairs).
+    const two = await client.completions.create({
+      model: "tiny-llama",
+      prompt: ["hello", "world"],
+      n: 2,
+      max_tokens: 5,
+    });
+    const texts = two.choices.map((c) => c.text);
+    const hello = (await client.completions.create({ model: "tiny-llama", prompt: "hello", max_tokens: 5 }))
+      .choices[0]!.text;
+    const world = (await client.completions.create({ model: "tiny-llama", prompt: "world", max_tokens: 5 }))
+      .choices[0]!.text;
+    assert.deepEqual(texts, [hello, hello, world, world]);
+    // echo: the prompt, then the answer, streamed or not.
+    const echoed = await client.completions.create({
+      model: "tiny-llama",
+      prompt: "hello",
+      max_tokens: 5,
+      echo: true,
+    });
+    assert.equal(echoed.choices[0]!.text, `hello${hello}`);
+    let streamed = "";
+    for await (const c of await client.completions.create({
+      model: "tiny-llama",
+      prompt: "hello",
+      max_tokens: 5,
+      echo: true,
+      stream: true,
+    }))
+      streamed += c.choices[0]?.text ?? "";
+    assert.equal(streamed, `hello${hello}`);
+  });
+
+  it("logit_bias: a token biased +100 is the only one generated; a bias outside the vocabulary is a 400", async () => {
+    const only = async (token: number) =>
+      (
+        await client.completions.create({
+          model: "tiny-llama",
+          prompt: "hello",
+          max_tokens: 4,
+          logit_bias: { [token]: 100 },
+        })
+      ).choices[0]!.text;
+    const [a, b] = [await only(300), await only(301)];
+    for (const text of [a, b]) {
+      const piece = text.slice(0, text.length / 4);
+      assert.equal(text, piece.repeat(4), JSON.stringify(text));
+    }
+    assert.notEqual(a, b);
+    await assert.rejects(
+      client.completions.create({ model: "tiny-llama", prompt: "x", logit_bias: { 99999999: 5 } }),
+      (err: unknown) => err instanceof OpenAI.BadRequestError && err.param === "logit_bias",
+    );
+  });
+
   it("refuses bad parameters with a 400 naming the field", async () => {
     await assert.rejects(
       client.completions.create({ model: "tiny-llama", prompt: "x", temperature: 9 }),

@@ -88,6 +88,9 @@ export class LlamaCppEngine implements LanguageEngine {
   private context: LlamaContext | undefined;
   private chatWrapper: JinjaTemplateChatWrapper | undefined;
   private grammars: Grammars | undefined;
+  /** Token ids run 0 … vocabSize − 1 (from the GGUF header). */
+  private vocabSize = 0;
+  private TokenBias: NodeLlamaCpp["TokenBias"] | undefined;
   private slots: SlotQueue<Slot> | undefined;
   /** Generations in flight and the controller that stops each. */
   private readonly running = new Map<Promise<unknown>, AbortController>();
@@ -145,6 +148,8 @@ export class LlamaCppEngine implements LanguageEngine {
       throw new ModelportError("MP_ERR_MODEL_LOAD_FAILED", `${c.path}: ${err.message}`);
     });
     const problems = llamaMetadataProblems(header);
+    const vocab = header.metadata.get("tokenizer.ggml.tokens");
+    this.vocabSize = Array.isArray(vocab) ? vocab.length : 0;
     if (problems.length > 0) {
       throw new ModelportError(
         "MP_ERR_MODEL_LOAD_FAILED",
@@ -153,6 +158,7 @@ export class LlamaCppEngine implements LanguageEngine {
     }
     const { mod, llama } = await loadDriver(this.log);
     this.grammars = new Grammars(llama);
+    this.TokenBias = mod.TokenBias;
     this.model = await llama.loadModel({ modelPath: c.path, gpuLayers: 0 });
     this.context = await this.model.createContext({
       contextSize: Math.min(c.llm.contextSize, this.model.trainContextSize),
@@ -200,6 +206,7 @@ export class LlamaCppEngine implements LanguageEngine {
     const input = messages ? this.renderChat(messages) : undefined;
     // Only a structured answer waits for its grammar: a plain request queues for a slot at once.
     const grammar = plan.schema ? await this.grammarFor(plan) : undefined;
+    const bias = request.logitBias ? this.tokenBias(request.logitBias) : undefined;
     const slot = await this.slots!.acquire(options.cancel);
     // One controller per generation, aborted by the client's cancel or by close().
     const ac = new AbortController();
@@ -207,6 +214,7 @@ export class LlamaCppEngine implements LanguageEngine {
     const work = this.generateOn(slot, request, input, ac.signal, options.onDelta, capped, {
       plan,
       ...(grammar ? { grammar } : {}),
+      ...(bias ? { bias } : {}),
     });
     this.running.set(work, ac);
     try {
@@ -231,7 +239,11 @@ export class LlamaCppEngine implements LanguageEngine {
     signal: AbortSignal,
     onDelta: ((text: string) => void) | undefined,
     capped: boolean,
-    structured: { plan: StructuredPlan; grammar?: LlamaGrammar },
+    structured: {
+      plan: StructuredPlan;
+      grammar?: LlamaGrammar;
+      bias?: InstanceType<NodeLlamaCpp["TokenBias"]>;
+    },
   ): Promise<GenerateResult> {
     const model = this.model!;
     const { sequence, completion } = slot;
@@ -240,7 +252,9 @@ export class LlamaCppEngine implements LanguageEngine {
     await sequence.clearHistory();
     let tokens: Token[] = chat
       ? chat.text.tokenize(model.tokenizer, "trimLeadingSpace")
-      : model.tokenize(request.prompt ?? "", false, "trimLeadingSpace");
+      : request.promptTokens
+        ? this.checkedTokens(request.promptTokens)
+        : model.tokenize(request.prompt ?? "", false, "trimLeadingSpace");
     // LlamaCompletion puts BOS in front itself; a template that renders it would double it.
     if (tokens[0] !== undefined && tokens[0] === model.tokens.bos) tokens = tokens.slice(1);
     const promptTokens = tokens.length + (model.tokens.bos !== null ? 1 : 0);
@@ -305,6 +319,7 @@ export class LlamaCppEngine implements LanguageEngine {
         stopOnAbortSignal: true,
         ...(chat?.stops.length ? { customStopTriggers: chat.stops } : {}),
         ...(grammar ? { grammar } : {}),
+        ...(structured.bias ? { tokenBias: structured.bias } : {}),
         onToken,
         onTextChunk,
       });
@@ -342,6 +357,29 @@ export class LlamaCppEngine implements LanguageEngine {
     }
   }
 
+  /** OpenAI's logit_bias as llama.cpp's: -100 never, otherwise added to the logit. */
+  private tokenBias(bias: Readonly<Record<number, number>>): InstanceType<NodeLlamaCpp["TokenBias"]> {
+    const out = new this.TokenBias!(this.model!.tokenizer);
+    for (const [key, value] of Object.entries(bias)) {
+      const token = this.checkedTokens([Number(key)], "logit_bias")[0]!;
+      out.set(token, value <= -100 ? "never" : { logit: value });
+    }
+    return out;
+  }
+
+  /** A token-array prompt, each id within the vocabulary. @throws ModelportError MP_ERR_REQUEST_INVALID */
+  private checkedTokens(ids: readonly number[], param = "prompt"): Token[] {
+    const bad = ids.findIndex((t) => t >= this.vocabSize);
+    if (bad >= 0) {
+      throw new ModelportError(
+        "MP_ERR_REQUEST_INVALID",
+        `${param}: token ${ids[bad]} is not in model '${this.name}''s vocabulary of ${this.vocabSize} tokens`,
+        { param },
+      );
+    }
+    return ids as Token[];
+  }
+
   /**
    * Refuses a prompt clearly longer than the context before it is templated and tokenized whole:
    * the texts are tokenized in slices of about PRECHECK_SLICE characters (cut at a space) and
@@ -357,6 +395,13 @@ export class LlamaCppEngine implements LanguageEngine {
     const contextSize = this.context?.contextSize;
     if (!model || !contextSize) return;
     const limit = Math.ceil(contextSize * 1.25) + 64;
+    if (request.promptTokens && request.promptTokens.length > limit) {
+      throw new ModelportError(
+        "MP_ERR_LLM_CONTEXT_OVERFLOW",
+        `the prompt is ${request.promptTokens.length} tokens; model '${this.name}' has a context of ${contextSize} per request (llm.contextSize)`,
+        { contextSize },
+      );
+    }
     const texts = request.messages ? request.messages.map((m) => m.content) : [request.prompt ?? ""];
     let count = 0;
     for (const text of texts) {

@@ -31,8 +31,8 @@ export function wireMessage(m: ChatMessage): Record<string, unknown> {
   };
 }
 
-/** The request's tools, tool choice, parallel calls and response format as OpenAI's fields. */
-export function wireToolFields(r: GenerateRequest): Record<string, unknown> {
+/** The request's tools, tool choice, parallel calls, response format, bias and penalties as OpenAI's fields. */
+export function wireRequestFields(r: GenerateRequest): Record<string, unknown> {
   const choice = r.toolChoice;
   const format = r.responseFormat;
   return {
@@ -70,6 +70,7 @@ export function wireToolFields(r: GenerateRequest): Record<string, unknown> {
                 }
               : { type: format.type },
         }),
+    ...(r.logitBias ? { logit_bias: r.logitBias } : {}),
     ...(r.frequencyPenalty ? { frequency_penalty: r.frequencyPenalty } : {}),
     ...(r.presencePenalty ? { presence_penalty: r.presencePenalty } : {}),
   };

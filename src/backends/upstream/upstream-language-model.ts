@@ -22,7 +22,7 @@ type UpstreamState = "loading" | "ready" | "failed" | "closed";
 import { CostMeter, type CostSnapshot } from "../../metrics/cost.js";
 import type { Metrics } from "../../metrics/metrics.js";
 import { safeUpstreamText, safeUrl } from "./redact.js";
-import { ToolCallJoiner, type WireToolCall, wireMessage, wireToolFields } from "./tool-calls.js";
+import { ToolCallJoiner, type WireToolCall, wireMessage, wireRequestFields } from "./tool-calls.js";
 import {
   type Attempt,
   AttemptFailure,
@@ -467,8 +467,9 @@ export class UpstreamLanguageModel {
     const body: Record<string, unknown> = {
       model: this.upstreamModel,
       ...(chat
-        ? { messages: request.messages!.map(wireMessage), ...wireToolFields(request) }
-        : { prompt: request.prompt ?? "" }),
+        ? { messages: request.messages!.map(wireMessage) }
+        : { prompt: request.promptTokens ? [...request.promptTokens] : (request.prompt ?? "") }),
+      ...wireRequestFields(request),
       ...(request.maxTokens !== undefined ? { max_tokens: request.maxTokens } : {}),
       // Greedy unless asked otherwise, as the contract says (an upstream's default is often 1).
       temperature: request.temperature ?? 0,
@@ -563,7 +564,8 @@ export class UpstreamLanguageModel {
         attempt.done();
       }
     });
-    const promptTokens = count(value.usage?.prompt_tokens) ?? estimateTokens(promptText);
+    const promptTokens =
+      count(value.usage?.prompt_tokens) ?? request.promptTokens?.length ?? estimateTokens(promptText);
     const completionTokens = count(value.usage?.completion_tokens) ?? estimateTokens(value.text);
     this.meter.tokens(promptTokens, completionTokens, ms);
     return {

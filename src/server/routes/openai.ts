@@ -10,11 +10,11 @@
 // finish_reason, an optional usage chunk and `data: [DONE]`. A client that disconnects aborts
 // its generation, which frees the model's sequence for the next request.
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
-import type { CancelHandle } from "../../cancel.js";
+import { CancelHandle } from "../../cancel.js";
 import type { ServedModel } from "../../catalogue/served-model.js";
 import { llmSchema } from "../../config/schema.js";
 import { ModelportError } from "../../errors.js";
-import type { GenerateResult, TokenUsage, ToolCall } from "../../llm/language-model.js";
+import type { GenerateRequest, GenerateResult, TokenUsage, ToolCall } from "../../llm/language-model.js";
 import type { Metrics } from "../../metrics/metrics.js";
 import { type AppContext, acquire, requestCancel } from "../context.js";
 import {
@@ -99,6 +99,7 @@ function promptLimits(ctx: AppContext, name: string): PromptLimits {
       : {}),
     maxMessages: llm.maxMessages,
     maxStops: llm.maxStops,
+    maxChoices: llm.maxChoices,
     maxStopChars: llm.maxStopChars,
   };
 }
@@ -116,10 +117,10 @@ class GenerationTimer {
     this.firstAt = performance.now();
     this.metrics.llmTimeToFirstToken.observe({ model: this.model }, this.reply.elapsedTime / 1000);
   }
-  done(result: GenerateResult): void {
+  done(usage: TokenUsage): void {
     const labels = { model: this.model };
-    this.metrics.llmGeneratedTokens.inc(labels, result.usage.completionTokens);
-    this.metrics.llmPromptTokens.inc(labels, result.usage.promptTokens);
+    this.metrics.llmGeneratedTokens.inc(labels, usage.completionTokens);
+    this.metrics.llmPromptTokens.inc(labels, usage.promptTokens);
     if (this.firstAt !== undefined)
       this.metrics.llmGenerationSeconds.inc(labels, (performance.now() - this.firstAt) / 1000);
   }
@@ -138,6 +139,53 @@ function completionId(kind: Kind, req: FastifyRequest): string {
   return `${kind === "chat" ? "chatcmpl" : "cmpl"}-${req.id}`;
 }
 
+/**
+ * The generations of one request: `n` choices per prompt, choice index = prompt × n + i, each
+ * with its own seed (seed + i, so sampled choices differ and still repeat), run at once; the
+ * first failure cancels the others. With echo, a choice's text starts with its prompt.
+ */
+function generateChoices(
+  model: ServedModel,
+  parsed: OpenAiRequest,
+  cancel: CancelHandle,
+  onDelta: (index: number, text: string) => void,
+  onDone: (index: number, result: GenerateResult) => void,
+): Promise<GenerateResult[]> {
+  const runs: { request: GenerateRequest; echo?: string }[] = [];
+  parsed.requests.forEach((request, p) => {
+    for (let i = 0; i < parsed.n; i++) {
+      const seeded = i > 0 && request.seed !== undefined ? { ...request, seed: request.seed + i } : request;
+      runs.push({ request: seeded, ...(parsed.echo ? { echo: parsed.echo[p]! } : {}) });
+    }
+  });
+  const one = (run: (typeof runs)[number], index: number, cancel: CancelHandle) => {
+    if (run.echo) onDelta(index, run.echo);
+    return model.generate!(run.request, { cancel, onDelta: (text) => onDelta(index, text) }).then((r) => {
+      const result = run.echo ? { ...r, text: run.echo + r.text } : r;
+      onDone(index, result);
+      return result;
+    });
+  };
+  if (runs.length === 1) return one(runs[0]!, 0, cancel).then((r) => [r]);
+  const group = new CancelHandle();
+  const unlink = cancel.onCancel(() => group.cancel());
+  return Promise.all(
+    runs.map((run, index) =>
+      one(run, index, group).catch((err: unknown) => {
+        group.cancel();
+        throw err;
+      }),
+    ),
+  ).finally(unlink);
+}
+
+/** The choices' usage: each prompt counted once (its n choices share it), the completions summed. */
+function totalUsage(results: readonly GenerateResult[], n: number): TokenUsage {
+  let promptTokens = 0;
+  for (let i = 0; i < results.length; i += n) promptTokens += results[i]!.usage.promptTokens;
+  return { promptTokens, completionTokens: results.reduce((sum, r) => sum + r.usage.completionTokens, 0) };
+}
+
 async function answer(
   ctx: AppContext,
   kind: Kind,
@@ -151,29 +199,33 @@ async function answer(
   const created = Math.floor(Date.now() / 1000);
   const id = completionId(kind, req);
   if (parsed.stream) return stream(model, kind, parsed, reply, cancel, timer, id, created);
-  const result = await model.generate!(parsed.generate, { cancel, onDelta: () => timer.first() });
-  timer.done(result);
-  const usage = usageJson(result.usage);
+  const results = await generateChoices(
+    model,
+    parsed,
+    cancel,
+    () => timer.first(),
+    () => {},
+  );
+  const usage = totalUsage(results, parsed.n);
+  timer.done(usage);
   if (kind === "chat") {
     return {
       id,
       object: "chat.completion",
       created,
       model: model.name,
-      choices: [
-        {
-          index: 0,
-          message: {
-            role: "assistant",
-            content: result.toolCalls ? null : result.text,
-            refusal: null,
-            ...(result.toolCalls ? { tool_calls: toolCallsJson(result.toolCalls) } : {}),
-          },
-          logprobs: null,
-          finish_reason: result.finishReason,
+      choices: results.map((result, index) => ({
+        index,
+        message: {
+          role: "assistant",
+          content: result.toolCalls ? null : result.text,
+          refusal: null,
+          ...(result.toolCalls ? { tool_calls: toolCallsJson(result.toolCalls) } : {}),
         },
-      ],
-      usage,
+        logprobs: null,
+        finish_reason: result.finishReason,
+      })),
+      usage: usageJson(usage),
     };
   }
   return {
@@ -181,8 +233,13 @@ async function answer(
     object: "text_completion",
     created,
     model: model.name,
-    choices: [{ index: 0, text: result.text, logprobs: null, finish_reason: result.finishReason }],
-    usage,
+    choices: results.map((result, index) => ({
+      index,
+      text: result.text,
+      logprobs: null,
+      finish_reason: result.finishReason,
+    })),
+    usage: usageJson(usage),
   };
 }
 
@@ -198,35 +255,51 @@ async function stream(
 ): Promise<void> {
   const res = reply.raw;
   const usageField = parsed.includeUsage ? ',"usage":null' : "";
-  // Each chunk is a fixed prefix, the JSON-escaped text and a fixed suffix: one stringify per delta.
-  const head = `data: {"id":${JSON.stringify(id)},"object":"${kind === "chat" ? "chat.completion.chunk" : "text_completion"}","created":${created},"model":${JSON.stringify(model.name)},"system_fingerprint":null,"choices":[{"index":0,`;
-  const deltaPrefix = kind === "chat" ? `${head}"delta":{"content":` : `${head}"text":`;
-  const deltaSuffix = `${kind === "chat" ? "}" : ""},"logprobs":null,"finish_reason":null}]${usageField}}\n\n`;
-  const roleChunk =
-    kind === "chat"
-      ? `${head}"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]${usageField}}\n\n`
-      : "";
+  const object = kind === "chat" ? "chat.completion.chunk" : "text_completion";
+  // Each chunk is a fixed prefix, the choice's index, its delta and a fixed suffix: one
+  // stringify per delta.
+  const head = `data: {"id":${JSON.stringify(id)},"object":"${object}","created":${created},"model":${JSON.stringify(model.name)},"system_fingerprint":null,"choices":[{"index":`;
+  const chunk = (index: number, body: string, finish = "null") =>
+    `${head}${index},${body},"logprobs":null,"finish_reason":${finish}}]${usageField}}\n\n`;
+  const textBody = kind === "chat" ? (t: string) => `"delta":{"content":${t}}` : (t: string) => `"text":${t}`;
   let started = false;
-  /** Headers, then (chat) the role chunk and `first`, in one write: one packet for the first token. */
+  /** Headers, then (chat) each choice's role chunk and `first`, in one write: one packet for the first token. */
   const start = (first = "") => {
     started = true;
     reply.hijack();
     res.writeHead(200, { ...(reply.getHeaders() as Record<string, string>), ...SSE_HEADERS });
-    res.write(roleChunk + first);
+    let roles = "";
+    if (kind === "chat")
+      for (let i = 0; i < parsed.n * parsed.requests.length; i++)
+        roles += chunk(i, `"delta":{"role":"assistant","content":""}`);
+    res.write(roles + first);
   };
-  const onDelta = (text: string) => {
-    const chunk = deltaPrefix + JSON.stringify(text) + deltaSuffix;
-    if (started) {
-      // A client gone mid-stream: its abort is on the way; nothing more to write.
-      if (!res.destroyed) res.write(chunk);
+  const write = (text: string) => {
+    if (!started) {
+      start(text);
       return;
     }
-    timer.first();
-    start(chunk);
+    // A client gone mid-stream: its abort is on the way; nothing more to write.
+    if (!res.destroyed) res.write(text);
   };
-  let result: GenerateResult;
+  const onDelta = (index: number, text: string) => {
+    timer.first();
+    write(chunk(index, textBody(JSON.stringify(text))));
+  };
+  // Tool calls come whole once generated: one chunk per call (id, name and all its arguments),
+  // which OpenAI's clients accumulate as they do its fragments; then the choice's last chunk.
+  const onDone = (index: number, result: GenerateResult) => {
+    let out = "";
+    (result.toolCalls ?? []).forEach((call, i) => {
+      const delta = { tool_calls: [{ index: i, ...toolCallsJson([call])[0] }] };
+      out += chunk(index, `"delta":${JSON.stringify(delta)}`);
+    });
+    out += chunk(index, kind === "chat" ? `"delta":{}` : `"text":""`, `"${result.finishReason}"`);
+    write(out);
+  };
+  let results: GenerateResult[];
   try {
-    result = await model.generate!(parsed.generate, { cancel, onDelta });
+    results = await generateChoices(model, parsed, cancel, onDelta, onDone);
   } catch (err) {
     // Before the first byte the error handler answers with a status; after it, the stream
     // carries the error as its last event, as OpenAI's servers do.
@@ -242,25 +315,15 @@ async function stream(
     if (!res.destroyed) res.end(`data: ${JSON.stringify(openaiError(mp))}\n\n`);
     return;
   }
-  timer.done(result);
-  if (!started) start();
-  // Tool calls come whole once generated: one chunk per call (id, name and all its arguments),
-  // which OpenAI's clients accumulate as they do its fragments.
-  (result.toolCalls ?? []).forEach((call, index) => {
-    const delta = { tool_calls: [{ index, ...toolCallsJson([call])[0] }] };
-    res.write(
-      `${head}"delta":${JSON.stringify(delta)},"logprobs":null,"finish_reason":null}]${usageField}}\n\n`,
-    );
-  });
-  const end = kind === "chat" ? `"delta":{}` : `"text":""`;
-  let tail = `${head}${end},"logprobs":null,"finish_reason":"${result.finishReason}"}]${usageField}}\n\n`;
+  const usage = totalUsage(results, parsed.n);
+  timer.done(usage);
+  let tail = "";
   if (parsed.includeUsage)
-    tail += `data: {"id":${JSON.stringify(id)},"object":"${kind === "chat" ? "chat.completion.chunk" : "text_completion"}","created":${created},"model":${JSON.stringify(model.name)},"system_fingerprint":null,"choices":[],"usage":${JSON.stringify(usageJson(result.usage))}}\n\n`;
+    tail += `data: {"id":${JSON.stringify(id)},"object":"${object}","created":${created},"model":${JSON.stringify(model.name)},"system_fingerprint":null,"choices":[],"usage":${JSON.stringify(usageJson(usage))}}\n\n`;
   // Fastify still logs the request and counts it in the metrics once the raw response ends.
   res.end(`${tail}data: [DONE]\n\n`);
 }
 
-/** GET /v1/models `data`: every served model, tensor and language, in OpenAI's model shape. */
 export function openaiModelList(ctx: AppContext, created: number): Record<string, unknown>[] {
   return ctx.catalogue.all().map((m) => {
     const s = m.status();
