@@ -4,7 +4,13 @@
 // contract: methods follow capabilities).
 import type { CancelHandle } from "../cancel.js";
 import type { ModelportError } from "../errors.js";
-import type { EmbedResult, GenerateOptions, GenerateRequest, GenerateResult } from "../llm/language-model.js";
+import type {
+  EmbedOptions,
+  EmbedResult,
+  GenerateOptions,
+  GenerateRequest,
+  GenerateResult,
+} from "../llm/language-model.js";
 import type { TensorMap } from "../tensor.js";
 import type {
   CallOptions,
@@ -164,9 +170,7 @@ export class ModelView implements ServedModel {
     return this.has("generate", "language") ? this.callGenerate : undefined;
   }
 
-  get embed():
-    | ((inputs: readonly string[], options?: { readonly cancel?: CancelHandle }) => Promise<EmbedResult>)
-    | undefined {
+  get embed(): ((inputs: readonly string[], options?: EmbedOptions) => Promise<EmbedResult>) | undefined {
     return this.has("embed", "language") ? this.callEmbed : undefined;
   }
 
@@ -196,10 +200,8 @@ export class ModelView implements ServedModel {
     options?: GenerateOptions,
   ): Promise<GenerateResult> => this.call((m) => m.generate!(request, options));
 
-  private readonly callEmbed = (
-    inputs: readonly string[],
-    options?: { readonly cancel?: CancelHandle },
-  ): Promise<EmbedResult> => this.call((m) => m.embed!(inputs, options));
+  private readonly callEmbed = (inputs: readonly string[], options?: EmbedOptions): Promise<EmbedResult> =>
+    this.call((m) => m.embed!(inputs, options));
 
   private call<T>(run: (model: ServedModel) => Promise<T>): Promise<T> {
     try {

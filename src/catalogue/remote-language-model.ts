@@ -10,7 +10,13 @@ import { UpstreamLanguageModel } from "../backends/upstream/upstream-language-mo
 import type { CancelHandle } from "../cancel.js";
 import { type LanguageModelConfig, upstreamSchema } from "../config/schema.js";
 import { ERRORS, type ErrorCode, isModelportError, ModelportError, TRY_ELSEWHERE } from "../errors.js";
-import type { EmbedResult, GenerateOptions, GenerateRequest, GenerateResult } from "../llm/language-model.js";
+import type {
+  EmbedOptions,
+  EmbedResult,
+  GenerateOptions,
+  GenerateRequest,
+  GenerateResult,
+} from "../llm/language-model.js";
 import type { RunnerEndpoint } from "../runner/remote/runner-endpoint.js";
 import type { RunnerPool } from "../runner/remote/runner-pool.js";
 import { versionNotFound } from "./remote-tensor-model.js";
@@ -159,7 +165,7 @@ export class RemoteLanguageModel implements ServedModel {
     );
   }
 
-  embed(inputs: readonly string[], options: { readonly cancel?: CancelHandle } = {}): Promise<EmbedResult> {
+  embed(inputs: readonly string[], options: EmbedOptions = {}): Promise<EmbedResult> {
     return this.forward((m) => m.embed(inputs, options), options);
   }
 

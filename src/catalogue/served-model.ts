@@ -7,7 +7,13 @@
 import type { CancelHandle } from "../cancel.js";
 import type { LanguageModelConfig, ModelConfig } from "../config/schema.js";
 import type { ErrorCode, ModelportError } from "../errors.js";
-import type { EmbedResult, GenerateOptions, GenerateRequest, GenerateResult } from "../llm/language-model.js";
+import type {
+  EmbedOptions,
+  EmbedResult,
+  GenerateOptions,
+  GenerateRequest,
+  GenerateResult,
+} from "../llm/language-model.js";
 import type { CostSnapshot } from "../metrics/cost.js";
 import type { ModelSignature, TensorMap } from "../tensor.js";
 
@@ -152,7 +158,7 @@ export interface ServedModel {
   /** Capabilities chat and completion (the contract in src/llm/language-model.ts). @throws ModelportError */
   generate?(request: GenerateRequest, options?: GenerateOptions): Promise<GenerateResult>;
   /** Capability embeddings. @throws ModelportError */
-  embed?(inputs: readonly string[], options?: { readonly cancel?: CancelHandle }): Promise<EmbedResult>;
+  embed?(inputs: readonly string[], options?: EmbedOptions): Promise<EmbedResult>;
 }
 
 export const TENSOR_CAPABILITIES: Capabilities = Object.freeze({

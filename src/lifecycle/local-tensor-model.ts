@@ -23,7 +23,7 @@ import {
   withBatchDefaults,
 } from "../config/schema.js";
 import type { ModelportError } from "../errors.js";
-import type { EmbedResult } from "../llm/language-model.js";
+import type { EmbedOptions, EmbedResult } from "../llm/language-model.js";
 import { CostMeter } from "../metrics/cost.js";
 import type { Metrics } from "../metrics/metrics.js";
 import type { Batcher } from "../runner/batcher.js";
@@ -223,30 +223,32 @@ export class LocalTensorModel implements ServedModel {
    * @throws ModelportError MP_ERR_MODEL_NOT_READY, MP_ERR_MODEL_OVERLOADED, MP_ERR_DEADLINE_EXCEEDED,
    * MP_ERR_REQUEST_CANCELED, MP_ERR_INFERENCE_FAILED.
    */
-  embed?: (inputs: readonly string[], options?: { readonly cancel?: CancelHandle }) => Promise<EmbedResult> =
-    async (inputs, options = {}) => {
-      this.activeEmbeds++;
-      try {
-        const out = await this.predict(
-          { text: { datatype: "BYTES", shape: [inputs.length], data: [...inputs] } },
-          {
-            deadline: performance.now() + this.run.limits.timeoutMs,
-            cancel: options.cancel ?? new CancelHandle(),
-          },
-        );
-        const emb = out.embedding!;
-        const dim = emb.shape[1]!;
-        const data = emb.data as Float32Array;
-        const vectors: Float32Array[] = [];
-        for (let i = 0; i < inputs.length; i++) vectors.push(data.subarray(i * dim, (i + 1) * dim));
-        let promptTokens = 0;
-        for (const t of out.tokens!.data as Int32Array) promptTokens += t;
-        this.cost.countTokens(promptTokens);
-        return { vectors, promptTokens };
-      } finally {
-        this.activeEmbeds--;
-      }
-    };
+  embed?: (inputs: readonly string[], options?: EmbedOptions) => Promise<EmbedResult> = async (
+    inputs,
+    options = {},
+  ) => {
+    this.activeEmbeds++;
+    try {
+      const out = await this.predict(
+        { text: { datatype: "BYTES", shape: [inputs.length], data: [...inputs] } },
+        {
+          deadline: performance.now() + this.run.limits.timeoutMs,
+          cancel: options.cancel ?? new CancelHandle(),
+        },
+      );
+      const emb = out.embedding!;
+      const dim = emb.shape[1]!;
+      const data = emb.data as Float32Array;
+      const vectors: Float32Array[] = [];
+      for (let i = 0; i < inputs.length; i++) vectors.push(data.subarray(i * dim, (i + 1) * dim));
+      let promptTokens = 0;
+      for (const t of out.tokens!.data as Int32Array) promptTokens += t;
+      this.cost.countTokens(promptTokens);
+      return { vectors, promptTokens };
+    } finally {
+      this.activeEmbeds--;
+    }
+  };
 
   notReadyError(): ModelportError {
     return this.lifecycle.notReadyError();

@@ -139,6 +139,13 @@ export interface GenerateOptions {
   readonly onDelta?: (text: string) => void;
 }
 
+export interface EmbedOptions {
+  /** Canceled when the client goes away. */
+  readonly cancel?: CancelHandle;
+  /** Vectors of this many dimensions (an upstream computes them; the route truncates and renormalises the rest). */
+  readonly dimensions?: number;
+}
+
 export interface EmbedResult {
   /** One vector per input, in input order. */
   readonly vectors: readonly (Float32Array | readonly number[])[];

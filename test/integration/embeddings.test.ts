@@ -188,6 +188,29 @@ describe("POST /v1/embeddings (openai client, real server)", () => {
     assert.ok(ids.includes("hosted-embed"), ids.join(", "));
   });
 
+  it("dimensions: the first d dimensions, renormalised; more than the model has is a 400", async () => {
+    const full = (
+      await client.embeddings.create({ model: "tiny-embed", input: "hello cat", encoding_format: "float" })
+    ).data[0]!.embedding;
+    const short = (
+      await client.embeddings.create({
+        model: "tiny-embed",
+        input: "hello cat",
+        dimensions: 8,
+        encoding_format: "float",
+      })
+    ).data[0]!.embedding;
+    assert.equal(short.length, 8);
+    assert.ok(Math.abs(Math.sqrt(dot(short, short)) - 1) < 1e-5);
+    const head = full.slice(0, 8);
+    const norm = Math.sqrt(dot(head, head));
+    short.forEach((x, i) => assert.ok(Math.abs(x - head[i]! / norm) < 1e-6));
+    await assert.rejects(
+      client.embeddings.create({ model: "tiny-embed", input: "x", dimensions: TINY_EMBED_DIM + 1 }),
+      (err: unknown) => err instanceof OpenAI.BadRequestError && err.param === "dimensions",
+    );
+  });
+
   it("answers OpenAI-shaped errors with MP_ERR_* codes", async () => {
     await assert.rejects(client.embeddings.create({ model: "no-such-model", input: "x" }), (err: unknown) => {
       assert.ok(err instanceof OpenAI.NotFoundError);

@@ -10,6 +10,7 @@ import type { CancelHandle } from "../../cancel.js";
 import type { LanguageModelConfig, UpstreamConfig } from "../../config/schema.js";
 import { type ErrorCode, ModelportError } from "../../errors.js";
 import type {
+  EmbedOptions,
   EmbedResult,
   FinishReason,
   GenerateOptions,
@@ -576,17 +577,19 @@ export class UpstreamLanguageModel {
     };
   }
 
-  async embed(
-    inputs: readonly string[],
-    options: { readonly cancel?: CancelHandle } = {},
-  ): Promise<EmbedResult> {
+  async embed(inputs: readonly string[], options: EmbedOptions = {}): Promise<EmbedResult> {
     const u = settings(this.config);
     const { value, ms } = await this.call("embeddings", options.cancel?.signal, async (signal) => {
       const attempt = await fetchAttempt({
         method: "POST",
         url: `${this.base}/embeddings`,
         apiKey: this.apiKey,
-        body: { model: this.upstreamModel, input: [...inputs], encoding_format: "float" },
+        body: {
+          model: this.upstreamModel,
+          input: [...inputs],
+          encoding_format: "float",
+          ...(options.dimensions !== undefined ? { dimensions: options.dimensions } : {}),
+        },
         timeoutMs: u.timeoutMs,
         signal,
       });

@@ -18,6 +18,8 @@ interface ParsedRequest {
   model: string;
   inputs: string[];
   base64: boolean;
+  /** Vectors truncated to this many dimensions and renormalised. */
+  dimensions?: number;
 }
 
 /** Validates the body. @throws ModelportError MP_ERR_REQUEST_INVALID / MP_ERR_INPUT_* with `param`. */
@@ -67,10 +69,39 @@ export function parseEmbeddingsRequest(body: unknown, maxInputs: number): Parsed
       `'encoding_format' must be "float" or "base64", got ${JSON.stringify(format)}`,
     );
   }
-  if (b.dimensions !== undefined) {
-    throw invalid("dimensions", "'dimensions' is not supported: the model's vectors have a fixed size");
-  }
-  return { model: b.model, inputs, base64: format === "base64" };
+  const dimensions = b.dimensions;
+  if (
+    dimensions !== undefined &&
+    dimensions !== null &&
+    !(Number.isSafeInteger(dimensions) && (dimensions as number) >= 1)
+  )
+    throw invalid(
+      "dimensions",
+      `'dimensions' must be an integer of at least 1, got ${JSON.stringify(dimensions)}`,
+    );
+  return {
+    model: b.model,
+    inputs,
+    base64: format === "base64",
+    ...(typeof dimensions === "number" ? { dimensions } : {}),
+  };
+}
+
+/**
+ * The first `d` dimensions of `v`, scaled back to unit length (as OpenAI shortens its vectors:
+ * meaningful for models trained for it, Matryoshka-style).
+ * @throws ModelportError MP_ERR_REQUEST_INVALID when the model's vectors are shorter than `d`.
+ */
+export function shorten(v: Float32Array | readonly number[], d: number): Float32Array | readonly number[] {
+  if (d > v.length)
+    throw invalid("dimensions", `'dimensions' is ${d}; this model's vectors have ${v.length}`);
+  if (d === v.length) return v;
+  const out = Float32Array.from(v.slice(0, d));
+  let norm = 0;
+  for (const x of out) norm += x * x;
+  norm = Math.sqrt(norm);
+  if (norm > 0) for (let i = 0; i < d; i++) out[i]! /= norm;
+  return out;
 }
 
 function toBase64(v: Float32Array | readonly number[]): string {
@@ -88,10 +119,15 @@ export const openAiEmbeddingsRoutes: FastifyPluginAsync = async (app) => {
     const parsed = parseEmbeddingsRequest(req.body, maxInputs);
     const model = await acquire(ctx, req, reply, parsed.model, "embeddings");
     // The client going away cancels queued work (and an upstream call in flight).
-    const result = await model.embed!(parsed.inputs, { cancel: requestCancel(req) });
+    const result = await model.embed!(parsed.inputs, {
+      cancel: requestCancel(req),
+      ...(parsed.dimensions !== undefined ? { dimensions: parsed.dimensions } : {}),
+    });
+    const d = parsed.dimensions;
+    const vectors = d === undefined ? result.vectors : result.vectors.map((v) => shorten(v, d));
     return {
       object: "list",
-      data: result.vectors.map((v, index) => ({
+      data: vectors.map((v, index) => ({
         object: "embedding",
         index,
         embedding: parsed.base64 ? toBase64(v) : Array.from(v),
