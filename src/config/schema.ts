@@ -119,6 +119,12 @@ export const llmSchema = z
     maxStops: positiveInt.max(1024).default(16),
     /** Longest stop sequence (characters); longer: 400 MP_ERR_REQUEST_INVALID. */
     maxStopChars: positiveInt.max(1_000_000).default(1000),
+    /**
+     * llama-cpp: a sequence keeps its last request's evaluated tokens, and a request goes to the
+     * free sequence sharing the longest prefix with it, evaluating only the rest (a long system
+     * prompt, a chat growing turn by turn). false: every request starts from an empty sequence.
+     */
+    prefixCache: z.boolean().default(true),
     /** Most choices (`n`) one request may ask for; each takes a sequence while it generates. */
     maxChoices: positiveInt.max(128).default(8),
   })

@@ -121,6 +121,8 @@ export type FinishReason = "stop" | "length" | "tool_calls";
 export interface TokenUsage {
   readonly promptTokens: number;
   readonly completionTokens: number;
+  /** Prompt tokens read from a cached state (a shared prefix) instead of evaluated; part of promptTokens. */
+  readonly cachedTokens?: number;
 }
 
 export interface GenerateResult {

@@ -50,14 +50,15 @@ export class SlotQueue<T> {
   }
 
   /**
-   * A free slot, now or when one is released.
+   * A free slot, now or when one is released; among free ones, the one `score` rates highest
+   * (a waiter gets whichever is released first).
    * @throws ModelportError MP_ERR_MODEL_OVERLOADED (line full), MP_ERR_REQUEST_CANCELED (canceled
    * by the client), MP_ERR_DEADLINE_EXCEEDED (waited maxWaitMs), MP_ERR_SERVER_SHUTTING_DOWN (closed).
    */
-  acquire(cancel?: CancelHandle): Promise<T> {
+  acquire(cancel?: CancelHandle, score?: (slot: T) => number): Promise<T> {
     if (this.closed) return Promise.reject(this.closedError());
     if (cancel?.canceled) return Promise.reject(canceled());
-    const slot = this.free.pop();
+    const slot = this.take(score);
     if (slot !== undefined) {
       this.takenAt.set(slot, performance.now());
       return Promise.resolve(slot);
@@ -101,6 +102,21 @@ export class SlotQueue<T> {
       }
       this.waiters.push(waiter);
     });
+  }
+
+  /** A free slot: the one `score` rates highest (ties: the most recently freed), else the most recently freed. */
+  private take(score?: (slot: T) => number): T | undefined {
+    if (!score || this.free.length < 2) return this.free.pop();
+    let best = this.free.length - 1;
+    let bestScore = score(this.free[best]!);
+    for (let i = best - 1; i >= 0; i--) {
+      const s = score(this.free[i]!);
+      if (s > bestScore) {
+        best = i;
+        bestScore = s;
+      }
+    }
+    return this.free.splice(best, 1)[0];
   }
 
   /** Gives `slot` back: to the longest waiter if any, else to the free list. */

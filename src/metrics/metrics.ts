@@ -163,8 +163,22 @@ export class Metrics {
 
   readonly llmPromptTokens = new Counter({
     name: "modelport_llm_prompt_tokens_total",
-    help: "Prompt tokens evaluated (chat template included).",
+    help: "Prompt tokens of requests (chat template included), evaluated or read from a prefix cache.",
     labelNames: ["model"] as const,
+    registers: [this.registry],
+  });
+
+  readonly llmCachedPromptTokens = new Counter({
+    name: "modelport_llm_prompt_cached_tokens_total",
+    help: "Prompt tokens read from a sequence's kept state (a shared prefix) instead of evaluated; part of modelport_llm_prompt_tokens_total.",
+    labelNames: ["model"] as const,
+    registers: [this.registry],
+  });
+
+  readonly llmPrefixCacheRequests = new Counter({
+    name: "modelport_llm_prefix_cache_requests_total",
+    help: "Requests to a model with a prefix cache: result hit (some prompt tokens reused) or miss.",
+    labelNames: ["model", "result"] as const,
     registers: [this.registry],
   });
 

@@ -32,6 +32,10 @@ describe("OpenAI-compatible routes on llama.cpp", () => {
         "  - name: tiny-llama-1",
         "    path: tiny-llama.gguf",
         "    llm: { sequences: 1, maxWaiting: 1, contextSize: 8192 }",
+        // The same model without a prefix cache: its answers are what the cache must not change.
+        "  - name: tiny-llama-fresh",
+        "    path: tiny-llama.gguf",
+        "    llm: { sequences: 2, maxWaiting: 4, contextSize: 2048, prefixCache: false }",
         "",
       ].join("\n"),
     );
@@ -52,7 +56,7 @@ describe("OpenAI-compatible routes on llama.cpp", () => {
   it("lists every served model, tensor and language, in the OpenAI shape and keeps `models`", async () => {
     const list = await client.models.list();
     const ids = list.data.map((m) => m.id).sort();
-    assert.deepEqual(ids, ["churn-tree", "tiny-llama", "tiny-llama-1"]);
+    assert.deepEqual(ids, ["churn-tree", "tiny-llama", "tiny-llama-1", "tiny-llama-fresh"]);
     for (const m of list.data) {
       assert.equal(m.object, "model");
       assert.equal(typeof m.created, "number");
@@ -78,8 +82,8 @@ describe("OpenAI-compatible routes on llama.cpp", () => {
     };
     const model = (path: string) =>
       doc.paths[path]?.post.requestBody.content["application/json"].schema.properties.model.enum;
-    assert.deepEqual(model("/v1/chat/completions"), ["tiny-llama", "tiny-llama-1"]);
-    assert.deepEqual(model("/v1/completions"), ["tiny-llama", "tiny-llama-1"]);
+    assert.deepEqual(model("/v1/chat/completions"), ["tiny-llama", "tiny-llama-1", "tiny-llama-fresh"]);
+    assert.deepEqual(model("/v1/completions"), ["tiny-llama", "tiny-llama-1", "tiny-llama-fresh"]);
     assert.equal(doc.paths["/v1/embeddings"], undefined, "no served model embeds");
     assert.ok(doc.paths["/v1/models/churn-tree/predict"]);
     const html = await (await fetch(`${server.url}/docs`)).text();
@@ -341,6 +345,34 @@ describe("OpenAI-compatible routes on llama.cpp", () => {
       client.completions.create({ model: "tiny-llama", prompt: "x", logit_bias: { 99999999: 5 } }),
       (err: unknown) => err instanceof OpenAI.BadRequestError && err.param === "logit_bias",
     );
+  });
+
+  it("prefix cache: a chat growing turn by turn reuses its evaluated prefix, and answers as without the cache", async () => {
+    const system = `You are a careful assistant. ${"Keep every answer short and plain. ".repeat(20)}`;
+    const history: { role: "system" | "user" | "assistant"; content: string }[] = [
+      { role: "system", content: system },
+    ];
+    const cached: number[] = [];
+    for (const question of ["hello there", "and then?", "one more"]) {
+      history.push({ role: "user", content: question });
+      const request = { messages: history, max_tokens: 6 };
+      const res = await client.chat.completions.create({ model: "tiny-llama", ...request });
+      const fresh = await client.chat.completions.create({ model: "tiny-llama-fresh", ...request });
+      // The cache changes how much is evaluated, never the answer.
+      assert.equal(res.choices[0]!.message.content, fresh.choices[0]!.message.content);
+      assert.equal(res.usage!.prompt_tokens, fresh.usage!.prompt_tokens);
+      assert.equal(fresh.usage!.prompt_tokens_details, undefined);
+      cached.push(res.usage!.prompt_tokens_details!.cached_tokens!);
+      history.push({ role: "assistant", content: res.choices[0]!.message.content! });
+    }
+    // From the second turn on, at least the system prompt (hundreds of tokens) comes from the cache.
+    assert.ok(cached[1]! > 200 && cached[2]! > cached[1]!, `cached tokens per turn: ${cached}`);
+    const metrics = await (await fetch(`${server.url}/metrics`)).text();
+    assert.match(
+      metrics,
+      /modelport_llm_prefix_cache_requests_total\{[^}]*model="tiny-llama"[^}]*result="hit"[^}]*\} [1-9]/,
+    );
+    assert.match(metrics, /modelport_llm_prompt_cached_tokens_total\{[^}]*model="tiny-llama"[^}]*\} [1-9]/);
   });
 
   it("refuses bad parameters with a 400 naming the field", async () => {

@@ -207,11 +207,17 @@ export class LlamaCppEngine implements LanguageEngine {
     // Only a structured answer waits for its grammar: a plain request queues for a slot at once.
     const grammar = plan.schema ? await this.grammarFor(plan) : undefined;
     const bias = request.logitBias ? this.tokenBias(request.logitBias) : undefined;
-    const slot = await this.slots!.acquire(options.cancel);
+    const prompt = this.promptOf(request, input);
+    // The golden check always starts from an empty sequence, so it evaluates the same way each time.
+    const cache = capped && this.config.llm.prefixCache;
+    const slot = await this.slots!.acquire(
+      options.cancel,
+      cache ? (s) => s.sequence.compareContextTokens(prompt.full).firstDifferentIndex : undefined,
+    );
     // One controller per generation, aborted by the client's cancel or by close().
     const ac = new AbortController();
     const detach = options.cancel?.onCancel(() => ac.abort());
-    const work = this.generateOn(slot, request, input, ac.signal, options.onDelta, capped, {
+    const work = this.generateOn(slot, request, prompt, cache, input, ac.signal, options.onDelta, capped, {
       plan,
       ...(grammar ? { grammar } : {}),
       ...(bias ? { bias } : {}),
@@ -232,9 +238,40 @@ export class LlamaCppEngine implements LanguageEngine {
     return this.grammars.for(plan.schema, plan.tools ? "tools" : "response_format");
   }
 
+  /**
+   * The prompt's tokens (without BOS: LlamaCompletion puts it in front itself, and a template that
+   * renders it would double it) and as the sequence will hold them (with BOS).
+   * @throws ModelportError MP_ERR_LLM_CONTEXT_OVERFLOW when no room is left for an answer.
+   */
+  private promptOf(
+    request: GenerateRequest,
+    chat: { text: LlamaText } | undefined,
+  ): { tokens: Token[]; full: Token[] } {
+    const model = this.model!;
+    let tokens: Token[] = chat
+      ? chat.text.tokenize(model.tokenizer, "trimLeadingSpace")
+      : request.promptTokens
+        ? this.checkedTokens(request.promptTokens)
+        : model.tokenize(request.prompt ?? "", false, "trimLeadingSpace");
+    const bos = model.tokens.bos;
+    if (tokens[0] !== undefined && tokens[0] === bos) tokens = tokens.slice(1);
+    const full = bos !== null ? [bos, ...tokens] : tokens;
+    const contextSize = this.context!.contextSize;
+    if (contextSize - full.length < 1) {
+      throw new ModelportError(
+        "MP_ERR_LLM_CONTEXT_OVERFLOW",
+        `the prompt takes ${full.length} tokens; model '${this.name}' has a context of ${contextSize} per request (llm.contextSize), leaving no room for an answer`,
+        { promptTokens: full.length, contextSize },
+      );
+    }
+    return { tokens, full };
+  }
+
   private async generateOn(
     slot: Slot,
     request: GenerateRequest,
+    prompt: { tokens: Token[]; full: Token[] },
+    cache: boolean,
     chat: { text: LlamaText; stops: LlamaText[] } | undefined,
     signal: AbortSignal,
     onDelta: ((text: string) => void) | undefined,
@@ -247,25 +284,15 @@ export class LlamaCppEngine implements LanguageEngine {
   ): Promise<GenerateResult> {
     const model = this.model!;
     const { sequence, completion } = slot;
-    // A fresh sequence per request: the same request always evaluates the same way, so greedy
-    // answers repeat exactly (reusing a cached prefix would change the batch shapes).
-    await sequence.clearHistory();
-    let tokens: Token[] = chat
-      ? chat.text.tokenize(model.tokenizer, "trimLeadingSpace")
-      : request.promptTokens
-        ? this.checkedTokens(request.promptTokens)
-        : model.tokenize(request.prompt ?? "", false, "trimLeadingSpace");
-    // LlamaCompletion puts BOS in front itself; a template that renders it would double it.
-    if (tokens[0] !== undefined && tokens[0] === model.tokens.bos) tokens = tokens.slice(1);
-    const promptTokens = tokens.length + (model.tokens.bos !== null ? 1 : 0);
+    const { tokens, full } = prompt;
+    // With the prefix cache, LlamaCompletion keeps what the sequence holds up to the first token
+    // that differs and evaluates the rest (at least the prompt's last token); else a fresh start.
+    let cachedTokens = 0;
+    if (cache)
+      cachedTokens = Math.min(sequence.compareContextTokens(full).firstDifferentIndex, full.length - 1);
+    else await sequence.clearHistory();
+    const promptTokens = full.length;
     const room = sequence.contextSize - promptTokens;
-    if (room < 1) {
-      throw new ModelportError(
-        "MP_ERR_LLM_CONTEXT_OVERFLOW",
-        `the prompt takes ${promptTokens} tokens; model '${this.name}' has a context of ${sequence.contextSize} per request (llm.contextSize), leaving no room for an answer`,
-        { promptTokens, contextSize: sequence.contextSize },
-      );
-    }
     const cap = capped ? this.config.llm.maxTokens : undefined;
     const maxTokens = Math.min(room, request.maxTokens ?? room, cap ?? room);
     const outputBefore = sequence.tokenMeter.usedOutputTokens;
@@ -326,7 +353,11 @@ export class LlamaCppEngine implements LanguageEngine {
       if (signal.aborted) throw signal.reason;
       const tail = scanner.flush();
       if (tail && emit) emit(tail);
-      const usage = { promptTokens, completionTokens: sequence.tokenMeter.usedOutputTokens - outputBefore };
+      const usage = {
+        promptTokens,
+        completionTokens: sequence.tokenMeter.usedOutputTokens - outputBefore,
+        ...(cache ? { cachedTokens } : {}),
+      };
       const cut = !scanner.stopped && res.metadata.stopReason === "maxTokens";
       if (plan.tools && !cut) {
         const answer = readToolAnswer(scanner.text, request.responseFormat?.type === "json_schema");

@@ -64,7 +64,11 @@ interface ChatChoice {
 
 interface OpenAiAnswer {
   choices?: ChatChoice[];
-  usage?: { prompt_tokens?: number; completion_tokens?: number } | null;
+  usage?: {
+    prompt_tokens?: number;
+    completion_tokens?: number;
+    prompt_tokens_details?: { cached_tokens?: number } | null;
+  } | null;
   error?: { message?: unknown } | string;
 }
 
@@ -569,10 +573,11 @@ export class UpstreamLanguageModel {
       count(value.usage?.prompt_tokens) ?? request.promptTokens?.length ?? estimateTokens(promptText);
     const completionTokens = count(value.usage?.completion_tokens) ?? estimateTokens(value.text);
     this.meter.tokens(promptTokens, completionTokens, ms);
+    const cachedTokens = count(value.usage?.prompt_tokens_details?.cached_tokens);
     return {
       text: value.text,
       finishReason: value.finishReason,
-      usage: { promptTokens, completionTokens },
+      usage: { promptTokens, completionTokens, ...(cachedTokens !== undefined ? { cachedTokens } : {}) },
       ...(value.toolCalls ? { toolCalls: value.toolCalls } : {}),
     };
   }

@@ -35,15 +35,13 @@ const SSE_HEADERS = {
   "x-accel-buffering": "no",
 };
 
-function usageJson(u: TokenUsage): {
-  prompt_tokens: number;
-  completion_tokens: number;
-  total_tokens: number;
-} {
+/** OpenAI's usage object; prompt_tokens_details.cached_tokens where the model has a prefix cache. */
+function usageJson(u: TokenUsage): Record<string, unknown> {
   return {
     prompt_tokens: u.promptTokens,
     completion_tokens: u.completionTokens,
     total_tokens: u.promptTokens + u.completionTokens,
+    ...(u.cachedTokens !== undefined ? { prompt_tokens_details: { cached_tokens: u.cachedTokens } } : {}),
   };
 }
 
@@ -121,6 +119,10 @@ class GenerationTimer {
     const labels = { model: this.model };
     this.metrics.llmGeneratedTokens.inc(labels, usage.completionTokens);
     this.metrics.llmPromptTokens.inc(labels, usage.promptTokens);
+    if (usage.cachedTokens !== undefined) {
+      this.metrics.llmCachedPromptTokens.inc(labels, usage.cachedTokens);
+      this.metrics.llmPrefixCacheRequests.inc({ ...labels, result: usage.cachedTokens > 0 ? "hit" : "miss" });
+    }
     if (this.firstAt !== undefined)
       this.metrics.llmGenerationSeconds.inc(labels, (performance.now() - this.firstAt) / 1000);
   }
@@ -182,8 +184,17 @@ function generateChoices(
 /** The choices' usage: each prompt counted once (its n choices share it), the completions summed. */
 function totalUsage(results: readonly GenerateResult[], n: number): TokenUsage {
   let promptTokens = 0;
-  for (let i = 0; i < results.length; i += n) promptTokens += results[i]!.usage.promptTokens;
-  return { promptTokens, completionTokens: results.reduce((sum, r) => sum + r.usage.completionTokens, 0) };
+  let cachedTokens: number | undefined;
+  for (let i = 0; i < results.length; i += n) {
+    const u = results[i]!.usage;
+    promptTokens += u.promptTokens;
+    if (u.cachedTokens !== undefined) cachedTokens = (cachedTokens ?? 0) + u.cachedTokens;
+  }
+  return {
+    promptTokens,
+    completionTokens: results.reduce((sum, r) => sum + r.usage.completionTokens, 0),
+    ...(cachedTokens !== undefined ? { cachedTokens } : {}),
+  };
 }
 
 async function answer(
