@@ -184,14 +184,7 @@ function stringSchema(take: (key: string) => unknown, path: string): Schema {
       throw new UnsupportedSchema(`${path}.format`, `format ${JSON.stringify(format)}`);
     return { type: "string", format };
   }
-  for (const key of ["minLength", "maxLength"]) {
-    const v = take(key);
-    if (v === undefined) continue;
-    if (!Number.isSafeInteger(v) || (v as number) < 0)
-      throw new UnsupportedSchema(`${path}.${key}`, `${key} ${JSON.stringify(v)}`);
-    out[key] = v;
-  }
-  return out;
+  return counts(out, ["minLength", "maxLength"], take, path);
 }
 
 function objectSchema(take: (key: string) => unknown, path: string, depth: number): Schema {
@@ -212,14 +205,7 @@ function objectSchema(take: (key: string) => unknown, path: string, depth: numbe
     out.additionalProperties =
       typeof extra === "boolean" ? extra : convert(extra, `${path}.additionalProperties`, depth + 1);
   else if (props === undefined) out.additionalProperties = true;
-  for (const key of ["minProperties", "maxProperties"]) {
-    const v = take(key);
-    if (v === undefined) continue;
-    if (!Number.isSafeInteger(v) || (v as number) < 0)
-      throw new UnsupportedSchema(`${path}.${key}`, `${key} ${JSON.stringify(v)}`);
-    out[key] = v;
-  }
-  return out;
+  return counts(out, ["minProperties", "maxProperties"], take, path);
 }
 
 function arraySchema(s: Schema, take: (key: string) => unknown, path: string, depth: number): Schema {
@@ -235,7 +221,12 @@ function arraySchema(s: Schema, take: (key: string) => unknown, path: string, de
     out.prefixItems = prefix.map((v, i) => convert(v, `${path}.prefixItems[${i}]`, depth + 1));
   }
   if (s.uniqueItems === false) take("uniqueItems");
-  for (const key of ["minItems", "maxItems"]) {
+  return counts(out, ["minItems", "maxItems"], take, path);
+}
+
+/** `out` with the count keywords `keys` (lengths, item and property counts) copied over, checked. */
+function counts(out: Schema, keys: readonly string[], take: (key: string) => unknown, path: string): Schema {
+  for (const key of keys) {
     const v = take(key);
     if (v === undefined) continue;
     if (!Number.isSafeInteger(v) || (v as number) < 0)
