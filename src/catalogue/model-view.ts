@@ -2,7 +2,6 @@
 // call is the current version's at that moment (calls split by weight, and mirrored to a shadow,
 // when set); pinned, one version's. Methods exist as the target model's do (the ServedModel
 // contract: methods follow capabilities).
-import type { CancelHandle } from "../cancel.js";
 import type { ModelportError } from "../errors.js";
 import type {
   EmbedOptions,

@@ -7,7 +7,6 @@
 
 import type { Logger } from "pino";
 import { UpstreamLanguageModel } from "../backends/upstream/upstream-language-model.js";
-import type { CancelHandle } from "../cancel.js";
 import { type LanguageModelConfig, upstreamSchema } from "../config/schema.js";
 import { ERRORS, type ErrorCode, isModelportError, ModelportError, TRY_ELSEWHERE } from "../errors.js";
 import type {

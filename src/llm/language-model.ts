@@ -99,6 +99,8 @@ export interface GenerateRequest {
   readonly responseFormat?: ResponseFormat;
   /** Token id → bias added to its logit (-100: never, 100: all but certain), as OpenAI's logit_bias. */
   readonly logitBias?: Readonly<Record<number, number>>;
+  /** Log probabilities of the answer's tokens, with this many likeliest alternatives per token (0–20). */
+  readonly logprobs?: { readonly top: number };
   /** OpenAI's penalties, -2 to 2 (0 or undefined: none). */
   readonly frequencyPenalty?: number;
   readonly presencePenalty?: number;
@@ -125,9 +127,23 @@ export interface TokenUsage {
   readonly cachedTokens?: number;
 }
 
+/** One generated token: its text, log probability and bytes, and the likeliest alternatives. */
+export interface TokenLogprob {
+  readonly token: string;
+  readonly logprob: number;
+  readonly bytes: readonly number[];
+  readonly top: readonly {
+    readonly token: string;
+    readonly logprob: number;
+    readonly bytes: readonly number[];
+  }[];
+}
+
 export interface GenerateResult {
   /** The answer's text ("" when it is only tool calls). */
   readonly text: string;
+  /** When asked for (request.logprobs): each generated token's. */
+  readonly logprobs?: readonly TokenLogprob[];
   /** The tools the model called (finishReason "tool_calls"). */
   readonly toolCalls?: readonly ToolCall[];
   readonly finishReason: FinishReason;

@@ -1,7 +1,7 @@
 // Validates OpenAI chat and completion request bodies and turns them into GenerateRequests.
 // Every problem is a 400 MP_ERR_REQUEST_INVALID naming the field (`param`), as OpenAI does;
 // fields modelport does not implement are refused rather than silently ignored when ignoring
-// them would change the answer (logprobs, suffix). Tools, tool choice and the
+// them would change the answer (suffix, best_of). Tools, tool choice and the
 // response format are checked for shape here; whether a schema can be enforced is the
 // backend's to say (llama-cpp generates under a grammar; an upstream enforces its own way).
 //
@@ -133,7 +133,6 @@ function common(
   const includeUsage = isObject(so) && so.include_usage === true;
   const n = optionalInt(body, "n", 1) ?? 1;
   if (n > limits.maxChoices) throw invalid("n", `is ${n}; at most ${limits.maxChoices} (llm.maxChoices)`);
-  refuse(body, "logprobs", (v) => v === false, "logprobs are not supported");
   const maxTokens = optionalInt(body, "max_completion_tokens", 1) ?? optionalInt(body, "max_tokens", 1);
   const temperature = optionalNumber(body, "temperature", 0, 2);
   const topP = optionalNumber(body, "top_p", 0, 1);
@@ -220,11 +219,17 @@ export function parseChatRequest(raw: unknown, limitsFor: PromptLimitsFor): Open
   if (parallel !== undefined && parallel !== null && typeof parallel !== "boolean")
     throw invalid("parallel_tool_calls", "must be true or false");
   const responseFormat = parseResponseFormat(body.response_format);
+  const logprobs = body.logprobs ?? false;
+  if (typeof logprobs !== "boolean") throw invalid("logprobs", "must be true or false");
+  const top = optionalInt(body, "top_logprobs", 0);
+  if (top !== undefined && top > 20) throw invalid("top_logprobs", `must be 0 to 20, got ${top}`);
+  if (top !== undefined && !logprobs) throw invalid("top_logprobs", "needs logprobs: true");
   return {
     ...base,
     requests: [
       {
         ...sampling,
+        ...(logprobs ? { logprobs: { top: top ?? 0 } } : {}),
         messages,
         ...(tools.length ? { tools } : {}),
         ...(toolChoice ? { toolChoice } : {}),
@@ -361,6 +366,9 @@ export function parseCompletionRequest(raw: unknown, limitsFor: PromptLimitsFor)
   const { body, base, sampling, limits } = common(raw, limitsFor);
   refuse(body, "suffix", (v) => v === "", "suffix is not supported");
   refuse(body, "best_of", (v) => v === 1 || v === base.n, "best_of other than n is not supported");
+  // Completions: logprobs is the number of alternatives per token (0–5), or null.
+  const logprobs = optionalInt(body, "logprobs", 0);
+  if (logprobs !== undefined && logprobs > 5) throw invalid("logprobs", `must be 0 to 5, got ${logprobs}`);
   const echo = body.echo ?? false;
   if (typeof echo !== "boolean") throw invalid("echo", "must be true or false");
   const prompts = completionPrompts(body.prompt, limits);
@@ -378,6 +386,7 @@ export function parseCompletionRequest(raw: unknown, limitsFor: PromptLimitsFor)
     ...base,
     requests: prompts.map((p) => ({
       ...sampling,
+      ...(logprobs !== undefined ? { logprobs: { top: logprobs } } : {}),
       ...(typeof p === "string" ? { prompt: p } : { promptTokens: p }),
     })),
     ...(echo ? { echo: prompts as string[] } : {}),

@@ -26,6 +26,7 @@ const sampling = {
   temperature: { type: "number", minimum: 0, maximum: 2, description: "0 (default): greedy, deterministic" },
   top_p: { type: "number", minimum: 0, maximum: 1 },
   seed: { type: "integer" },
+  logit_bias: { type: "object", additionalProperties: { type: "number", minimum: -100, maximum: 100 } },
   frequency_penalty: { type: "number", minimum: -2, maximum: 2 },
   presence_penalty: { type: "number", minimum: -2, maximum: 2 },
   stop: {
@@ -147,6 +148,9 @@ export function openaiPaths(models: readonly ServedModel[]): Record<string, Sche
           ],
         },
         parallel_tool_calls: { type: "boolean" },
+        n: { type: "integer", minimum: 1, description: "choices; at most llm.maxChoices (8)" },
+        logprobs: { type: "boolean" },
+        top_logprobs: { type: "integer", minimum: 0, maximum: 20 },
         response_format: {
           type: "object",
           description: "json_object / json_schema answers are generated under a grammar (docs/LLM.md)",
@@ -172,7 +176,24 @@ export function openaiPaths(models: readonly ServedModel[]): Record<string, Sche
     paths["/v1/completions"] = route(
       "OpenAI-compatible completion",
       completion,
-      { prompt: { type: "string" }, ...sampling },
+      {
+        prompt: {
+          oneOf: [
+            { type: "string" },
+            { type: "array", items: { type: "string" } },
+            { type: "array", items: { type: "integer", minimum: 0 } },
+            { type: "array", items: { type: "array", items: { type: "integer", minimum: 0 } } },
+          ],
+        },
+        n: {
+          type: "integer",
+          minimum: 1,
+          description: "choices per prompt; prompts × n at most llm.maxChoices (8)",
+        },
+        echo: { type: "boolean" },
+        logprobs: { type: "integer", minimum: 0, maximum: 5 },
+        ...sampling,
+      },
       ["prompt"],
     );
   }

@@ -204,7 +204,7 @@ describe("POST /v1/embeddings (openai client, real server)", () => {
     assert.ok(Math.abs(Math.sqrt(dot(short, short)) - 1) < 1e-5);
     const head = full.slice(0, 8);
     const norm = Math.sqrt(dot(head, head));
-    short.forEach((x, i) => assert.ok(Math.abs(x - head[i]! / norm) < 1e-6));
+    for (const [i, x] of short.entries()) assert.ok(Math.abs(x - head[i]! / norm) < 1e-6);
     await assert.rejects(
       client.embeddings.create({ model: "tiny-embed", input: "x", dimensions: TINY_EMBED_DIM + 1 }),
       (err: unknown) => err instanceof OpenAI.BadRequestError && err.param === "dimensions",

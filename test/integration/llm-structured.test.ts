@@ -336,6 +336,13 @@ describe("structured answers: JSON response formats and tool calls", () => {
     assert.deepEqual(names(relayed), names(direct));
     const streamed = await relay.chat.completions.stream(request).finalChatCompletion();
     assert.deepEqual(names(streamed), names(direct));
+    // Logprobs come back through the upstream (it streams them with its last chunk).
+    const lp = { messages, max_tokens: 4, logprobs: true, top_logprobs: 2 };
+    const lpDirect = await client.chat.completions.create({ model: "tiny-llama", ...lp });
+    const lpRelayed = await relay.chat.completions.create({ model: "relay", ...lp });
+    const figures = (r: OpenAI.Chat.Completions.ChatCompletion) =>
+      r.choices[0]!.logprobs!.content!.map((t) => [t.token, t.logprob, t.top_logprobs.length]);
+    assert.deepEqual(figures(lpRelayed), figures(lpDirect));
     const json = await relay.chat.completions.create({
       model: "relay",
       messages,

@@ -375,6 +375,70 @@ describe("OpenAI-compatible routes on llama.cpp", () => {
     assert.match(metrics, /modelport_llm_prompt_cached_tokens_total\{[^}]*model="tiny-llama"[^}]*\} [1-9]/);
   });
 
+  it("logprobs: each generated token's, with the likeliest alternatives; greedy picks the likeliest", async () => {
+    const chat = await client.chat.completions.create({
+      model: "tiny-llama",
+      messages: [{ role: "user", content: "hello" }],
+      max_tokens: 5,
+      logprobs: true,
+      top_logprobs: 3,
+    });
+    const content = chat.choices[0]!.logprobs!.content!;
+    assert.equal(content.length, 5);
+    for (const t of content) {
+      assert.ok(t.logprob <= 0 && t.logprob > -9999, String(t.logprob));
+      assert.equal(t.top_logprobs.length, 3);
+      // Greedy: the chosen token is the likeliest one.
+      assert.equal(t.top_logprobs[0]!.token, t.token);
+      assert.ok(Math.abs(t.top_logprobs[0]!.logprob - t.logprob) < 1e-6);
+      assert.ok(t.top_logprobs[1]!.logprob <= t.top_logprobs[0]!.logprob);
+      assert.deepEqual(t.bytes, [...Buffer.from(t.token, "utf8")]);
+    }
+    assert.equal(
+      content
+        .map((t) => t.token)
+        .join("")
+        .trim(),
+      chat.choices[0]!.message.content!.trim(),
+    );
+    // Streamed: the same figures, with the last chunk.
+    let streamed: typeof content = [];
+    for await (const chunk of await client.chat.completions.create({
+      model: "tiny-llama",
+      messages: [{ role: "user", content: "hello" }],
+      max_tokens: 5,
+      logprobs: true,
+      top_logprobs: 3,
+      stream: true,
+    }))
+      streamed = [...streamed, ...(chunk.choices[0]?.logprobs?.content ?? [])];
+    assert.deepEqual(streamed, content);
+    // Completions: OpenAI's legacy shape; the tokens spell the text.
+    const completion = await client.completions.create({
+      model: "tiny-llama",
+      prompt: "hello",
+      max_tokens: 6,
+      logprobs: 2,
+    });
+    const lp = completion.choices[0]!.logprobs!;
+    assert.equal(lp.tokens!.join(""), completion.choices[0]!.text);
+    assert.equal(lp.token_logprobs!.length, 6);
+    assert.ok(lp.top_logprobs!.every((m) => Object.keys(m).length <= 2));
+    assert.deepEqual(
+      lp.text_offset,
+      lp.tokens!.map((_, i) => lp.tokens!.slice(0, i).join("").length),
+    );
+    await assert.rejects(
+      client.chat.completions.create({
+        model: "tiny-llama",
+        messages: [{ role: "user", content: "x" }],
+        logprobs: true,
+        top_logprobs: 21,
+      }),
+      (err: unknown) => err instanceof OpenAI.BadRequestError && err.param === "top_logprobs",
+    );
+  });
+
   it("refuses bad parameters with a 400 naming the field", async () => {
     await assert.rejects(
       client.completions.create({ model: "tiny-llama", prompt: "x", temperature: 9 }),

@@ -39,6 +39,7 @@ import {
 } from "../../llm/structured-output.js";
 import { llamaMetadataProblems, readGgufHeader } from "./gguf-file.js";
 import { Grammars } from "./grammars.js";
+import { scoreTokens, withinText } from "./logprobs.js";
 
 type NodeLlamaCpp = typeof import("node-llama-cpp");
 
@@ -312,8 +313,10 @@ export class LlamaCppEngine implements LanguageEngine {
     // leading space there; a completion continues its prompt, so that space belongs to the text.
     let first: Token | undefined;
     let leadChecked = false;
-    const onToken = (generated: Token[]) => {
-      first ??= generated[0];
+    const generated: Token[] = [];
+    const onToken = (tokens: Token[]) => {
+      first ??= tokens[0];
+      if (request.logprobs) generated.push(...tokens);
     };
     const onTextChunk = (raw: string) => {
       let chunk = raw;
@@ -367,6 +370,10 @@ export class LlamaCppEngine implements LanguageEngine {
         return { text: answer.text, finishReason: "stop", usage };
       }
       const finishReason: FinishReason = cut ? "length" : "stop";
+      if (request.logprobs && !plan.tools) {
+        const scored = await scoreTokens(model, sequence, full, generated, request.logprobs.top);
+        return { text: scanner.text, finishReason, usage, logprobs: withinText(scored, scanner.text.length) };
+      }
       if (plan.tools) {
         // Cut short under a tool plan: an answer's text so far, else the raw text as far as it got.
         const text = partialResponse(scanner.text) ?? scanner.text;

@@ -6,7 +6,6 @@
 // per-million prices. What the upstream says in an error reaches clients and logs only redacted
 // and bounded (redact.ts); its status (/readyz) gives a generic reason without the upstream's text.
 import type { Logger } from "pino";
-import type { CancelHandle } from "../../cancel.js";
 import type { LanguageModelConfig, UpstreamConfig } from "../../config/schema.js";
 import { type ErrorCode, ModelportError } from "../../errors.js";
 import type {
@@ -16,14 +15,21 @@ import type {
   GenerateOptions,
   GenerateRequest,
   GenerateResult,
+  TokenLogprob,
 } from "../../llm/language-model.js";
 
 type UpstreamState = "loading" | "ready" | "failed" | "closed";
 
 import { CostMeter, type CostSnapshot } from "../../metrics/cost.js";
 import type { Metrics } from "../../metrics/metrics.js";
+import {
+  readLogprobs,
+  ToolCallJoiner,
+  type WireToolCall,
+  wireMessage,
+  wireRequestFields,
+} from "./openai-wire.js";
 import { safeUpstreamText, safeUrl } from "./redact.js";
-import { ToolCallJoiner, type WireToolCall, wireMessage, wireRequestFields } from "./tool-calls.js";
 import {
   type Attempt,
   AttemptFailure,
@@ -58,6 +64,7 @@ const PROBE_RETRY_MAX_MS = 60_000;
 interface ChatChoice {
   message?: { content?: string | null; tool_calls?: WireToolCall[] };
   delta?: { content?: string | null; tool_calls?: WireToolCall[] };
+  logprobs?: unknown;
   text?: string;
   finish_reason?: string | null;
 }
@@ -506,14 +513,18 @@ export class UpstreamLanguageModel {
           const calls = new ToolCallJoiner(u.maxResponseBytes);
           calls.add(choice?.message?.tool_calls);
           const toolCalls = calls.result();
+          const logprobs: TokenLogprob[] = [];
+          if (request.logprobs) readLogprobs(choice?.logprobs, logprobs);
           return {
             text,
             finishReason: finishReason(choice?.finish_reason),
             usage: answer.usage,
             ...(toolCalls ? { toolCalls } : {}),
+            ...(request.logprobs ? { logprobs } : {}),
           };
         }
         const calls = new ToolCallJoiner(u.maxResponseBytes);
+        const logprobs: TokenLogprob[] = [];
         let text = "";
         let reason: string | null | undefined;
         let usage: OpenAiAnswer["usage"];
@@ -544,6 +555,7 @@ export class UpstreamLanguageModel {
             const raw = chat ? choice.delta?.content : choice.text;
             const delta = typeof raw === "string" ? raw : "";
             if (choice.finish_reason) reason = choice.finish_reason;
+            if (request.logprobs) readLogprobs(choice.logprobs, logprobs);
             if (!calls.add(choice.delta?.tool_calls))
               throw new AttemptFailure("the stream's tool calls passed the answer's size bound", false);
             if (delta) {
@@ -564,7 +576,13 @@ export class UpstreamLanguageModel {
           );
         }
         const toolCalls = calls.result();
-        return { text, finishReason: finishReason(reason), usage, ...(toolCalls ? { toolCalls } : {}) };
+        return {
+          text,
+          finishReason: finishReason(reason),
+          usage,
+          ...(toolCalls ? { toolCalls } : {}),
+          ...(request.logprobs ? { logprobs } : {}),
+        };
       } finally {
         attempt.done();
       }
@@ -579,6 +597,7 @@ export class UpstreamLanguageModel {
       finishReason: value.finishReason,
       usage: { promptTokens, completionTokens, ...(cachedTokens !== undefined ? { cachedTokens } : {}) },
       ...(value.toolCalls ? { toolCalls: value.toolCalls } : {}),
+      ...(value.logprobs ? { logprobs: value.logprobs } : {}),
     };
   }
 

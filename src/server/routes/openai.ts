@@ -128,6 +128,42 @@ class GenerationTimer {
   }
 }
 
+/** A chat choice's logprobs in OpenAI's shape: {content: [{token, logprob, bytes, top_logprobs}]}. */
+function chatLogprobs(result: GenerateResult) {
+  if (!result.logprobs) return null;
+  return {
+    content: result.logprobs.map((l) => ({
+      token: l.token,
+      logprob: l.logprob,
+      bytes: l.bytes,
+      top_logprobs: l.top.map((t) => ({ token: t.token, logprob: t.logprob, bytes: t.bytes })),
+    })),
+    refusal: null,
+  };
+}
+
+/** The length of the prompt echoed in front of choice `index` (0 without echo). */
+function echoLength(parsed: OpenAiRequest, index: number): number {
+  return parsed.echo?.[Math.floor(index / parsed.n)]?.length ?? 0;
+}
+
+/** A completion choice's logprobs in OpenAI's legacy shape; text offsets after an echoed prompt. */
+function completionLogprobs(result: GenerateResult, offset: number) {
+  if (!result.logprobs) return null;
+  const text_offset: number[] = [];
+  let at = offset;
+  for (const l of result.logprobs) {
+    text_offset.push(at);
+    at += l.token.length;
+  }
+  return {
+    tokens: result.logprobs.map((l) => l.token),
+    token_logprobs: result.logprobs.map((l) => l.logprob),
+    top_logprobs: result.logprobs.map((l) => Object.fromEntries(l.top.map((t) => [t.token, t.logprob]))),
+    text_offset,
+  };
+}
+
 /** Tool calls in OpenAI's message shape. */
 function toolCallsJson(calls: readonly ToolCall[]) {
   return calls.map((c) => ({
@@ -233,7 +269,7 @@ async function answer(
           refusal: null,
           ...(result.toolCalls ? { tool_calls: toolCallsJson(result.toolCalls) } : {}),
         },
-        logprobs: null,
+        logprobs: chatLogprobs(result),
         finish_reason: result.finishReason,
       })),
       usage: usageJson(usage),
@@ -247,7 +283,7 @@ async function answer(
     choices: results.map((result, index) => ({
       index,
       text: result.text,
-      logprobs: null,
+      logprobs: completionLogprobs(result, echoLength(parsed, index)),
       finish_reason: result.finishReason,
     })),
     usage: usageJson(usage),
@@ -270,8 +306,8 @@ async function stream(
   // Each chunk is a fixed prefix, the choice's index, its delta and a fixed suffix: one
   // stringify per delta.
   const head = `data: {"id":${JSON.stringify(id)},"object":"${object}","created":${created},"model":${JSON.stringify(model.name)},"system_fingerprint":null,"choices":[{"index":`;
-  const chunk = (index: number, body: string, finish = "null") =>
-    `${head}${index},${body},"logprobs":null,"finish_reason":${finish}}]${usageField}}\n\n`;
+  const chunk = (index: number, body: string, finish = "null", logprobs = "null") =>
+    `${head}${index},${body},"logprobs":${logprobs},"finish_reason":${finish}}]${usageField}}\n\n`;
   const textBody = kind === "chat" ? (t: string) => `"delta":{"content":${t}}` : (t: string) => `"text":${t}`;
   let started = false;
   /** Headers, then (chat) each choice's role chunk and `first`, in one write: one packet for the first token. */
@@ -305,7 +341,11 @@ async function stream(
       const delta = { tool_calls: [{ index: i, ...toolCallsJson([call])[0] }] };
       out += chunk(index, `"delta":${JSON.stringify(delta)}`);
     });
-    out += chunk(index, kind === "chat" ? `"delta":{}` : `"text":""`, `"${result.finishReason}"`);
+    // The answer's logprobs come with its last chunk (OpenAI's clients append them as they come).
+    const logprobs = JSON.stringify(
+      kind === "chat" ? chatLogprobs(result) : completionLogprobs(result, echoLength(parsed, index)),
+    );
+    out += chunk(index, kind === "chat" ? `"delta":{}` : `"text":""`, `"${result.finishReason}"`, logprobs);
     write(out);
   };
   let results: GenerateResult[];

@@ -1,7 +1,8 @@
-// Tool calls on the wire of an OpenAI-compatible API: the request's tools and history in
-// OpenAI's shape, and the answer's calls back, whole (non-streamed) or as streamed fragments
-// joined by their index, bounded in count and size (an upstream is not trusted to be sane).
-import type { ChatMessage, GenerateRequest, ToolCall } from "../../llm/language-model.js";
+// modelport's requests and answers on the wire of an OpenAI-compatible API: the request's tools,
+// history, response format, bias, penalties and logprobs in OpenAI's fields; the answer's tool
+// calls back, whole (non-streamed) or as streamed fragments joined by their index, and its
+// logprobs, both bounded in size (an upstream is not trusted to be sane).
+import type { ChatMessage, GenerateRequest, TokenLogprob, ToolCall } from "../../llm/language-model.js";
 
 /** A tool call as OpenAI sends it (streamed: fragments with an index). */
 export interface WireToolCall {
@@ -71,6 +72,11 @@ export function wireRequestFields(r: GenerateRequest): Record<string, unknown> {
               : { type: format.type },
         }),
     ...(r.logitBias ? { logit_bias: r.logitBias } : {}),
+    ...(r.logprobs
+      ? r.messages
+        ? { logprobs: true, top_logprobs: r.logprobs.top }
+        : { logprobs: Math.min(5, r.logprobs.top) }
+      : {}),
     ...(r.frequencyPenalty ? { frequency_penalty: r.frequencyPenalty } : {}),
     ...(r.presencePenalty ? { presence_penalty: r.presencePenalty } : {}),
   };
@@ -113,4 +119,64 @@ export class ToolCallJoiner {
     const calls = this.calls.filter((c) => c !== undefined && c.name !== "");
     return calls.length ? calls.map((c, i) => ({ ...c, id: c.id || `call_${i}` })) : undefined;
   }
+}
+
+/** Most logprob entries read from one answer. */
+const MAX_LOGPROBS = 1 << 16;
+
+const bytesOf = (text: string) => [...Buffer.from(text, "utf8")];
+
+/**
+ * An answer's logprobs, chat ({content: [{token, logprob, top_logprobs}]}) or completions
+ * ({tokens, token_logprobs, top_logprobs}), appended to `into`; entries that are not well formed
+ * are skipped.
+ */
+export function readLogprobs(raw: unknown, into: TokenLogprob[]): void {
+  if (typeof raw !== "object" || raw === null) return;
+  const r = raw as {
+    content?: unknown;
+    tokens?: unknown;
+    token_logprobs?: unknown;
+    top_logprobs?: unknown;
+  };
+  if (Array.isArray(r.content)) {
+    for (const c of r.content as { token?: unknown; logprob?: unknown; top_logprobs?: unknown }[]) {
+      if (into.length >= MAX_LOGPROBS) return;
+      if (typeof c?.token !== "string" || typeof c.logprob !== "number") continue;
+      const top = Array.isArray(c.top_logprobs)
+        ? (c.top_logprobs as { token?: unknown; logprob?: unknown }[])
+        : [];
+      into.push({
+        token: c.token,
+        logprob: c.logprob,
+        bytes: bytesOf(c.token),
+        top: top
+          .filter((t) => typeof t?.token === "string" && typeof t.logprob === "number")
+          .slice(0, 20)
+          .map((t) => ({
+            token: t.token as string,
+            logprob: t.logprob as number,
+            bytes: bytesOf(t.token as string),
+          })),
+      });
+    }
+    return;
+  }
+  if (!Array.isArray(r.tokens) || !Array.isArray(r.token_logprobs)) return;
+  const tops = Array.isArray(r.top_logprobs) ? r.top_logprobs : [];
+  r.tokens.forEach((token: unknown, i: number) => {
+    const logprob = (r.token_logprobs as unknown[])[i];
+    if (into.length >= MAX_LOGPROBS || typeof token !== "string" || typeof logprob !== "number") return;
+    const top =
+      tops[i] && typeof tops[i] === "object" ? Object.entries(tops[i] as Record<string, unknown>) : [];
+    into.push({
+      token,
+      logprob,
+      bytes: bytesOf(token),
+      top: top
+        .filter(([, p]) => typeof p === "number")
+        .slice(0, 20)
+        .map(([t, p]) => ({ token: t, logprob: p as number, bytes: bytesOf(t) })),
+    });
+  });
 }
