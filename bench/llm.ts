@@ -159,10 +159,12 @@ export async function runLlm(ctx: SuiteContext, commandLine: string): Promise<st
   const config = path.join(ctx.modelDir, "bench-llm.yaml");
   writeFileSync(
     config,
-    `models:\n  - name: bench-llama\n    path: bench-llama.gguf\n    threads: 1\n    llm: { contextSize: ${CONTEXT}, sequences: 1 }\n`,
+    // No prefix cache: the in-process side evaluates the whole prompt each time too (the cache's
+    // own gain is bench/prefix-cache.ts's).
+    `models:\n  - name: bench-llama\n    path: bench-llama.gguf\n    threads: 1\n    llm: { contextSize: ${CONTEXT}, sequences: 1, prefixCache: false }\n`,
   );
   const args = ["serve", "-c", config, "--port", String(port), "--log-level", "warn"];
-  const command = `node bin/modelport.js ${args.join(" ").replace(config, "<models>/bench-llm.yaml")} (bench-llama: threads 1, llm.contextSize ${CONTEXT}, llm.sequences 1)`;
+  const command = `node bin/modelport.js ${args.join(" ").replace(config, "<models>/bench-llm.yaml")} (bench-llama: threads 1, llm.contextSize ${CONTEXT}, llm.sequences 1, llm.prefixCache false)`;
   const child = spawnChild(
     process.execPath,
     [path.join(ctx.repoRoot, "bin/modelport.js"), ...args],

@@ -85,6 +85,21 @@ describe("OpenAI-compatible routes on llama.cpp", () => {
     assert.deepEqual(model("/v1/chat/completions"), ["tiny-llama", "tiny-llama-1", "tiny-llama-fresh"]);
     assert.deepEqual(model("/v1/completions"), ["tiny-llama", "tiny-llama-1", "tiny-llama-fresh"]);
     assert.equal(doc.paths["/v1/embeddings"], undefined, "no served model embeds");
+    // The body schema is the one that validates requests: what it allows is what the route takes.
+    const chat = doc.paths["/v1/chat/completions"]!.post.requestBody.content["application/json"].schema;
+    assert.deepEqual(chat.required, ["model", "messages"]);
+    for (const field of [
+      "tools",
+      "tool_choice",
+      "response_format",
+      "logprobs",
+      "top_logprobs",
+      "logit_bias",
+      "n",
+    ])
+      assert.ok(chat.properties[field], field);
+    assert.deepEqual(chat.properties.temperature.anyOf[0], { type: "number", minimum: 0, maximum: 2 });
+    assert.deepEqual(chat.properties.top_logprobs.anyOf[0], { type: "integer", minimum: 0, maximum: 20 });
     assert.ok(doc.paths["/v1/models/churn-tree/predict"]);
     const html = await (await fetch(`${server.url}/docs`)).text();
     assert.match(html, /<h2>tiny-llama <small>llama-cpp · chat, completion · ready/);
