@@ -1,4 +1,4 @@
-// The bodies of the OpenAI-compatible routes, one zod schema each: what every field may be. The
+// The bodies of the OpenAI-compatible routes (chat, completions, embeddings), one zod schema each: what every field may be. The
 // schema validates a request (a wrong field is a 400 MP_ERR_REQUEST_INVALID naming it as
 // `param`, as OpenAI does), types what the route reads, and is the route's request body in
 // /openapi.json (z.toJSONSchema). Limits that depend on the model (llm.maxStops, maxMessages,
@@ -153,6 +153,16 @@ export const completionRequestSchema = z.looseObject({
   logprobs: count(0, 5),
   suffix: z.string().nullish(),
   best_of: count(1),
+});
+
+export const embeddingsRequestSchema = z.looseObject({
+  model: common.model,
+  // Token ids parse, so the route can say they are not supported rather than "wrong type".
+  input: z.union([z.string(), z.array(z.string()), tokenIds, z.array(tokenIds)], {
+    error: "'input' is required: a string or an array of strings",
+  }),
+  encoding_format: z.enum(["float", "base64"], { error: 'must be "float" or "base64"' }).nullish(),
+  dimensions: count(1),
 });
 
 export type ChatBody = z.output<typeof chatRequestSchema>;

@@ -1,9 +1,14 @@
 // The OpenAI-compatible routes in the OpenAPI document and on /docs: which language models each
-// route takes (by capability), the request body (chat and completions: from the zod schemas that
-// validate them, openai-schemas.ts), and a curl example per model.
+// route takes (by capability), the request body (from the zod schema that validates it,
+// openai-schemas.ts), and a curl example per model.
 
 import type { ServedModel } from "../catalogue/served-model.js";
-import { bodyJsonSchema, chatRequestSchema, completionRequestSchema } from "./openai-schemas.js";
+import {
+  bodyJsonSchema,
+  chatRequestSchema,
+  completionRequestSchema,
+  embeddingsRequestSchema,
+} from "./openai-schemas.js";
 
 type Schema = Record<string, unknown>;
 
@@ -62,15 +67,11 @@ export function openaiPaths(models: readonly ServedModel[]): Record<string, Sche
   }
   const embeddings = names("embeddings");
   if (embeddings.length) {
-    paths["/v1/embeddings"] = route("OpenAI-compatible embeddings", embeddings, {
-      type: "object",
-      required: ["model", "input"],
-      properties: {
-        input: { oneOf: [{ type: "string" }, { type: "array", items: { type: "string" }, minItems: 1 }] },
-        encoding_format: { enum: ["float", "base64"] },
-        dimensions: { type: "integer", minimum: 1 },
-      },
-    });
+    paths["/v1/embeddings"] = route(
+      "OpenAI-compatible embeddings",
+      embeddings,
+      bodyJsonSchema(embeddingsRequestSchema),
+    );
   }
   return paths;
 }

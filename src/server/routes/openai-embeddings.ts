@@ -8,6 +8,7 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { ModelportError } from "../../errors.js";
 import { acquire, requestCancel } from "../context.js";
+import { embeddingsRequestSchema, parseBody } from "../openai-schemas.js";
 import { errorHandler } from "../plugins/errors.js";
 
 function invalid(param: string, message: string): ModelportError {
@@ -22,27 +23,20 @@ interface ParsedRequest {
   dimensions?: number;
 }
 
-/** Validates the body. @throws ModelportError MP_ERR_REQUEST_INVALID / MP_ERR_INPUT_* with `param`. */
+/**
+ * Validates the body: its shape by its schema (openai-schemas.ts), then what depends on limits.
+ * @throws ModelportError MP_ERR_REQUEST_INVALID / MP_ERR_INPUT_* with `param`.
+ */
 export function parseEmbeddingsRequest(body: unknown, maxInputs: number): ParsedRequest {
-  if (body === null || typeof body !== "object" || Array.isArray(body)) {
-    throw invalid("body", 'send a JSON object: {"model": "...", "input": "text" or ["text", ...]}');
-  }
-  const b = body as Record<string, unknown>;
-  if (typeof b.model !== "string" || b.model === "") {
-    throw invalid("model", "'model' is required: the name of a served embeddings model (GET /v1/models)");
-  }
-  let inputs: string[];
-  if (typeof b.input === "string") inputs = [b.input];
-  else if (Array.isArray(b.input) && b.input.every((x) => typeof x === "string"))
-    inputs = b.input as string[];
-  else if (Array.isArray(b.input) && b.input.every((x) => typeof x === "number" || Array.isArray(x))) {
+  const b = parseBody(embeddingsRequestSchema, body);
+  const input = b.input;
+  if (Array.isArray(input) && input.some((x) => typeof x !== "string")) {
     throw invalid(
       "input",
       "'input' as token ids is not supported; send the text as a string or an array of strings",
     );
-  } else {
-    throw invalid("input", "'input' is required: a string or an array of strings");
   }
+  const inputs = typeof input === "string" ? [input] : (input as string[]);
   if (inputs.length === 0) {
     throw new ModelportError(
       "MP_ERR_INPUT_EMPTY_BATCH",
@@ -62,28 +56,11 @@ export function parseEmbeddingsRequest(body: unknown, maxInputs: number): Parsed
   const empty = inputs.indexOf("");
   if (empty >= 0)
     throw invalid("input", `input[${empty}] is an empty string; every input must hold some text`);
-  const format = b.encoding_format ?? "float";
-  if (format !== "float" && format !== "base64") {
-    throw invalid(
-      "encoding_format",
-      `'encoding_format' must be "float" or "base64", got ${JSON.stringify(format)}`,
-    );
-  }
-  const dimensions = b.dimensions;
-  if (
-    dimensions !== undefined &&
-    dimensions !== null &&
-    !(Number.isSafeInteger(dimensions) && (dimensions as number) >= 1)
-  )
-    throw invalid(
-      "dimensions",
-      `'dimensions' must be an integer of at least 1, got ${JSON.stringify(dimensions)}`,
-    );
   return {
     model: b.model,
     inputs,
-    base64: format === "base64",
-    ...(typeof dimensions === "number" ? { dimensions } : {}),
+    base64: b.encoding_format === "base64",
+    ...(b.dimensions != null ? { dimensions: b.dimensions } : {}),
   };
 }
 
