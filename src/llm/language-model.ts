@@ -33,8 +33,8 @@
 //   deterministic: the same request gives the same text. `seed` makes sampling repeatable
 //   where the backend can.
 // - Tools and response formats. With `tools` (and toolChoice not "none"), an answer is either
-//   text or tool calls (finishReason "tool_calls", `toolCalls` set, no deltas for the calls); a
-//   call's arguments are JSON text. `responseFormat` json_object / json_schema: the text parses
+//   text (its deltas as usual) or tool calls (finishReason "tool_calls", `toolCalls` set, no
+//   deltas for the calls); a call's arguments are JSON text. `responseFormat` json_object / json_schema: the text parses
 //   (and validates against the schema) unless the generation was cut short (finishReason
 //   "length"). A backend that cannot enforce a schema feature refuses the request with
 //   MP_ERR_REQUEST_INVALID naming it.

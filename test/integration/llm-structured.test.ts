@@ -247,27 +247,36 @@ describe("structured answers: JSON response formats and tool calls", () => {
     }
   });
 
-  it("tool_choice auto: an answer is text or valid calls; 'none' never calls", async () => {
-    for (let seed = 1; seed <= 4; seed++) {
-      const res = await client.chat.completions.create({
-        model: "tiny-llama",
-        messages,
-        tools,
-        max_tokens: 400,
-        temperature: 1,
-        seed,
-      });
+  it("tool_choice auto: an answer is text or valid calls, and words stream as they come; 'none' never calls", async () => {
+    let words = 0;
+    for (let seed = 1; seed <= 6; seed++) {
+      const request = { model: "tiny-llama", messages, tools, max_tokens: 200, temperature: 1, seed };
+      const res = await client.chat.completions.create(request);
       const choice = res.choices[0]!;
-      if (choice.finish_reason === "tool_calls")
+      if (choice.finish_reason === "tool_calls") {
         assertValidCalls(choice.message.tool_calls as FunctionCall[]);
-      else {
-        // An answer in words (cut at max_tokens when the model rambles: random weights do).
-        assert.match(choice.finish_reason, /^(stop|length)$/);
-        assert.equal(typeof choice.message.content, "string");
-        assert.doesNotMatch(choice.message.content!, /^\s*\{\s*"response"/);
-        assert.equal(choice.message.tool_calls, undefined);
+        continue;
       }
+      // Calls cut at max_tokens come as the raw JSON so far, with finish_reason "length".
+      if (/^\s*\{\s*"tool_calls"/.test(choice.message.content ?? "")) {
+        assert.equal(choice.finish_reason, "length");
+        continue;
+      }
+      // An answer in words (cut at max_tokens when the model rambles: random weights do).
+      assert.match(choice.finish_reason, /^(stop|length)$/);
+      assert.equal(typeof choice.message.content, "string");
+      assert.doesNotMatch(choice.message.content!, /^\s*\{\s*"response"/);
+      assert.equal(choice.message.tool_calls, undefined);
+      if (choice.message.content!.length < 20) continue;
+      // Streamed, the words come piece by piece (not in one chunk at the end) and add up.
+      const pieces: string[] = [];
+      for await (const chunk of await client.chat.completions.create({ ...request, stream: true }))
+        if (chunk.choices[0]?.delta.content) pieces.push(chunk.choices[0].delta.content);
+      assert.equal(pieces.join(""), choice.message.content);
+      assert.ok(pieces.length >= 3, `${pieces.length} content chunks`);
+      words++;
     }
+    assert.ok(words > 0, "at least one seed answered in words");
     const none = await client.chat.completions.create({
       model: "tiny-llama",
       messages,

@@ -306,9 +306,20 @@ export class LlamaCppEngine implements LanguageEngine {
     const halt = new AbortController();
     const onAbort = () => halt.abort();
     signal.addEventListener("abort", onAbort, { once: true });
-    // A tool answer is JSON to read once it is whole: no deltas while it is generated.
+    // Under a tool plan the text is the JSON envelope: an answer in words ({"response": "…) is
+    // streamed as its string is decoded; calls are read once whole.
     const { plan, grammar } = structured;
-    const emit = plan.tools ? undefined : onDelta;
+    let streamed = "";
+    const emit = !onDelta
+      ? undefined
+      : !plan.tools
+        ? onDelta
+        : () => {
+            const words = partialResponse(scanner.text);
+            if (words === undefined || words.length <= streamed.length) return;
+            onDelta(words.slice(streamed.length));
+            streamed = words;
+          };
     // node-llama-cpp detokenizes the first generated token alone, and SentencePiece drops its
     // leading space there; a completion continues its prompt, so that space belongs to the text.
     let first: Token | undefined;
@@ -366,7 +377,9 @@ export class LlamaCppEngine implements LanguageEngine {
         const answer = readToolAnswer(scanner.text, request.responseFormat?.type === "json_schema");
         if (answer.toolCalls)
           return { text: "", toolCalls: answer.toolCalls, finishReason: "tool_calls", usage };
-        if (answer.text && onDelta) onDelta(answer.text);
+        // The rest of the answer's words (all of them when it was not a string).
+        const rest = answer.text.startsWith(streamed) ? answer.text.slice(streamed.length) : answer.text;
+        if (rest && onDelta) onDelta(rest);
         return { text: answer.text, finishReason: "stop", usage };
       }
       const finishReason: FinishReason = cut ? "length" : "stop";
@@ -377,7 +390,8 @@ export class LlamaCppEngine implements LanguageEngine {
       if (plan.tools) {
         // Cut short under a tool plan: an answer's text so far, else the raw text as far as it got.
         const text = partialResponse(scanner.text) ?? scanner.text;
-        if (text && onDelta) onDelta(text);
+        const rest = text.startsWith(streamed) ? text.slice(streamed.length) : text;
+        if (rest && onDelta) onDelta(rest);
         return { text, finishReason, usage };
       }
       return { text: scanner.text, finishReason, usage };
