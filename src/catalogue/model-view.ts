@@ -4,6 +4,7 @@
 // contract: methods follow capabilities).
 import type { ModelportError } from "../errors.js";
 import type {
+  EmbedInput,
   EmbedOptions,
   EmbedResult,
   GenerateOptions,
@@ -169,7 +170,7 @@ export class ModelView implements ServedModel {
     return this.has("generate", "language") ? this.callGenerate : undefined;
   }
 
-  get embed(): ((inputs: readonly string[], options?: EmbedOptions) => Promise<EmbedResult>) | undefined {
+  get embed(): ((inputs: readonly EmbedInput[], options?: EmbedOptions) => Promise<EmbedResult>) | undefined {
     return this.has("embed", "language") ? this.callEmbed : undefined;
   }
 
@@ -199,8 +200,10 @@ export class ModelView implements ServedModel {
     options?: GenerateOptions,
   ): Promise<GenerateResult> => this.call((m) => m.generate!(request, options));
 
-  private readonly callEmbed = (inputs: readonly string[], options?: EmbedOptions): Promise<EmbedResult> =>
-    this.call((m) => m.embed!(inputs, options));
+  private readonly callEmbed = (
+    inputs: readonly EmbedInput[],
+    options?: EmbedOptions,
+  ): Promise<EmbedResult> => this.call((m) => m.embed!(inputs, options));
 
   private call<T>(run: (model: ServedModel) => Promise<T>): Promise<T> {
     try {

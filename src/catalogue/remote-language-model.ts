@@ -10,6 +10,7 @@ import { UpstreamLanguageModel } from "../backends/upstream/upstream-language-mo
 import { type LanguageModelConfig, upstreamSchema } from "../config/schema.js";
 import { ERRORS, type ErrorCode, isModelportError, ModelportError, TRY_ELSEWHERE } from "../errors.js";
 import type {
+  EmbedInput,
   EmbedOptions,
   EmbedResult,
   GenerateOptions,
@@ -164,7 +165,7 @@ export class RemoteLanguageModel implements ServedModel {
     );
   }
 
-  embed(inputs: readonly string[], options: EmbedOptions = {}): Promise<EmbedResult> {
+  embed(inputs: readonly EmbedInput[], options: EmbedOptions = {}): Promise<EmbedResult> {
     return this.forward((m) => m.embed(inputs, options), options);
   }
 

@@ -8,6 +8,7 @@ import type { CancelHandle } from "../cancel.js";
 import type { LanguageModelConfig, ModelConfig } from "../config/schema.js";
 import type { ErrorCode, ModelportError } from "../errors.js";
 import type {
+  EmbedInput,
   EmbedOptions,
   EmbedResult,
   GenerateOptions,
@@ -158,7 +159,7 @@ export interface ServedModel {
   /** Capabilities chat and completion (the contract in src/llm/language-model.ts). @throws ModelportError */
   generate?(request: GenerateRequest, options?: GenerateOptions): Promise<GenerateResult>;
   /** Capability embeddings. @throws ModelportError */
-  embed?(inputs: readonly string[], options?: EmbedOptions): Promise<EmbedResult>;
+  embed?(inputs: readonly EmbedInput[], options?: EmbedOptions): Promise<EmbedResult>;
 }
 
 export const TENSOR_CAPABILITIES: Capabilities = Object.freeze({

@@ -22,8 +22,8 @@ import {
   type ModelConfig,
   withBatchDefaults,
 } from "../config/schema.js";
-import type { ModelportError } from "../errors.js";
-import type { EmbedOptions, EmbedResult } from "../llm/language-model.js";
+import { ModelportError } from "../errors.js";
+import type { EmbedInput, EmbedOptions, EmbedResult } from "../llm/language-model.js";
 import { CostMeter } from "../metrics/cost.js";
 import type { Metrics } from "../metrics/metrics.js";
 import type { Batcher } from "../runner/batcher.js";
@@ -223,14 +223,21 @@ export class LocalTensorModel implements ServedModel {
    * @throws ModelportError MP_ERR_MODEL_NOT_READY, MP_ERR_MODEL_OVERLOADED, MP_ERR_DEADLINE_EXCEEDED,
    * MP_ERR_REQUEST_CANCELED, MP_ERR_INFERENCE_FAILED.
    */
-  embed?: (inputs: readonly string[], options?: EmbedOptions) => Promise<EmbedResult> = async (
+  embed?: (inputs: readonly EmbedInput[], options?: EmbedOptions) => Promise<EmbedResult> = async (
     inputs,
     options = {},
   ) => {
+    const ids = inputs.findIndex((x) => typeof x !== "string");
+    if (ids >= 0)
+      throw new ModelportError(
+        "MP_ERR_REQUEST_INVALID",
+        `input[${ids}]: model '${this.name}' embeds text; send strings (token ids are passed on only by upstream models)`,
+        { param: "input" },
+      );
     this.activeEmbeds++;
     try {
       const out = await this.predict(
-        { text: { datatype: "BYTES", shape: [inputs.length], data: [...inputs] } },
+        { text: { datatype: "BYTES", shape: [inputs.length], data: inputs as string[] } },
         {
           deadline: performance.now() + this.run.limits.timeoutMs,
           cancel: options.cancel ?? new CancelHandle(),

@@ -157,6 +157,9 @@ export interface GenerateOptions {
   readonly onDelta?: (text: string) => void;
 }
 
+/** One input to embed: a text, or token ids of the model's tokenizer (passed on by upstream models). */
+export type EmbedInput = string | readonly number[];
+
 export interface EmbedOptions {
   /** Canceled when the client goes away. */
   readonly cancel?: CancelHandle;

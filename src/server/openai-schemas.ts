@@ -157,7 +157,7 @@ export const completionRequestSchema = z.looseObject({
 
 export const embeddingsRequestSchema = z.looseObject({
   model: common.model,
-  // Token ids parse, so the route can say they are not supported rather than "wrong type".
+  // Token ids: passed on by upstream models; a local model that embeds text refuses them.
   input: z.union([z.string(), z.array(z.string()), tokenIds, z.array(tokenIds)], {
     error: "'input' is required: a string or an array of strings",
   }),

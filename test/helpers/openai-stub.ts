@@ -129,7 +129,10 @@ export async function startOpenAiStub(): Promise<OpenAiStub> {
     }
     if (req.method === "POST" && path === "/v1/embeddings") {
       const input = body?.input;
-      const texts = Array.isArray(input) ? (input as string[]) : [String(input)];
+      // Token-id inputs are embedded as their JSON text.
+      const texts = (Array.isArray(input) ? input : [input]).map((t) =>
+        typeof t === "string" ? t : JSON.stringify(t),
+      );
       return json(res, 200, {
         object: "list",
         data: texts.map((t, index) => ({ object: "embedding", index, embedding: stubEmbedding(t) })),

@@ -181,6 +181,23 @@ describe("POST /v1/embeddings (openai client, real server)", () => {
     assert.equal(sent.body?.model, "stub-model");
   });
 
+  it("token ids: passed on by an upstream model, refused by a model that embeds text", async () => {
+    const r = await client.embeddings.create({
+      model: "hosted-embed",
+      input: [[5, 6], [7]],
+      encoding_format: "float",
+    });
+    assert.equal(r.data.length, 2);
+    assert.deepEqual(r.data[0]!.embedding, stubEmbedding("[5,6]"));
+    const sent = stub.requests.filter((q) => q.path === "/v1/embeddings").at(-1)!;
+    assert.deepEqual(sent.body?.input, [[5, 6], [7]]);
+    await assert.rejects(
+      client.embeddings.create({ model: "tiny-embed", input: [5, 6, 7] }),
+      (err: unknown) =>
+        err instanceof OpenAI.BadRequestError && err.param === "input" && /embeds text/.test(err.message),
+    );
+  });
+
   it("lists the embedding models", async () => {
     const ids: string[] = [];
     for await (const m of client.models.list()) ids.push(m.id);
@@ -250,9 +267,12 @@ describe("POST /v1/embeddings (openai client, real server)", () => {
       assert.ok(seconds > 0, `${model}: ${seconds} s`);
       assert.ok(Math.abs(dollars - (seconds * PRICE_PER_HOUR) / 3600) < 1e-12, `${model}: ${dollars}`);
     }
-    // Upstream: tokens × price (6 prompt tokens per request at $20 per million).
+    // Upstream: tokens × price (the stub counts 3 prompt tokens per input, at $20 per million).
     const hosted = await metric(server.url, "modelport_cost_dollars_total", "hosted-embed");
-    assert.ok(Math.abs(hosted - (6 * 20) / 1e6) < 1e-12, String(hosted));
+    const inputs = stub.requests
+      .filter((q) => q.path === "/v1/embeddings")
+      .reduce((n, q) => n + ((q.body?.input as unknown[] | undefined)?.length ?? 0), 0);
+    assert.ok(Math.abs(hosted - (3 * inputs * 20) / 1e6) < 1e-12, `${hosted} for ${inputs} inputs`);
 
     const stats = (await (await fetch(`${server.url}/v1/models/churn-tree`)).json()) as {
       cost: { requests: number; computeMsPerRequest: number; prices: { pricePerHour: number } };

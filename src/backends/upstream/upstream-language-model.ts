@@ -9,6 +9,7 @@ import type { Logger } from "pino";
 import type { LanguageModelConfig, UpstreamConfig } from "../../config/schema.js";
 import { type ErrorCode, ModelportError } from "../../errors.js";
 import type {
+  EmbedInput,
   EmbedOptions,
   EmbedResult,
   FinishReason,
@@ -601,7 +602,7 @@ export class UpstreamLanguageModel {
     };
   }
 
-  async embed(inputs: readonly string[], options: EmbedOptions = {}): Promise<EmbedResult> {
+  async embed(inputs: readonly EmbedInput[], options: EmbedOptions = {}): Promise<EmbedResult> {
     const u = settings(this.config);
     const { value, ms } = await this.call("embeddings", options.cancel?.signal, async (signal) => {
       const attempt = await fetchAttempt({
@@ -628,7 +629,8 @@ export class UpstreamLanguageModel {
     });
     const vectors = orderedEmbeddings(value?.data, inputs.length);
     const promptTokens =
-      count(value.usage?.prompt_tokens) ?? inputs.reduce((n, t) => n + estimateTokens(t), 0);
+      count(value.usage?.prompt_tokens) ??
+      inputs.reduce((n, t) => n + (typeof t === "string" ? estimateTokens(t) : t.length), 0);
     this.meter.tokens(promptTokens, 0, ms);
     return { vectors, promptTokens };
   }

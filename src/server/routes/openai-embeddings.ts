@@ -1,4 +1,4 @@
-// POST /v1/embeddings, as OpenAI serves it: `input` (a string or an array of strings) and
+// POST /v1/embeddings, as OpenAI serves it: `input` (a string, strings, or token ids) and
 // `model` in; `{object: "list", data: [{object: "embedding", index, embedding}], model, usage}`
 // out, with vectors as float arrays or base64 (little-endian float32, what the openai SDK
 // decodes). Any LanguageModel with the embeddings capability answers: a local transformers
@@ -7,6 +7,7 @@
 // `param` naming the field at fault.
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { ModelportError } from "../../errors.js";
+import type { EmbedInput } from "../../llm/language-model.js";
 import { acquire, requestCancel } from "../context.js";
 import { embeddingsRequestSchema, parseBody } from "../openai-schemas.js";
 import { errorHandler } from "../plugins/errors.js";
@@ -17,7 +18,7 @@ function invalid(param: string, message: string): ModelportError {
 
 interface ParsedRequest {
   model: string;
-  inputs: string[];
+  inputs: EmbedInput[];
   base64: boolean;
   /** Vectors truncated to this many dimensions and renormalised. */
   dimensions?: number;
@@ -29,14 +30,14 @@ interface ParsedRequest {
  */
 export function parseEmbeddingsRequest(body: unknown, maxInputs: number): ParsedRequest {
   const b = parseBody(embeddingsRequestSchema, body);
+  // A string, strings, one token-id array, or several: one input each.
   const input = b.input;
-  if (Array.isArray(input) && input.some((x) => typeof x !== "string")) {
-    throw invalid(
-      "input",
-      "'input' as token ids is not supported; send the text as a string or an array of strings",
-    );
-  }
-  const inputs = typeof input === "string" ? [input] : (input as string[]);
+  const inputs: EmbedInput[] =
+    typeof input === "string"
+      ? [input]
+      : input.length > 0 && input.every((x) => typeof x === "number")
+        ? [input as number[]]
+        : (input as EmbedInput[]);
   if (inputs.length === 0) {
     throw new ModelportError(
       "MP_ERR_INPUT_EMPTY_BATCH",
@@ -49,11 +50,11 @@ export function parseEmbeddingsRequest(body: unknown, maxInputs: number): Parsed
   if (inputs.length > maxInputs) {
     throw new ModelportError(
       "MP_ERR_INPUT_TOO_MANY_ROWS",
-      `'input' holds ${inputs.length} strings; at most ${maxInputs} per request (limits.maxBatchRows)`,
+      `'input' holds ${inputs.length} inputs; at most ${maxInputs} per request (limits.maxBatchRows)`,
       { param: "input" },
     );
   }
-  const empty = inputs.indexOf("");
+  const empty = inputs.findIndex((x) => x === "");
   if (empty >= 0)
     throw invalid("input", `input[${empty}] is an empty string; every input must hold some text`);
   return {
