@@ -3,7 +3,7 @@
 // one it has not heard of through the runners, with the runner's own limits. Upstream models
 // are left out: every tier calls an upstream itself, from its own config.
 import { type EntryContext, resolveEntry } from "../config/load.js";
-import { modelSchema } from "../config/schema.js";
+import { modelLimitsSchema, modelSchema } from "../config/schema.js";
 import type { RunnerModelReport } from "../runner/remote/runner-endpoint.js";
 import type { ServedModelConfig } from "./served-model.js";
 
@@ -27,8 +27,11 @@ export function configFromReport(
     path: `${runner}/v1/models/${name}`,
     version: report.version,
   };
-  // The runner's limits when they parse, else the defaults: the runner checks its own either way.
-  const withLimits = modelSchema.safeParse({ ...entry, limits: report.limits });
+  // The runner's limits (it lists them merged with server-wide ones: only a model's own keys are
+  // taken) when they parse, else the defaults: the runner checks its own either way.
+  const own = Object.keys(modelLimitsSchema.shape);
+  const limits = Object.fromEntries(Object.entries(report.limits ?? {}).filter(([k]) => own.includes(k)));
+  const withLimits = modelSchema.safeParse({ ...entry, limits });
   const parsed = withLimits.success ? withLimits : modelSchema.safeParse(entry);
   if (!parsed.success)
     return { problem: `${where}: ${parsed.error.issues.map((i) => i.message).join("; ")}` };

@@ -29,7 +29,7 @@ export function hardTimeoutMs(limits: { timeoutMs: number; hardTimeoutMs?: numbe
 }
 
 /** Per-model overrides of the limits; the body size limit is server-wide. */
-const modelLimitsSchema = limitsSchema.omit({ maxBodyBytes: true }).partial().strict();
+export const modelLimitsSchema = limitsSchema.omit({ maxBodyBytes: true }).partial().strict();
 
 /** The top-level `limits`: the model defaults above plus server-wide limits on long-lived connections. */
 export const serverLimitsSchema = limitsSchema

@@ -56,7 +56,7 @@ describe("a model repository across tiers", () => {
     repoA = tempRepository();
     repoB = tempRepository();
     for (const repo of [repoA, repoB]) {
-      writeModelSettings(repo, "scale", "versionPolicy: all\n");
+      writeModelSettings(repo, "scale", "versionPolicy: all\nlimits: { maxBatchRows: 7 }\n");
       writeScaleVersion(repo, "scale", "1", { k: 2 });
     }
     writeScaleVersion(repoA, "scale", "2", { k: 3 });
@@ -95,6 +95,16 @@ describe("a model repository across tiers", () => {
     const answers = new Set<string>();
     for (let i = 0; i < 12; i++) answers.add(await factor(api.url));
     assert.deepEqual([...answers].sort(), ["2 from 1", "3 from 2"]);
+  });
+
+  it("checks requests against the runners' own limits for a model they report", async () => {
+    const described = (await (await fetch(`${api.url}/v1/models/scale`)).json()) as any;
+    assert.equal(described.limits.maxBatchRows, 7);
+    const rows = await post(`${api.url}/v1/models/scale/predict`, {
+      rows: Array.from({ length: 8 }, () => [1]),
+    });
+    assert.equal(rows.status, 413, JSON.stringify(rows.body));
+    assert.equal(rows.body.error.code, "MP_ERR_INPUT_TOO_MANY_ROWS");
   });
 
   it("sends a call pinned to a version only to runners holding it, on every route that pins", async () => {
