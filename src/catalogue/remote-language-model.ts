@@ -19,7 +19,7 @@ import type {
 } from "../llm/language-model.js";
 import type { RunnerEndpoint } from "../runner/remote/runner-endpoint.js";
 import type { RunnerPool } from "../runner/remote/runner-pool.js";
-import { versionNotFound } from "./remote-tensor-model.js";
+import { RunnerView } from "./runner-view.js";
 import {
   type Capabilities,
   EMBEDDINGS_CAPABILITIES,
@@ -60,6 +60,7 @@ export class RemoteLanguageModel implements ServedModel {
   private readonly pinnedCopies = new Map<string, RemoteLanguageModel>();
   private active = 0;
   private closed = false;
+  private readonly runnerView: RunnerView;
 
   constructor(
     readonly config: LanguageModelConfig,
@@ -71,6 +72,7 @@ export class RemoteLanguageModel implements ServedModel {
   ) {
     this.name = config.name;
     this.backend = config.backend;
+    this.runnerView = new RunnerView(pool, config.name, pinned);
     this.capabilities =
       config.backend === "transformers" ? EMBEDDINGS_CAPABILITIES : generativeCapabilities(true);
   }
@@ -97,16 +99,12 @@ export class RemoteLanguageModel implements ServedModel {
 
   /** The pinned version; else the version a serving runner calls current. */
   get version(): string {
-    if (this.pinned !== undefined) return this.pinned;
-    const ep =
-      this.pool.all().find((e) => e.serves(this.name)) ??
-      this.pool.all().find((e) => e.models.has(this.name));
-    return ep?.models.get(this.name)?.version ?? this.config.version;
+    return this.runnerView.version(this.config.version);
   }
 
   /** A runner can take a call now (the model ready there, or loaded by the call). */
   get ready(): boolean {
-    return !this.closed && this.pool.all().some((ep) => ep.serves(this.name, this.pinned));
+    return !this.closed && this.runnerView.canServe();
   }
 
   notReadyError(): ModelportError {
@@ -114,31 +112,20 @@ export class RemoteLanguageModel implements ServedModel {
       return new ModelportError("MP_ERR_SERVER_SHUTTING_DOWN", `model '${this.name}' is closed`, {
         model: this.name,
       });
-    if (this.pinned !== undefined && this.pool.lacksVersion(this.name, this.pinned))
-      return versionNotFound(this.name, this.pinned);
-    return this.unavailable(this.reason());
+    return this.runnerView.missingVersion() ?? this.unavailable(this.runnerView.reason());
   }
 
   status(): ModelStatus {
-    const eps = this.pool.all().filter((ep) => ep.healthy);
-    const pinned = this.pinned;
-    // Ready on a runner now; loadable: a call loads it there; unloaded: on purpose on every runner.
-    const ready =
-      !this.closed &&
-      eps.some((ep) => {
-        const r = ep.models.get(this.name);
-        return r && ep.serves(this.name, pinned) && (pinned === undefined ? r.ready : r.versions.has(pinned));
-      });
-    const unloaded = eps.length > 0 && eps.every((ep) => ep.models.get(this.name)?.state === "unloaded");
+    const { state, ready, loadable } = this.runnerView.standing(this.closed);
     return {
       name: this.name,
       version: this.version,
       backend: this.backend,
       path: this.config.path,
-      state: this.closed ? "closed" : ready ? "ready" : unloaded ? "unloaded" : "loading",
+      state,
       ready,
-      ...(ready ? {} : { reason: this.reason(), code: "MP_ERR_RUNNER_UNAVAILABLE" as const }),
-      ...(!ready && this.ready ? { loadable: true as const } : {}),
+      ...(ready ? {} : { reason: this.runnerView.reason(), code: "MP_ERR_RUNNER_UNAVAILABLE" as const }),
+      ...(loadable ? { loadable: true as const } : {}),
       // Each runner checks the golden example before it reports the model ready.
       golden: "runner",
       restarts: 0,
@@ -146,16 +133,6 @@ export class RemoteLanguageModel implements ServedModel {
       runner: { placement: "remote" },
       concurrency: { active: this.active, waiting: 0, limit: 0 },
     };
-  }
-
-  private reason(): string {
-    const lines = this.pool.all().map((ep) => {
-      if (!ep.healthy) return `${ep.url}: ${ep.reason}`;
-      const r = ep.models.get(this.name);
-      if (!r) return `${ep.url}: does not serve this model`;
-      return `${ep.url}: ${this.pinned === undefined ? r.state : `version ${this.pinned} is not ready`}`;
-    });
-    return `no runner serving it is ready (${lines.join("; ") || "no runners configured"})`;
   }
 
   generate(request: GenerateRequest, options: GenerateOptions = {}): Promise<GenerateResult> {
@@ -181,7 +158,7 @@ export class RemoteLanguageModel implements ServedModel {
         }
       : undefined;
     const first = this.pool.pick(this.name, undefined, this.pinned);
-    if (!first) throw this.unavailable(this.reason());
+    if (!first) throw this.unavailable(this.runnerView.reason());
     this.active++;
     try {
       try {

@@ -34,7 +34,7 @@ export function planStructured(request: GenerateRequest): StructuredPlan {
   const format = request.responseFormat;
   const answerSchema =
     format?.type === "json_schema"
-      ? subset(format.schema, "response_format.json_schema.schema")
+      ? subset(format.schema, "response_format.json_schema.schema", "response.")
       : format?.type === "json_object"
         ? ({ type: "object", additionalProperties: true } as Schema)
         : undefined;
@@ -55,13 +55,16 @@ export function planStructured(request: GenerateRequest): StructuredPlan {
       param: "tool_choice",
     });
   }
-  const call = offered.map((t) => ({
-    type: "object",
-    properties: {
-      name: { const: t.name },
-      arguments: subset(t.parameters, `tools[${tools.indexOf(t)}].function.parameters`),
-    },
-  }));
+  const call = offered.map((t) => {
+    const i = tools.indexOf(t);
+    return {
+      type: "object",
+      properties: {
+        name: { const: t.name },
+        arguments: subset(t.parameters, `tools[${i}].function.parameters`, `tool${i}.`),
+      },
+    };
+  });
   const calls: Schema = {
     type: "array",
     items: call.length === 1 ? call[0] : { oneOf: call },
@@ -81,10 +84,13 @@ export function planStructured(request: GenerateRequest): StructuredPlan {
   };
 }
 
-/** The JSON Schema subset, or a 400 naming what cannot be enforced. */
-function subset(schema: JsonSchema, param: string): Schema {
+/**
+ * The JSON Schema subset, its definitions named under `prefix` (so the envelope can hold every
+ * function's at its root without two of them colliding), or a 400 naming what cannot be enforced.
+ */
+function subset(schema: JsonSchema, param: string, prefix: string): Schema {
   try {
-    return grammarSchema(schema, param);
+    return namespaced(grammarSchema(schema, param), prefix) as Schema;
   } catch (err) {
     if (!(err instanceof UnsupportedSchema)) throw err;
     throw new ModelportError(
@@ -93,6 +99,22 @@ function subset(schema: JsonSchema, param: string): Schema {
       { param },
     );
   }
+}
+
+/** `v` with each $defs name and `#/$defs/NAME` ref prefixed by `prefix`. */
+function namespaced(v: unknown, prefix: string): unknown {
+  if (Array.isArray(v)) return v.map((x) => namespaced(x, prefix));
+  if (typeof v !== "object" || v === null) return v;
+  const out: Schema = {};
+  for (const [k, sub] of Object.entries(v as Schema)) {
+    if (k === "$ref" && typeof sub === "string") out.$ref = sub.replace("#/$defs/", `#/$defs/${prefix}`);
+    else if (k === "$defs")
+      out.$defs = Object.fromEntries(
+        Object.entries(sub as Schema).map(([n, d]) => [prefix + n, namespaced(d, prefix)]),
+      );
+    else out[k] = namespaced(sub, prefix);
+  }
+  return out;
 }
 
 /** Each function's $defs moved to the root of the envelope (refs are to #/$defs/NAME). */

@@ -114,6 +114,35 @@ describe("planStructured and readToolAnswer", () => {
     ]);
   });
 
+  it("keeps two functions' definitions of the same name apart", () => {
+    const withItem = (type: string) => ({
+      type: "object",
+      properties: { x: { $ref: "#/$defs/Item" } },
+      $defs: { Item: { type } },
+    });
+    const plan = planStructured({
+      messages,
+      tools: [
+        { name: "f", parameters: withItem("string") },
+        { name: "g", parameters: withItem("integer") },
+      ],
+      toolChoice: "required",
+    });
+    assert.deepEqual(plan.schema!.$defs, {
+      "tool0.Item": { type: "string" },
+      "tool1.Item": { type: "integer" },
+    });
+    const items = (
+      (plan.schema!.properties as Record<string, Record<string, unknown>>).tool_calls!.items as {
+        oneOf: { properties: { arguments: { properties: { x: unknown } } } }[];
+      }
+    ).oneOf;
+    assert.deepEqual(
+      items.map((c) => c.properties.arguments.properties.x),
+      [{ $ref: "#/$defs/tool0.Item" }, { $ref: "#/$defs/tool1.Item" }],
+    );
+  });
+
   it("refuses a schema feature with the request's parameter name", () => {
     assert.throws(
       () =>
