@@ -22,7 +22,7 @@ import {
   type ModelConfig,
   withBatchDefaults,
 } from "../config/schema.js";
-import { ModelportError } from "../errors.js";
+import type { ModelportError } from "../errors.js";
 import type { EmbedInput, EmbedOptions, EmbedResult } from "../llm/language-model.js";
 import { CostMeter } from "../metrics/cost.js";
 import type { Metrics } from "../metrics/metrics.js";
@@ -221,35 +221,52 @@ export class LocalTensorModel implements ServedModel {
    * Embeds `inputs` through the batcher (so concurrent requests share inferences); backend
    * transformers only (undefined otherwise).
    * @throws ModelportError MP_ERR_MODEL_NOT_READY, MP_ERR_MODEL_OVERLOADED, MP_ERR_DEADLINE_EXCEEDED,
-   * MP_ERR_REQUEST_CANCELED, MP_ERR_INFERENCE_FAILED.
+   * MP_ERR_REQUEST_CANCELED, MP_ERR_INFERENCE_FAILED; MP_ERR_REQUEST_INVALID for token ids the
+   * model cannot take (empty, outside its vocabulary, longer than its positions).
    */
   embed?: (inputs: readonly EmbedInput[], options?: EmbedOptions) => Promise<EmbedResult> = async (
     inputs,
     options = {},
   ) => {
-    const ids = inputs.findIndex((x) => typeof x !== "string");
-    if (ids >= 0)
-      throw new ModelportError(
-        "MP_ERR_REQUEST_INVALID",
-        `input[${ids}]: model '${this.name}' embeds text; send strings (token ids are passed on only by upstream models)`,
-        { param: "input" },
-      );
     this.activeEmbeds++;
     try {
-      const out = await this.predict(
-        { text: { datatype: "BYTES", shape: [inputs.length], data: inputs as string[] } },
-        {
-          deadline: performance.now() + this.run.limits.timeoutMs,
-          cancel: options.cancel ?? new CancelHandle(),
-        },
-      );
-      const emb = out.embedding!;
-      const dim = emb.shape[1]!;
-      const data = emb.data as Float32Array;
-      const vectors: Float32Array[] = [];
-      for (let i = 0; i < inputs.length; i++) vectors.push(data.subarray(i * dim, (i + 1) * dim));
+      // Texts and token ids go as two inputs (ids as BYTES rows of comma-joined ids), so each
+      // batches with its own kind; a request holding both sends two calls.
+      const texts: number[] = [];
+      const tokenized: number[] = [];
+      for (const [i, x] of inputs.entries()) (typeof x === "string" ? texts : tokenized).push(i);
+      const call = (name: "text" | "ids", rows: number[]) =>
+        rows.length === 0
+          ? undefined
+          : this.predict(
+              {
+                [name]: {
+                  datatype: "BYTES",
+                  shape: [rows.length],
+                  data: rows.map((i) =>
+                    name === "text" ? (inputs[i] as string) : (inputs[i] as number[]).join(","),
+                  ),
+                },
+              },
+              {
+                deadline: performance.now() + this.run.limits.timeoutMs,
+                cancel: options.cancel ?? new CancelHandle(),
+              },
+            );
+      const parts = await Promise.all([call("text", texts), call("ids", tokenized)]);
+      const vectors: Float32Array[] = new Array(inputs.length);
       let promptTokens = 0;
-      for (const t of out.tokens!.data as Int32Array) promptTokens += t;
+      [texts, tokenized].forEach((rows, k) => {
+        const out = parts[k];
+        if (!out) return;
+        const emb = out.embedding!;
+        const dim = emb.shape[1]!;
+        const data = emb.data as Float32Array;
+        rows.forEach((i, r) => {
+          vectors[i] = data.subarray(r * dim, (r + 1) * dim);
+        });
+        for (const t of out.tokens!.data as Int32Array) promptTokens += t;
+      });
       this.cost.countTokens(promptTokens);
       return { vectors, promptTokens };
     } finally {

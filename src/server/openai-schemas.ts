@@ -157,9 +157,10 @@ export const completionRequestSchema = z.looseObject({
 
 export const embeddingsRequestSchema = z.looseObject({
   model: common.model,
-  // Token ids: passed on by upstream models; a local model that embeds text refuses them.
+  // Token ids: passed on by upstream models, embedded as given by local ones.
   input: z.union([z.string(), z.array(z.string()), tokenIds, z.array(tokenIds)], {
-    error: "'input' is required: a string or an array of strings",
+    error:
+      "'input' is required: a string, an array of strings, an array of token ids or an array of such arrays",
   }),
   encoding_format: z.enum(["float", "base64"], { error: 'must be "float" or "base64"' }).nullish(),
   dimensions: count(1),

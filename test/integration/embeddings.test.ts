@@ -191,11 +191,54 @@ describe("POST /v1/embeddings (openai client, real server)", () => {
     assert.deepEqual(r.data[0]!.embedding, stubEmbedding("[5,6]"));
     const sent = stub.requests.filter((q) => q.path === "/v1/embeddings").at(-1)!;
     assert.deepEqual(sent.body?.input, [[5, 6], [7]]);
-    await assert.rejects(
-      client.embeddings.create({ model: "tiny-embed", input: [5, 6, 7] }),
-      (err: unknown) =>
-        err instanceof OpenAI.BadRequestError && err.param === "input" && /embeds text/.test(err.message),
+  });
+
+  it("token ids on a local model: the same vector as the text they tokenize, batched with other ids", async () => {
+    const texts = ["hello cat", "The dog likes warm milk."];
+    const ids = texts.map((t) => tinyEmbedTokenize(t, vocab));
+    const byText = await client.embeddings.create({
+      model: "tiny-embed",
+      input: texts,
+      encoding_format: "float",
+    });
+    const byIds = await client.embeddings.create({
+      model: "tiny-embed",
+      input: ids,
+      encoding_format: "float",
+    });
+    const close = (a: number[], b: number[]) => a.every((x, i) => Math.abs(x - b[i]!) < 1e-5);
+    assert.ok(close(byIds.data[0]!.embedding, byText.data[0]!.embedding));
+    assert.ok(close(byIds.data[1]!.embedding, byText.data[1]!.embedding));
+    assert.equal(byIds.usage.prompt_tokens, ids[0]!.length + ids[1]!.length);
+    // Padding in a batch of ids of different lengths changes nothing (the mask excludes it).
+    const batched = await Promise.all(
+      ids.map((row) =>
+        client.embeddings.create({ model: "tiny-embed-batched", input: row, encoding_format: "float" }),
+      ),
     );
+    for (const [i, r] of batched.entries()) assert.ok(close(r.data[0]!.embedding, byText.data[i]!.embedding));
+  });
+
+  it("token ids a local model cannot take: a 400 naming the row, and a batched neighbour unharmed", async () => {
+    const bad = [[vocab.length], Array.from({ length: 5_000 }, () => 5)];
+    for (const input of bad) {
+      await assert.rejects(
+        client.embeddings.create({ model: "tiny-embed", input: [[5, 6], input] as unknown as string[] }),
+        (err: unknown) =>
+          err instanceof OpenAI.BadRequestError && err.param === "input" && /input\[1\]/.test(err.message),
+        JSON.stringify(input).slice(0, 40),
+      );
+    }
+    const good = tinyEmbedTokenize("hello cat", vocab);
+    const [refused, fine] = await Promise.allSettled([
+      client.embeddings.create({
+        model: "tiny-embed-batched",
+        input: [[vocab.length + 7]] as unknown as string[],
+      }),
+      client.embeddings.create({ model: "tiny-embed-batched", input: good }),
+    ]);
+    assert.equal(refused.status, "rejected");
+    assert.equal(fine.status, "fulfilled");
   });
 
   it("lists the embedding models", async () => {

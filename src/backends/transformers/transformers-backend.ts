@@ -2,7 +2,9 @@
 // so a server without embedding models never pays for it). It runs inside the model's worker
 // thread like any backend and turns a batch of texts (BYTES [n]) into pooled, optionally
 // normalised vectors (FP32 [n, dim]) plus each text's token count (INT32 [n], for usage and
-// cost). Local folders only: remote loading is switched off, so nothing is ever downloaded.
+// cost). Rows already tokenized come as `ids` instead of `text` (BYTES [n], each row its token
+// ids joined by commas, so requests of ids batch together like texts do) and are embedded as
+// given: no special token is added. Local folders only: remote loading is switched off, so nothing is ever downloaded.
 import { existsSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { ModelportError } from "../../errors.js";
@@ -120,7 +122,13 @@ export class TransformersBackend implements Backend {
         // Explicit threads: the library's default would take every core, and this worker shares them.
         session_options: { intraOpNumThreads: options.threads, interOpNumThreads: 1 },
       });
-      return new LoadedEmbeddingModel(tokenizer, model, opts);
+      // The size of the vocabulary and of the position table bound what token ids may be sent.
+      const config = model.config as { vocab_size?: number; max_position_embeddings?: number };
+      const limits = {
+        vocab: config.vocab_size ?? Number.POSITIVE_INFINITY,
+        length: config.max_position_embeddings ?? tokenizer.model_max_length ?? Number.POSITIVE_INFINITY,
+      };
+      return new LoadedEmbeddingModel(tf, tokenizer, model, opts, limits);
     } catch (err) {
       if (err instanceof ModelportError) throw err;
       throw new ModelportError(
@@ -139,25 +147,29 @@ class LoadedEmbeddingModel implements LoadedModel {
   private closed = false;
 
   constructor(
+    private readonly tf: Transformers,
     private readonly tokenizer: Tokenizer,
     private readonly model: Model,
     private readonly opts: EmbeddingOptions,
+    private readonly limits: { vocab: number; length: number },
   ) {}
 
   async predict(inputs: TensorMap): Promise<TensorMap> {
-    const text = inputs.text;
-    if (!text || !Array.isArray(text.data)) {
+    const rows = inputs.text ?? inputs.ids;
+    if (!rows || !Array.isArray(rows.data)) {
       throw new ModelportError(
         "MP_ERR_INPUT_MISSING",
-        "input 'text' (BYTES, one string per row) is required",
+        "input 'text' (BYTES, one string per row) or 'ids' (BYTES, token ids joined by commas) is required",
       );
     }
-    const texts = text.data as string[];
+    const n = rows.data.length;
+    const enc = inputs.text
+      ? this.tokenizer(rows.data as string[], { padding: true, truncation: true })
+      : this.encodeIds(rows.data as string[]);
     let vectors: Float32Array;
     let tokens: Int32Array;
     let dim: number;
     try {
-      const enc = this.tokenizer(texts, { padding: true, truncation: true });
       const out = (await this.model(enc)) as Record<string, { dims: number[]; data: Float32Array }>;
       const hidden = out.last_hidden_state;
       if (!hidden) throw new Error(`the model has no last_hidden_state output (has ${Object.keys(out)})`);
@@ -169,10 +181,54 @@ class LoadedEmbeddingModel implements LoadedModel {
       throw new ModelportError("MP_ERR_INFERENCE_FAILED", `embedding failed: ${(err as Error).message}`);
     }
     return {
-      embedding: { datatype: "FP32", shape: [texts.length, dim], data: vectors },
-      tokens: { datatype: "INT32", shape: [texts.length], data: tokens },
+      embedding: { datatype: "FP32", shape: [n, dim], data: vectors },
+      tokens: { datatype: "INT32", shape: [n], data: tokens },
     };
   }
+
+  /**
+   * The model inputs the tokenizer would make, from rows of token ids: padded to the longest row
+   * with the tokenizer's pad id, with the attention mask and (where the tokenizer makes them)
+   * zero token types.
+   * @throws ModelportError MP_ERR_REQUEST_INVALID naming the row of an empty row, an id outside
+   * the vocabulary or a row longer than the model's positions.
+   */
+  private encodeIds(rows: readonly string[]): Record<string, unknown> {
+    const parsed = rows.map((row, r) => {
+      const ids = row === "" ? [] : row.split(",").map(Number);
+      const bad = (why: string) =>
+        new ModelportError("MP_ERR_REQUEST_INVALID", `input[${r}]: ${why}`, { param: "input" });
+      if (ids.length === 0) throw bad("an empty list of token ids");
+      if (ids.length > this.limits.length)
+        throw bad(`${ids.length} token ids; the model takes at most ${this.limits.length}`);
+      const out = ids.find((id) => !Number.isInteger(id) || id < 0 || id >= this.limits.vocab);
+      if (out !== undefined)
+        throw bad(`token id ${out} is outside the vocabulary (0..${this.limits.vocab - 1})`);
+      return ids;
+    });
+    const seq = Math.max(...parsed.map((ids) => ids.length));
+    const pad = BigInt(this.tokenizer.pad_token_id ?? 0);
+    const ids = new BigInt64Array(rows.length * seq).fill(pad);
+    const mask = new BigInt64Array(rows.length * seq);
+    parsed.forEach((row, r) => {
+      for (let t = 0; t < row.length; t++) {
+        ids[r * seq + t] = BigInt(row[t]!);
+        mask[r * seq + t] = 1n;
+      }
+    });
+    const dims = [rows.length, seq];
+    const enc: Record<string, unknown> = {
+      input_ids: new this.tf.Tensor("int64", ids, dims),
+      attention_mask: new this.tf.Tensor("int64", mask, dims),
+    };
+    this.makesTokenTypes ??= "token_type_ids" in this.tokenizer([""]);
+    if (this.makesTokenTypes) {
+      enc.token_type_ids = new this.tf.Tensor("int64", new BigInt64Array(rows.length * seq), dims);
+    }
+    return enc;
+  }
+
+  private makesTokenTypes?: boolean;
 
   async close(): Promise<void> {
     if (this.closed) return;
