@@ -9,6 +9,7 @@ import type { JobQueue } from "../jobs/job-queue.js";
 import type { Metrics } from "../metrics/metrics.js";
 import { COLD_START_HEADER, TIMEOUT_HEADER } from "../protocol/headers.js";
 import { requestTimeoutMs } from "../protocol/request-timeout.js";
+import type { Principal } from "../tenants/principal.js";
 import type { TensorMap } from "../tensor.js";
 import type { StreamSlots } from "./stream-slots.js";
 
@@ -32,6 +33,8 @@ declare module "fastify" {
   interface FastifyRequest {
     /** Set by requestCancel(): canceled when the client disconnects before its answer. */
     cancelHandle?: CancelHandle;
+    /** The named key the request was let in with (set by the auth plugin; anonymous without keys). */
+    principal?: Principal;
   }
 }
 
