@@ -304,6 +304,12 @@ export const ERRORS = {
     summary:
       "This API key (or, without auth, all anonymous clients together) already holds limits.maxStreamsPerKey long-lived connections; close one first.",
   },
+  MP_ERR_RATE_LIMITED: {
+    status: 429,
+    retryable: true,
+    summary:
+      "This key is over one of its limits (requests per second, concurrent requests, tokens per minute or queued jobs; docs/Multi-tenant.md); retry after Retry-After. Other keys are not affected.",
+  },
   // Server state and access
   MP_ERR_SERVER_SHUTTING_DOWN: {
     status: 503,

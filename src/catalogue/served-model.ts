@@ -132,6 +132,8 @@ export interface CallOptions {
   requestId?: string;
   /** Hears which version answers (a canary split or a swap may pick another than the current one). */
   onVersion?: (version: string) => void;
+  /** Hears the call's share of the machine time of the batches it was in (ms; local models). */
+  onCompute?: (ms: number) => void;
 }
 
 export interface ServedModel {

@@ -21,6 +21,7 @@ export const SERVE_OPTIONS = {
   "api-key-file": { type: "string", multiple: true },
   "admin-key": { type: "string", multiple: true },
   "admin-key-file": { type: "string", multiple: true },
+  keys: { type: "string" },
   repository: { type: "string" },
   "repository-poll-ms": { type: "string" },
   "max-connections": { type: "string" },
@@ -121,6 +122,7 @@ export function serveFlags(v: ServeValues): ServeFlags {
     ...(v["admin-key-file"] ?? []).flatMap((f) => keysFromFile("admin-key-file", f)),
   ];
   set("adminKeys", admin.length ? admin : undefined);
+  set("keys", v.keys);
   set("repository", v.repository);
   set("repositoryPollMs", int("repository-poll-ms", v["repository-poll-ms"]));
   set("maxConnections", int("max-connections", v["max-connections"]));

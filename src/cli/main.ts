@@ -6,6 +6,7 @@ import { CHECK_HELP, check } from "./check.js";
 import { COST_HELP, cost } from "./cost.js";
 import { GOLDEN_HELP, golden } from "./golden.js";
 import { JOBS_HELP, jobs } from "./jobs.js";
+import { KEYS_HELP, keys } from "./keys.js";
 import { MODELS_HELP, models } from "./models.js";
 import { SERVE_HELP, serve } from "./serve.js";
 import { TUNE_HELP, tune } from "./tune.js";
@@ -19,6 +20,7 @@ Commands:
   check [MODEL] [-c FILE]   verify sha256, load and golden check without serving; exit 1 on failure
   golden record MODEL ...   write a golden file from given inputs
   jobs list|show|cancel|retry|purge   inspect and manage asynchronous jobs
+  keys create NAME|list     named API keys with roles, models and limits (docs/Multi-tenant.md)
   models list|load|unload|promote|rollback   change what a running server has loaded (docs/Models-over-time.md)
   bench URL [--model NAME]  load a running server at one or more concurrencies: req/s, p50/p90/p99, chart
   tune MODEL                try serving layouts (processes × threads × batching) and write the best as config
@@ -41,6 +43,8 @@ export async function main(argv: string[]): Promise<number> {
         return await golden(rest);
       case "jobs":
         return await jobs(rest);
+      case "keys":
+        return await keys(rest);
       case "models":
         return await models(rest);
       case "bench":
@@ -72,4 +76,14 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
-export { BENCH_HELP, CHECK_HELP, COST_HELP, GOLDEN_HELP, JOBS_HELP, MODELS_HELP, SERVE_HELP, TUNE_HELP };
+export {
+  BENCH_HELP,
+  CHECK_HELP,
+  COST_HELP,
+  GOLDEN_HELP,
+  JOBS_HELP,
+  KEYS_HELP,
+  MODELS_HELP,
+  SERVE_HELP,
+  TUNE_HELP,
+};

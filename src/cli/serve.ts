@@ -47,6 +47,9 @@ Options:
       --admin-key-file FILE  keys that may also load, unload, promote and roll back models
                            (also MODELPORT_ADMIN_KEYS; --admin-key KEY); without any, only loopback
                            callers of a server without API keys may
+      --keys FILE          the key file: named keys with roles, models and limits, re-read on
+                           change and SIGHUP; make keys with \`modelport keys create NAME\`
+                           (docs/Multi-tenant.md)
       --max-connections N  open client connections; more get 503 and are closed (default 4096;
                            timeouts: server.connections in the config file)
       --log-level LEVEL    fatal|error|warn|info|debug|trace|silent (default info)

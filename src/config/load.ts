@@ -5,6 +5,7 @@ import { availableParallelism } from "node:os";
 import { basename, dirname, extname, resolve } from "node:path";
 import { parse as parseYaml, YAMLParseError } from "yaml";
 import type { z } from "zod";
+import { readKeyFile } from "../tenants/key-file.js";
 import { backendForPath, isLanguageBackend } from "./backends.js";
 import { resolveLanguageModel } from "./language-models.js";
 import { goldenFile, manifestSha256 } from "./model-files.js";
@@ -43,6 +44,8 @@ export interface ServeFlags {
   sha256?: string;
   golden?: string;
   apiKeys?: string[];
+  /** The key file (server.keys). */
+  keys?: string;
   logLevel?: string;
   drainTimeoutMs?: number;
   maxConnections?: number;
@@ -207,6 +210,7 @@ function applyServerFlags(server: Record<string, unknown>, flags: ServeFlags, en
     server.connections = { ...(server.connections as object), maxConnections: flags.maxConnections };
   if (flags.allowOversubscription !== undefined) server.allowOversubscription = flags.allowOversubscription;
   addKeys(server, "apiKeys", flags.apiKeys, env.MODELPORT_API_KEYS);
+  if (flags.keys !== undefined) server.keys = flags.keys;
   addKeys(server, "adminKeys", flags.adminKeys, env.MODELPORT_ADMIN_KEYS);
   if (flags.role !== undefined) server.role = flags.role;
   if (flags.instanceId !== undefined) server.instanceId = flags.instanceId;
@@ -449,11 +453,24 @@ export function loadConfig(opts: LoadConfigOptions): Config {
       "command line: --repository: the API tier loads no models; give the repository to the runners, and the API tier serves what they report",
     );
   }
+  // The key file: from the command line relative to the working directory, from a file to its folder.
+  const keys =
+    parsed.server.keys === undefined
+      ? undefined
+      : resolve(flags.keys !== undefined ? cwd : baseDir, parsed.server.keys);
+  if (keys !== undefined) {
+    try {
+      readKeyFile(keys);
+    } catch (err) {
+      problems.push(`${source}: server.keys: ${(err as Error).message}`);
+    }
+  }
   if (problems.length) throw new ConfigError(problems);
 
   return Object.freeze({
     server: Object.freeze({
       ...parsed.server,
+      ...(keys !== undefined ? { keys } : {}),
       apiKeys: Object.freeze([...parsed.server.apiKeys]),
       adminKeys: Object.freeze([...parsed.server.adminKeys]),
     }),

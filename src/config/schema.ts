@@ -256,6 +256,13 @@ export const serverSchema = z
      * interface of a server with no API keys at all.
      */
     adminKeys: z.array(z.string().min(16, "admin keys must be at least 16 characters")).default([]),
+    /**
+     * The key file: named keys with roles, models and limits (docs/Multi-tenant.md); re-read on
+     * change and on SIGHUP. With it, every route but the probes needs a key.
+     */
+    keys: z.string().min(1).optional(),
+    /** The audit log of admin actions: a file (JSON lines, appended); default the server's log, marked "log":"audit". */
+    auditLog: z.string().min(1).optional(),
     /** Longest wait for in-flight requests on SIGTERM before closing anyway. */
     drainTimeoutMs: z.number().int().nonnegative().default(10_000),
     logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
@@ -517,6 +524,10 @@ export interface ServerConfig {
   /** The gRPC port (src/grpc/); absent: no gRPC. */
   readonly grpcPort?: number;
   readonly apiKeys: readonly string[];
+  /** The key file (absolute): named keys with roles, models and limits. */
+  readonly keys?: string;
+  /** The audit log file; absent: the server's log. */
+  readonly auditLog?: string;
   /** Keys that may also use the management routes. */
   readonly adminKeys: readonly string[];
   readonly maxLoadedModels?: number;

@@ -9,9 +9,10 @@ import type { Catalogue } from "../catalogue/catalogue.js";
 import type { Config } from "../config/schema.js";
 import { isModelportError, ModelportError } from "../errors.js";
 import type { Metrics } from "../metrics/metrics.js";
-import type { ApiKeys } from "../protocol/api-keys.js";
 import { INSTANCE_HEADER, REQUEST_ID_HEADER } from "../protocol/headers.js";
 import { requestIdFrom } from "../protocol/request-id.js";
+import { ANONYMOUS, type Principal } from "../tenants/principal.js";
+import type { Tenants } from "../tenants/tenants.js";
 import { MalformedMessage, SERVICE_NAME } from "./proto.js";
 import { errorStatus } from "./status.js";
 
@@ -20,6 +21,7 @@ export interface GrpcContext {
   readonly config: Config;
   readonly catalogue: Catalogue;
   readonly metrics: Metrics;
+  readonly tenants: Tenants;
   /** True from SIGTERM on: readiness is false and new calls are refused. */
   readonly draining: boolean;
 }
@@ -27,7 +29,6 @@ export interface GrpcContext {
 /** Everything the calls of one server share. */
 export interface CallEnv {
   readonly context: GrpcContext;
-  readonly apiKeys: ApiKeys;
   readonly instance: string;
   readonly log: Logger;
   /** Calls being answered now (the drain waits for them). */
@@ -42,6 +43,8 @@ export interface Call {
   readonly cancel: CancelHandle;
   /** The call's gRPC deadline as a Date.now() time; Infinity when the client set none. */
   readonly deadline: number;
+  /** The named key the call was let in with (anonymous on a server without keys, and on health calls). */
+  readonly principal: Principal;
 }
 
 export interface RpcOptions<Req> {
@@ -100,6 +103,7 @@ export function unary<Req extends object, Res>(
     env.inFlight++;
 
     const run = async (): Promise<Res> => {
+      let principal = ANONYMOUS;
       if (!options.open) {
         if (env.context.draining) {
           throw new ModelportError(
@@ -107,7 +111,7 @@ export function unary<Req extends object, Res>(
             "the server is shutting down; retry on another instance",
           );
         }
-        env.apiKeys.check(metadataText(grpcCall.metadata, "authorization"));
+        principal = env.context.tenants.authenticate(metadataText(grpcCall.metadata, "authorization"));
       }
       const request = grpcCall.request;
       if (request instanceof MalformedMessage) {
@@ -116,7 +120,7 @@ export function unary<Req extends object, Res>(
           `the message is not a valid ${name}Request (protobuf): ${request.reason}`,
         );
       }
-      return rpc(request, { requestId, metadata: grpcCall.metadata, cancel, deadline });
+      return rpc(request, { requestId, metadata: grpcCall.metadata, cancel, deadline, principal });
     };
 
     const finish = (err: unknown, response?: Res) => {

@@ -5,7 +5,6 @@
 // before the models close. Plaintext HTTP/2, as the HTTP port is plain HTTP.
 import { Server, ServerCredentials } from "@grpc/grpc-js";
 import type { Logger } from "pino";
-import { ApiKeys } from "../protocol/api-keys.js";
 import type { CallEnv, GrpcContext } from "./call.js";
 import { inferenceService } from "./proto.js";
 import { inferenceHandlers } from "./service.js";
@@ -42,7 +41,6 @@ export async function startGrpcServer(
   const config = app.context.config;
   const env: CallEnv = {
     context: app.context,
-    apiKeys: new ApiKeys(config.server.apiKeys),
     instance: app.instance,
     log: app.logger,
     inFlight: 0,

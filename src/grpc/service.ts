@@ -1,6 +1,7 @@
 // The six calls of GRPCInferenceService, each the gRPC twin of an Open Inference Protocol HTTP
 // route (src/server/routes/oip.ts, health.ts): the same catalogue look-ups, decoders, metadata
 // and deadline rules, so both surfaces answer alike.
+
 import type { UntypedServiceImplementation } from "@grpc/grpc-js";
 import { ModelportError } from "../errors.js";
 import {
@@ -13,6 +14,7 @@ import { TIMEOUT_HEADER } from "../protocol/headers.js";
 import { modelMetadata, serverMetadata } from "../protocol/oip-metadata.js";
 import { MAX_REQUEST_TIMEOUT_MS, requestTimeoutMs } from "../protocol/request-timeout.js";
 import { requestedOutputs } from "../protocol/requested-outputs.js";
+import { checkAccess } from "../tenants/tenants.js";
 import { type Call, type CallEnv, metadataText, unary } from "./call.js";
 
 interface ModelRequest {
@@ -55,7 +57,8 @@ export function inferenceHandlers(env: CallEnv): UntypedServiceImplementation {
     ModelReady: unary(
       env,
       "ModelReady",
-      (r: ModelRequest) => {
+      (r: ModelRequest, call) => {
+        checkAccess(call.principal, r.name);
         const host = catalogue.find(r.name, "predict", version(r.version));
         return { ready: host.ready && !ctx.draining };
       },
@@ -67,7 +70,8 @@ export function inferenceHandlers(env: CallEnv): UntypedServiceImplementation {
     ModelMetadata: unary(
       env,
       "ModelMetadata",
-      (r: ModelRequest) => {
+      (r: ModelRequest, call) => {
+        checkAccess(call.principal, r.name);
         const host = catalogue.find(r.name, "predict", version(r.version));
         return modelMetadata(host, catalogue.versions(host.name));
       },
@@ -79,6 +83,7 @@ export function inferenceHandlers(env: CallEnv): UntypedServiceImplementation {
       "ModelInfer",
       async (r: GrpcInferRequest, call): Promise<GrpcInferResponse> => {
         // A model that loads on demand is loaded first, within the call's deadline.
+        checkAccess(call.principal, r.model_name);
         const host = await catalogue.acquire(r.model_name, "predict", version(r.model_version), {
           deadline: performance.now() + timeoutMs(call, ctx.config.limits.timeoutMs),
         });

@@ -24,6 +24,10 @@ export interface SubmitJob {
   callbackUrl?: string;
   metadata?: Record<string, unknown>;
   priority?: number;
+  /** The submitting key's name: its jobs are its own, and its idempotency keys too. */
+  owner?: string;
+  /** The owner's limit on jobs queued or running at once (its key's queuedJobs). */
+  maxActive?: number;
 }
 
 export interface JobQueueOptions {
@@ -33,6 +37,8 @@ export interface JobQueueOptions {
   config: JobsConfig;
   log: Logger;
   webhookSecret?: string;
+  /** Hears what each answered attempt of a job with an owner used (usage per key). */
+  onUsage?: (owner: string, model: string, used: { rows: number; computeMs: number }) => void;
   clock?: () => number;
   /** How often an idle worker looks at the store for work from other processes. */
   pollMs?: number;
@@ -108,6 +114,16 @@ export class JobQueue {
         { queued, limit: this.config.maxQueuedPerModel, retryAfterSeconds: 5 },
       );
     }
+    if (req.owner !== undefined && req.maxActive !== undefined) {
+      const active = await this.store.activeCount(req.owner);
+      if (active >= req.maxActive) {
+        throw new ModelportError(
+          "MP_ERR_RATE_LIMITED",
+          `key '${req.owner}' already has ${active} jobs queued or running (its queuedJobs limit is ${req.maxActive}); retry once some have run`,
+          { limit: "queuedJobs", retryAfterSeconds: 5 },
+        );
+      }
+    }
     const requestHash = createHash("sha256")
       .update(`${req.model}\n${input}\n${req.callbackUrl ?? ""}\n${JSON.stringify(req.metadata ?? null)}`)
       .digest("hex");
@@ -121,9 +137,12 @@ export class JobQueue {
         timeoutMs: this.config.timeoutMs,
         ...(req.metadata ? { metadata: req.metadata } : {}),
         ...(req.callbackUrl ? { callbackUrl: req.callbackUrl } : {}),
+        ...(req.owner !== undefined ? { owner: req.owner } : {}),
+        // Per key: two keys using the same Idempotency-Key make two jobs (key names hold no '/').
         ...(req.idempotencyKey
           ? {
-              idempotencyKey: req.idempotencyKey,
+              idempotencyKey:
+                req.owner !== undefined ? `${req.owner}/${req.idempotencyKey}` : req.idempotencyKey,
               requestHash,
               idempotencyTtlMs: this.config.idempotencyTtlMs,
             }
@@ -158,12 +177,16 @@ export class JobQueue {
   /** @throws MP_ERR_JOB_NOT_FOUND */
   async require(id: string): Promise<Job> {
     const job = await this.store.get(id);
-    if (!job)
-      throw new ModelportError(
-        "MP_ERR_JOB_NOT_FOUND",
-        `no job '${id}' (finished jobs are purged after the retention time)`,
-      );
+    if (!job) throw this.notFound(id);
     return job;
+  }
+
+  /** What a job that does not exist (or that the caller may not see) answers. */
+  notFound(id: string): ModelportError {
+    return new ModelportError(
+      "MP_ERR_JOB_NOT_FOUND",
+      `no job '${id}' (finished jobs are purged after the retention time)`,
+    );
   }
 
   /**
@@ -534,6 +557,7 @@ export class JobQueue {
         );
       }, job.timeoutMs);
     });
+    let computeMs = 0;
     try {
       const outputs = await Promise.race([
         host.predict!(inputs, {
@@ -543,9 +567,18 @@ export class JobQueue {
           onVersion: (v) => {
             version = v;
           },
+          onCompute: (ms) => {
+            computeMs += ms;
+          },
         }),
         timeout,
       ]);
+      // Each attempt's use counts against the key that submitted the job.
+      if (job.owner !== undefined)
+        this.options.onUsage?.(job.owner, host.name, {
+          rows: Object.values(inputs)[0]?.shape[0] ?? 0,
+          computeMs,
+        });
       return { outputs: encodeNative(outputs), version };
     } catch (err) {
       // The batcher refuses work that cannot finish in time before running it: for a job that

@@ -12,6 +12,8 @@ export interface CreateResult {
 export interface ListQuery {
   status?: JobStatus;
   model?: string;
+  /** Only the jobs this key name submitted. */
+  owner?: string;
   /** Opaque cursor from a previous page. */
   cursor?: string;
   /** 1..1000, default 100. */
@@ -51,6 +53,8 @@ export interface JobStore {
   state(id: string): Promise<JobState | undefined>;
   /** Jobs of `model` with status queued (including those waiting out a retry backoff). */
   queuedCount(model: string): Promise<number>;
+  /** Jobs queued or running that the key name `owner` submitted (its queuedJobs limit). */
+  activeCount(owner: string): Promise<number>;
   /** Newest first, cursor-paginated; summaries without input or result. */
   list(query: ListQuery): Promise<ListPage>;
   /**

@@ -29,6 +29,7 @@ export function jobView(job: JobSummary): Record<string, unknown> {
     last_error: job.lastError,
     cancel_requested: job.cancelRequested || undefined,
     metadata: job.metadata,
+    owner: job.owner,
     result_bytes: job.resultBytes,
     webhook: job.webhook
       ? {

@@ -49,6 +49,8 @@ export interface Job {
   /** When the idempotency key stops protecting (ms since epoch). */
   idempotencyExpiresAt?: number;
   webhook?: WebhookState;
+  /** The name of the key that submitted it: a client key sees and changes only its own jobs. */
+  owner?: string;
 }
 
 export interface NewJob {
@@ -63,4 +65,5 @@ export interface NewJob {
   idempotencyKey?: string;
   requestHash?: string;
   idempotencyTtlMs?: number;
+  owner?: string;
 }

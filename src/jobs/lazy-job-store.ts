@@ -41,6 +41,7 @@ export function lazyJobStore(open: () => Promise<JobStore>, openNow: boolean): J
     get: (id) => ifOpen((s) => s.get(id), undefined),
     state: (id) => ifOpen((s) => s.state(id), undefined),
     queuedCount: (model) => ifOpen((s) => s.queuedCount(model), 0),
+    activeCount: (owner) => ifOpen((s) => s.activeCount(owner), 0),
     list: (q) => ifOpen((s) => s.list(q), { jobs: [] }),
     claim: (w, models, lease, now) => ifOpen((s) => s.claim(w, models, lease, now), undefined),
     renew: (id, w, lease, now) => ifOpen((s) => s.renew(id, w, lease, now), false),

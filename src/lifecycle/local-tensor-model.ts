@@ -251,6 +251,7 @@ export class LocalTensorModel implements ServedModel {
               {
                 deadline: performance.now() + this.run.limits.timeoutMs,
                 cancel: options.cancel ?? new CancelHandle(),
+                ...(options.onCompute ? { onCompute: options.onCompute } : {}),
               },
             );
       const parts = await Promise.all([call("text", texts), call("ids", tokenized)]);

@@ -165,6 +165,8 @@ export interface EmbedOptions {
   readonly cancel?: CancelHandle;
   /** Vectors of this many dimensions (an upstream computes them; the route truncates and renormalises the rest). */
   readonly dimensions?: number;
+  /** Hears the call's share of the machine time of the batches it was in (ms; local models). */
+  readonly onCompute?: (ms: number) => void;
 }
 
 export interface EmbedResult {

@@ -144,6 +144,50 @@ export class Metrics {
     }),
   };
 
+  /**
+   * Usage per API key (src/tenants/usage.ts), by key name (bounded by the key file) and model
+   * (served models only). The same figures go, per hour, to the usage store (GET /v1/usage).
+   */
+  readonly keyUsage = {
+    requests: new Counter({
+      name: "modelport_key_requests_total",
+      help: "Requests per API key name and model.",
+      labelNames: ["key", "model"] as const,
+      registers: [this.registry],
+    }),
+    rows: new Counter({
+      name: "modelport_key_rows_total",
+      help: "Rows (tensor models) or inputs (embeddings) per API key name and model.",
+      labelNames: ["key", "model"] as const,
+      registers: [this.registry],
+    }),
+    tokens: new Counter({
+      name: "modelport_key_tokens_total",
+      help: "Tokens per API key name and model, by kind (prompt, completion).",
+      labelNames: ["key", "model", "kind"] as const,
+      registers: [this.registry],
+    }),
+    computeSeconds: new Counter({
+      name: "modelport_key_compute_seconds_total",
+      help: "Machine time (local models' share of their batches; generation time) per API key name and model.",
+      labelNames: ["key", "model"] as const,
+      registers: [this.registry],
+    }),
+    dollars: new Counter({
+      name: "modelport_key_cost_dollars_total",
+      help: "Estimated dollars per API key name and model (compute × pricePerHour, or tokens × prices).",
+      labelNames: ["key", "model"] as const,
+      registers: [this.registry],
+    }),
+  };
+
+  readonly rateLimited = new Counter({
+    name: "modelport_rate_limited_total",
+    help: "Requests refused with 429 MP_ERR_RATE_LIMITED, by API key name and limit.",
+    labelNames: ["key", "limit"] as const,
+    registers: [this.registry],
+  });
+
   // Language models (src/llm/): per model, recorded by the OpenAI routes; the two gauges are
   // read from the models at scrape time (languageModelLoad).
   readonly llmTimeToFirstToken = new Histogram({

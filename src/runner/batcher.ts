@@ -25,6 +25,8 @@ export interface SubmitOptions {
   background?: boolean;
   /** The request's id, passed on when the work is forwarded to a runner process (API tier). */
   requestId?: string;
+  /** Hears the request's share of the machine time of each batch it was in (ms, by its rows). */
+  onCompute?: (ms: number) => void;
 }
 
 export interface BatcherObserver {
@@ -68,6 +70,7 @@ interface Item {
   done: boolean;
   background: boolean;
   detach?: () => void;
+  onCompute: ((ms: number) => void) | undefined;
 }
 
 /** A batch sent to the runner and not yet answered. */
@@ -238,15 +241,13 @@ export class Batcher {
       this.observer.rejected(idleFeasible ? "overloaded" : "deadline");
       return Promise.reject(idleFeasible ? this.overloaded(rows, now) : deadlineError(deadline - now));
     }
-    if (rows <= max && this.inlineAdmits(rows)) return this.runInline(inputs, rows, now, opts.cancel);
-    if (rows <= max) return this.enqueue(inputs, rows, now, deadline, opts.cancel, opts.background);
+    if (rows <= max && this.inlineAdmits(rows)) return this.runInline(inputs, rows, now, opts);
+    if (rows <= max) return this.enqueue(inputs, rows, now, deadline, opts);
     const pieces: Promise<TensorMap>[] = [];
     try {
       for (let from = 0; from < rows; from += max) {
         const to = Math.min(rows, from + max);
-        pieces.push(
-          this.enqueue(sliceRows(inputs, from, to), to - from, now, deadline, opts.cancel, opts.background),
-        );
+        pieces.push(this.enqueue(sliceRows(inputs, from, to), to - from, now, deadline, opts));
       }
     } catch (err) {
       // Pieces already queued still run; their answers are dropped with this rejection.
@@ -282,9 +283,9 @@ export class Batcher {
     inputs: TensorMap,
     rows: number,
     now: number,
-    cancel?: CancelHandle,
+    opts: SubmitOptions,
   ): Promise<TensorMap> {
-    if (cancel?.canceled) {
+    if (opts.cancel?.canceled) {
       this.observer.rejected("canceled");
       throw canceledError();
     }
@@ -310,6 +311,7 @@ export class Batcher {
           this.cost.observe(rows, ms);
           this.compute.observe(rows, ms);
           this.drain.observe(rows, end);
+          opts.onCompute?.(ms);
         }
         this.observer.batch(rows, 1, ms);
         if (ms >= lane.maxMs * INLINE_SLOW_FACTOR && this.inline === lane) {
@@ -332,8 +334,7 @@ export class Batcher {
     rows: number,
     now: number,
     deadline: number,
-    cancel?: CancelHandle,
-    background = false,
+    { cancel, background = false, onCompute }: SubmitOptions,
   ): Promise<TensorMap> {
     return new Promise<TensorMap>((resolve, reject) => {
       const item: Item = {
@@ -346,6 +347,7 @@ export class Batcher {
         reject,
         done: false,
         background,
+        onCompute,
       };
       if (cancel) {
         if (cancel.canceled) {
@@ -584,6 +586,7 @@ export class Batcher {
   private async execute(batch: Item[]): Promise<boolean> {
     if (batch.length === 1) return this.runOne(batch[0]!);
     let outputs: TensorMap;
+    const started = this.clock();
     try {
       outputs = await this.run(concatBatch(batch.map((i) => i.inputs)));
     } catch (err) {
@@ -605,14 +608,24 @@ export class Batcher {
       for (const item of batch) this.settle(item, undefined, asError(err));
       return false;
     }
-    for (let k = 0; k < batch.length; k++) this.settle(batch[k]!, pieces[k]);
+    const ms = this.clock() - started;
+    let rows = 0;
+    for (const item of batch) rows += item.rows;
+    for (let k = 0; k < batch.length; k++) {
+      const item = batch[k]!;
+      item.onCompute?.((ms * item.rows) / rows);
+      this.settle(item, pieces[k]);
+    }
     return true;
   }
 
   /** Runs one request alone and settles it; resolves true when the runner answered. */
   private async runOne(item: Item): Promise<boolean> {
     try {
-      this.settle(item, checkOutputs(await this.run(item.inputs)));
+      const started = this.clock();
+      const outputs = checkOutputs(await this.run(item.inputs));
+      item.onCompute?.(this.clock() - started);
+      this.settle(item, outputs);
       return true;
     } catch (err) {
       this.settle(item, undefined, asError(err));

@@ -17,13 +17,17 @@ import { resolveWebhookSecret } from "../notify/webhook.js";
 import { INSTANCE_HEADER, OCTET_STREAM, REQUEST_ID_HEADER } from "../protocol/headers.js";
 import type { BlobStore } from "../storage/blob-store.js";
 import { createBlobStore } from "../storage/create-blob-store.js";
+import { checkAccess } from "../tenants/tenants.js";
 import { asciiBody } from "./ascii-body.js";
+import { createAudit } from "./audit.js";
 import { connectionOptions, limitConnections } from "./connections.js";
 import type { AppContext } from "./context.js";
 import { registerJsonParser } from "./json-body.js";
 import { PROBE_PATHS, registerAuth } from "./plugins/auth.js";
 import { frameworkError, registerErrorHandling } from "./plugins/errors.js";
+import { registerLimits } from "./plugins/limits.js";
 import { RequestLogController, requestId } from "./plugins/request-log.js";
+import { registerUsage, usageCost } from "./plugins/usage.js";
 import { docsRoutes } from "./routes/docs.js";
 import { healthRoutes } from "./routes/health.js";
 import { jobRoutes } from "./routes/jobs.js";
@@ -34,7 +38,9 @@ import { oipRoutes } from "./routes/oip.js";
 import { openaiRoutes } from "./routes/openai.js";
 import { openAiEmbeddingsRoutes } from "./routes/openai-embeddings.js";
 import { repositoryRoutes } from "./routes/repository.js";
+import { usageRoutes } from "./routes/usage.js";
 import { StreamSlots } from "./stream-slots.js";
+import { createTenancy } from "./tenancy.js";
 
 export interface BuildOptions {
   /** Where relative job-store and blob paths start; default process.cwd(). */
@@ -118,6 +124,9 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   const jobStore = options.jobStore ?? openJobStore(config.jobs, cwd);
   const blobStore = options.blobStore ?? createBlobStore(config.jobs.blobs, cwd);
   const webhookSecret = resolveWebhookSecret(config.jobs.webhooks.secret);
+  const auditLog = createAudit(config, logger);
+  const tenancy = createTenancy(config, { cwd, log: logger, metrics, instance });
+  const { tenants, usage } = tenancy;
   const jobs = new JobQueue({
     ...(webhookSecret ? { webhookSecret } : {}),
     store: jobStore,
@@ -125,6 +134,16 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     catalogue,
     config: config.jobs,
     log: logger,
+    ...(usage
+      ? {
+          onUsage: (owner, model, used) =>
+            usage.record(
+              owner,
+              model,
+              usageCost(catalogue, config, model, { ...used, promptTokens: 0, completionTokens: 0 }),
+            ),
+        }
+      : {}),
   });
   const context: AppContext = {
     config,
@@ -132,6 +151,9 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     metrics,
     jobs,
     streams: new StreamSlots(config.limits),
+    tenants,
+    usage,
+    audit: auditLog.audit,
     draining: false,
   };
   app.decorate("modelport", context);
@@ -201,9 +223,14 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   });
 
   app.addHook("onSend", asciiBody);
-  // Admin keys are API keys too, where API keys are required at all.
-  const { apiKeys, adminKeys } = config.server;
-  registerAuth(app, apiKeys.length ? [...apiKeys, ...adminKeys] : []);
+  registerAuth(app, tenants);
+  registerLimits(app, tenancy.limiter);
+  if (usage) registerUsage(app, usage);
+  // A key limited to some models hears of no other: the same 404 as for a model that does not exist.
+  app.addHook("preHandler", async (request) => {
+    const name = (request.params as { model?: string } | undefined)?.model;
+    if (name !== undefined) checkAccess(request.principal, name);
+  });
   registerErrorHandling(app, maxBodyBytes);
   // Each surface is a plugin of one signature (FastifyPluginAsync) reading `app.modelport`; the
   // OIP and OpenAI ones answer errors in their protocol's shape from their own scope.
@@ -218,6 +245,7 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     openaiRoutes,
     openAiEmbeddingsRoutes,
     repositoryRoutes,
+    usageRoutes,
   ])
     app.register(surface);
 
@@ -241,6 +269,8 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   app.addHook("onClose", () => catalogue.closeAll());
   app.addHook("onClose", () => jobStore.close());
   app.addHook("onClose", () => blobStore.close());
+  app.addHook("onClose", () => tenancy.close());
+  app.addHook("onClose", async () => auditLog.close());
   let closing: Promise<void> | undefined;
 
   return {

@@ -10,8 +10,20 @@ import type { Metrics } from "../metrics/metrics.js";
 import { COLD_START_HEADER, TIMEOUT_HEADER } from "../protocol/headers.js";
 import { requestTimeoutMs } from "../protocol/request-timeout.js";
 import type { Principal } from "../tenants/principal.js";
+import { checkAccess, type Tenants } from "../tenants/tenants.js";
+import type { UsageRecorder } from "../tenants/usage.js";
 import type { TensorMap } from "../tensor.js";
+import type { Audit } from "./audit.js";
 import type { StreamSlots } from "./stream-slots.js";
+
+/** One request's use of a model, filled in as it is answered. */
+export interface RequestUsage {
+  readonly model: string;
+  rows: number;
+  promptTokens: number;
+  completionTokens: number;
+  computeMs: number;
+}
 
 export interface AppContext {
   readonly config: Config;
@@ -21,6 +33,12 @@ export interface AppContext {
   readonly jobs: JobQueue;
   /** Long-lived connections held (job event streams, job WebSockets), total and per API key. */
   readonly streams: StreamSlots;
+  /** Every accepted key by name: authentication, roles, the models each may use (tenants/). */
+  readonly tenants: Tenants;
+  /** The audit log of admin actions (audit.ts). */
+  readonly audit: Audit;
+  /** Usage per key (tenants/usage.ts); undefined on a server without keys, which records none. */
+  readonly usage: UsageRecorder | undefined;
   /** True from SIGTERM on: readiness is false and new requests are refused. */
   draining: boolean;
 }
@@ -35,6 +53,10 @@ declare module "fastify" {
     cancelHandle?: CancelHandle;
     /** The named key the request was let in with (set by the auth plugin; anonymous without keys). */
     principal?: Principal;
+    /** The MP_ERR_* code the request was answered with, if it failed (set by the error handler). */
+    errorCode?: string;
+    /** What the request used of which model, where usage per key is recorded (plugins/usage.ts). */
+    usage?: RequestUsage;
   }
 }
 
@@ -51,6 +73,12 @@ export function acquire(
   capability: Capability,
   version?: string,
 ): ServedModel | Promise<ServedModel> {
+  checkAccess(req.principal, name);
+  if (ctx.usage) {
+    const at = name.lastIndexOf("@");
+    const model = at > 0 && !ctx.catalogue.has(name) ? name.slice(0, at) : name;
+    req.usage = { model, rows: 0, promptTokens: 0, completionTokens: 0, computeMs: 0 };
+  }
   const timeoutMs = requestTimeoutMs(req.headers[TIMEOUT_HEADER]) ?? ctx.config.limits.timeoutMs;
   return ctx.catalogue.acquire(name, capability, version, {
     deadline: performance.now() + timeoutMs,
@@ -70,6 +98,8 @@ export async function infer(
 ): Promise<{ outputs: TensorMap; version: string }> {
   const timeoutMs = requestTimeoutMs(req.headers[TIMEOUT_HEADER]) ?? host.config.limits.timeoutMs;
   let version = host.config.version;
+  const usage = req.usage;
+  if (usage) usage.rows += Object.values(inputs)[0]?.shape[0] ?? 0;
   const outputs = await host.predict!(inputs, {
     deadline: performance.now() + timeoutMs,
     cancel: requestCancel(req),
@@ -77,6 +107,13 @@ export async function infer(
     onVersion: (v) => {
       version = v;
     },
+    ...(usage
+      ? {
+          onCompute: (ms: number) => {
+            usage.computeMs += ms;
+          },
+        }
+      : {}),
   });
   return { outputs, version };
 }

@@ -24,6 +24,8 @@ export interface Principal {
   /** Model names this key may use; undefined: every model. */
   readonly models?: ReadonlySet<string>;
   readonly limits: KeyLimits;
+  /** True when any limit is set: the one check a request of a key without limits pays. */
+  readonly limitsSet?: boolean;
 }
 
 /** The caller of a server with no key configured: anyone, as one anonymous admin-less tenant. */

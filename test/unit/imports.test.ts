@@ -15,7 +15,7 @@ import { fileURLToPath } from "node:url";
 const LAYERS: readonly (readonly string[])[] = [
   ["tensor.ts", "errors.ts", "cancel.ts", "version.ts"],
   ["golden.ts", "protocol/"],
-  ["llm/", "notify/", "metrics/", "loadgen/"],
+  ["llm/", "notify/", "metrics/", "loadgen/", "tenants/"],
   ["config/"],
   ["storage/", "backends/"],
   ["runner/"],

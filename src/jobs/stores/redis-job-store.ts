@@ -14,8 +14,9 @@
 //   dly:{model}           zset of queued jobs waiting out a backoff: score runAt, member id
 //   run:{model}           zset of running jobs: score leaseExpiresAt, member id
 //   fin                   zset of final jobs: score finishedAt, member id (purge)
-//   lall, lm:{model}, ls:{status}, lms:{model}:{status}
-//                         zsets for list and counts, all scores 0, member om (read by lex)
+//   lall, lm:{model}, ls:{status}, lms:{model}:{status}, lo:{owner}, los:{owner}:{status}
+//                         zsets for list and counts, all scores 0, member om (read by lex); the
+//                         owner ones only for jobs submitted with a key name
 //   idem:{key}            string {j: job id, h: request hash, e: expiresAt}, with a PX expiry
 // om ("order member") is the zero-padded createdAt, ":", the id: equal scores sort by member, so
 // it gives claim order (createdAt, id) within a priority and list order (createdAt, id).
@@ -176,6 +177,7 @@ export class RedisJobStore implements JobStore {
     if (job.requestHash !== undefined) fields["requestHash"] = job.requestHash;
     if (job.callbackUrl !== undefined)
       fields["webhook"] = JSON.stringify({ url: job.callbackUrl, attempts: 0 });
+    if (job.owner !== undefined) fields["owner"] = job.owner;
     const reply = (await this.#eval(
       SCRIPTS.create,
       job.id,
@@ -223,17 +225,41 @@ export class RedisJobStore implements JobStore {
     return this.#call(() => this.#redis.zcard(`${this.prefix}lms:${model}:queued`));
   }
 
+  async activeCount(owner: string): Promise<number> {
+    return this.#call(async () => {
+      const [queued, running] = await this.#redis
+        .multi()
+        .zcard(`${this.prefix}los:${owner}:queued`)
+        .zcard(`${this.prefix}los:${owner}:running`)
+        .exec()
+        .then((r) => (r ?? []).map(([, n]) => Number(n)));
+      return (queued ?? 0) + (running ?? 0);
+    });
+  }
+
   async list(query: ListQuery): Promise<ListPage> {
     const limit = listLimit(query);
     let index = "lall";
-    if (query.status !== undefined && query.model !== undefined) index = `lms:${query.model}:${query.status}`;
+    // A key's own jobs come from its own indexes; by model too, they are filtered in the script.
+    let model = "";
+    if (query.owner !== undefined) {
+      index = query.status !== undefined ? `los:${query.owner}:${query.status}` : `lo:${query.owner}`;
+      model = query.model ?? "";
+    } else if (query.status !== undefined && query.model !== undefined)
+      index = `lms:${query.model}:${query.status}`;
     else if (query.status !== undefined) index = `ls:${query.status}`;
     else if (query.model !== undefined) index = `lm:${query.model}`;
     const max = query.cursor === undefined ? "+" : `(${orderMember(...decodeCursor(query.cursor))}`;
-    const [oms, hashes] = (await this.#eval(SCRIPTS.list, index, max, String(limit + 1))) as [
+    const [oms, hashes, scanned] = (await this.#eval(SCRIPTS.list, index, max, String(limit + 1), model)) as [
       string[],
       string[][],
+      string | false | null,
     ];
+    // Filtered and cut short by the scan bound: the next page starts after the last job looked at.
+    if (model !== "" && oms.length <= limit && scanned) {
+      const jobs = hashes.filter((h) => h.length > 0).map((h) => summaryOf(toJob(toRecord(h))));
+      return { jobs, nextCursor: encodeCursor(...splitOrderMember(scanned)) };
+    }
     const more = oms.length > limit;
     const n = Math.min(limit, oms.length);
     const jobs: JobSummary[] = [];

@@ -30,7 +30,8 @@ import {
 const column = (field: string) => field.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 const toJob = (row: JobRow) => jobFromFields((k) => row[column(k) as keyof JobRow]);
 
-const SCHEMA_VERSION = 1;
+// 2: jobs.owner (the key name that submitted the job), added to older files in place.
+const SCHEMA_VERSION = 2;
 
 export interface SqliteJobStoreOptions {
   /**
@@ -51,7 +52,7 @@ const BUSY_BACKOFF_MAX_MS = 50;
 /** The columns a list reads: everything but input and result. */
 const SUMMARY_COLUMNS = `id, model, status, priority, metadata, created_at, updated_at, started_at, finished_at,
   attempts, max_attempts, run_at, timeout_ms, last_error, lease_owner, lease_expires_at, cancel_requested,
-  result_key, result_bytes, idempotency_key, request_hash, idempotency_expires_at, webhook`;
+  result_key, result_bytes, idempotency_key, request_hash, idempotency_expires_at, webhook, owner`;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -87,6 +88,7 @@ interface JobRow {
   request_hash: string | null;
   idempotency_expires_at: number | null;
   webhook: string | null;
+  owner: string | null;
 }
 
 interface KeyRow {
@@ -121,7 +123,8 @@ CREATE TABLE IF NOT EXISTS jobs (
   idempotency_key TEXT,
   request_hash TEXT,
   idempotency_expires_at INTEGER,
-  webhook TEXT
+  webhook TEXT,
+  owner TEXT
 );
 -- claim: per model and status in claim order; run_at rides along so the backoff filter needs no
 -- table lookup (it sits after the order columns so the order comes straight from the index).
@@ -130,6 +133,9 @@ CREATE INDEX IF NOT EXISTS jobs_claim ON jobs (model, status, priority DESC, cre
 CREATE INDEX IF NOT EXISTS jobs_list ON jobs (created_at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS jobs_list_status ON jobs (status, created_at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS jobs_list_model ON jobs (model, created_at DESC, id DESC);
+-- a key's own jobs: its list (optionally by status) and its count of queued and running ones.
+CREATE INDEX IF NOT EXISTS jobs_list_owner ON jobs (owner, created_at DESC, id DESC);
+CREATE INDEX IF NOT EXISTS jobs_owner_status ON jobs (owner, status, created_at DESC, id DESC);
 -- purge: only final jobs have finished_at.
 CREATE INDEX IF NOT EXISTS jobs_finished ON jobs (finished_at) WHERE finished_at IS NOT NULL;
 -- Idempotency keys: at most one row per key, pointing at the job it protects. A key past
@@ -145,9 +151,9 @@ CREATE INDEX IF NOT EXISTS idempotency_keys_job ON idempotency_keys (job_id);
 `;
 
 const INSERT_JOB = `INSERT INTO jobs (id, model, status, priority, input, metadata, created_at, updated_at,
-  attempts, max_attempts, run_at, timeout_ms, idempotency_key, request_hash, idempotency_expires_at, webhook)
+  attempts, max_attempts, run_at, timeout_ms, idempotency_key, request_hash, idempotency_expires_at, webhook, owner)
   VALUES (@id, @model, 'queued', @priority, @input, @metadata, @now, @now,
-  0, @maxAttempts, @now, @timeoutMs, @idempotencyKey, @requestHash, @idempotencyExpiresAt, @webhook)`;
+  0, @maxAttempts, @now, @timeoutMs, @idempotencyKey, @requestHash, @idempotencyExpiresAt, @webhook, @owner)`;
 
 const CLEAR_LEASE = "lease_owner = NULL, lease_expires_at = NULL";
 const HELD = "id = ? AND status = 'running' AND lease_owner = ?";
@@ -204,6 +210,10 @@ export class SqliteJobStore implements JobStore {
             `the job database was written by a newer modelport (schema ${version}, this one knows ${SCHEMA_VERSION})`,
           );
         }
+        // A file from schema 1 has the jobs table without its owner column: add it before the indexes need it.
+        const columns = db!.pragma("table_info(jobs)") as { name: string }[];
+        if (columns.length > 0 && !columns.some((c) => c.name === "owner"))
+          db!.exec("ALTER TABLE jobs ADD COLUMN owner TEXT");
         db!.exec(SCHEMA);
         if (version < SCHEMA_VERSION) db!.pragma(`user_version = ${SCHEMA_VERSION}`);
       }).immediate();
@@ -264,6 +274,17 @@ export class SqliteJobStore implements JobStore {
 
   async list(query: ListQuery): Promise<ListPage> {
     return this.#run(() => this.#list(query));
+  }
+
+  async activeCount(owner: string): Promise<number> {
+    return this.#run(
+      () =>
+        (
+          this.#stmt(
+            "SELECT count(*) AS n FROM jobs WHERE owner = ? AND status IN ('queued', 'running')",
+          ).get(owner) as { n: number }
+        ).n,
+    );
   }
 
   async claim(
@@ -433,6 +454,7 @@ export class SqliteJobStore implements JobStore {
         requestHash: job.requestHash ?? null,
         idempotencyExpiresAt: expiresAt,
         webhook,
+        owner: job.owner ?? null,
       });
     } catch (err) {
       if ((err as { code?: string }).code === "SQLITE_CONSTRAINT_PRIMARYKEY") {
@@ -464,6 +486,7 @@ export class SqliteJobStore implements JobStore {
     if (job.requestHash !== undefined) created.requestHash = job.requestHash;
     if (expiresAt !== null) created.idempotencyExpiresAt = expiresAt;
     if (job.callbackUrl !== undefined) created.webhook = { url: job.callbackUrl, attempts: 0 };
+    if (job.owner !== undefined) created.owner = job.owner;
     return { job: created, created: true };
   }
 
@@ -582,6 +605,10 @@ export class SqliteJobStore implements JobStore {
     if (query.model !== undefined) {
       where.push("model = ?");
       params.push(query.model);
+    }
+    if (query.owner !== undefined) {
+      where.push("owner = ?");
+      params.push(query.owner);
     }
     if (query.cursor !== undefined) {
       const [createdAt, id] = decodeCursor(query.cursor);

@@ -78,6 +78,7 @@ export function jobFromFields(field: StoredField): Job {
   if (has("idempotencyKey")) job.idempotencyKey = String(field("idempotencyKey"));
   if (has("requestHash")) job.requestHash = String(field("requestHash"));
   if (has("idempotencyExpiresAt")) job.idempotencyExpiresAt = num("idempotencyExpiresAt");
+  if (has("owner")) job.owner = String(field("owner"));
   if (has("webhook")) job.webhook = json<NonNullable<Job["webhook"]>>("webhook");
   return job;
 }

@@ -1,33 +1,53 @@
 // Who may change what is loaded (the management routes, routes/repository.ts): callers with an
-// admin key (server.adminKeys). A server with no admin key lets only callers on its own loopback
-// interface in, and only when it has no API keys either (a development server); any other
-// server refuses management until admin keys are configured.
-import type { FastifyRequest, preHandlerHookHandler } from "fastify";
-import type { Config } from "../../config/schema.js";
+// admin key (role admin in the key file, or server.adminKeys). A server with no key at all lets
+// only callers on its own loopback interface in (a development server); any other server
+// refuses management to every other key (tenants/tenants.ts checkAdmin).
+import type { FastifyInstance, FastifyRequest, preHandlerHookHandler } from "fastify";
 import { ModelportError } from "../../errors.js";
-import { ApiKeys } from "../../protocol/api-keys.js";
+import { ANONYMOUS } from "../../tenants/principal.js";
+import type { Tenants } from "../../tenants/tenants.js";
 
-const LOOPBACK = /^(127\.\d+\.\d+\.\d+|::1|::ffff:127\.\d+\.\d+\.\d+)$/;
-
-export function adminOnly(server: Config["server"]): preHandlerHookHandler {
-  const admin = new ApiKeys(server.adminKeys);
-  const open = server.apiKeys.length === 0 && !admin.required;
+export function adminOnly(tenants: Tenants): preHandlerHookHandler {
   return async (request: FastifyRequest) => {
-    if (admin.required) {
-      try {
-        admin.check(request.headers.authorization);
-      } catch (err) {
-        if ((err as ModelportError).code === "MP_ERR_AUTH_REQUIRED") throw err;
-        throw new ModelportError("MP_ERR_ADMIN_REQUIRED", "this route needs an admin key (server.adminKeys)");
-      }
-      return;
+    const principal = request.principal ?? ANONYMOUS;
+    // An open server with admin keys: a caller who sent none is asked for one (401), not refused.
+    if (principal === ANONYMOUS && tenants.hasAdmin && !request.headers.authorization) {
+      throw new ModelportError(
+        "MP_ERR_AUTH_REQUIRED",
+        "this route needs an admin key: send Authorization: Bearer <key>",
+      );
     }
-    if (open && LOOPBACK.test(request.socket.remoteAddress ?? "")) return;
-    throw new ModelportError(
-      "MP_ERR_ADMIN_REQUIRED",
-      open
-        ? "management routes answer only loopback callers on a server without keys; configure server.adminKeys (--admin-key) to manage it remotely"
-        : "management routes need an admin key; configure server.adminKeys (--admin-key)",
-    );
+    tenants.checkAdmin(principal, request.socket.remoteAddress);
   };
+}
+
+/**
+ * Makes every route of `app` (a management scope) admin-only and audited: each action answered
+ * (read-only index listings aside) becomes one audit line with the key, the action, the model and
+ * the result.
+ */
+export function guardManagement(app: FastifyInstance): void {
+  const ctx = app.modelport;
+  app.addHook("preHandler", adminOnly(ctx.tenants));
+  app.addHook("onResponse", (request, reply, done) => {
+    const route = request.routeOptions.url ?? "";
+    const action = route.slice(route.lastIndexOf("/") + 1);
+    if (action !== "index" && action !== "") {
+      const model = (request.params as { model?: string } | undefined)?.model;
+      const version = (request.body as { version?: unknown } | undefined)?.version;
+      const code = reply.statusCode < 400 ? "ok" : request.errorCode;
+      ctx.audit({
+        key: request.principal?.name ?? ANONYMOUS.name,
+        action,
+        ...(model !== undefined
+          ? { target: version !== undefined ? `${model}@${String(version)}` : model }
+          : {}),
+        result: code ?? `HTTP ${reply.statusCode}`,
+        status: reply.statusCode,
+        requestId: request.id,
+        ...(request.socket.remoteAddress ? { remoteAddress: request.socket.remoteAddress } : {}),
+      });
+    }
+    done();
+  });
 }

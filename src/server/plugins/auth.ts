@@ -1,15 +1,14 @@
-// Optional API-key auth: `Authorization: Bearer <key>` on every route except the probes
-// (the check itself is protocol/api-keys.ts, shared with the gRPC surface).
+// API-key auth: `Authorization: Bearer <key>` on every route except the probes. The caller's
+// named key (its principal: name, role, models, limits) rides on the request for every later
+// step; the lookup itself is tenants/tenants.ts, shared with the gRPC surface.
 import type { FastifyInstance } from "fastify";
-import { ApiKeys } from "../../protocol/api-keys.js";
+import type { Tenants } from "../../tenants/tenants.js";
 
 export const PROBE_PATHS = new Set(["/livez", "/readyz", "/v2/health/live", "/v2/health/ready"]);
 
-export function registerAuth(app: FastifyInstance, keys: readonly string[]): void {
-  const apiKeys = new ApiKeys(keys);
-  if (!apiKeys.required) return;
+export function registerAuth(app: FastifyInstance, tenants: Tenants): void {
   app.addHook("onRequest", async (request) => {
     if (PROBE_PATHS.has(request.url.split("?")[0]!)) return;
-    apiKeys.check(request.headers.authorization);
+    request.principal = tenants.authenticate(request.headers.authorization);
   });
 }

@@ -85,7 +85,7 @@ export function errorStyleOfPath(url: string): ErrorStyle {
 
 /** Sends `err` in `style`. */
 function sendError(reply: FastifyReply, err: ModelportError, style: ErrorStyle): FastifyReply {
-  if (err.status === 503 && err.retryable)
+  if ((err.status === 503 || err.status === 429) && err.retryable)
     reply.header("retry-after", String(err.details?.retryAfterSeconds ?? 1));
   reply.code(err.status);
   if (style === "oip") return reply.send({ error: err.message, code: err.code });
@@ -127,6 +127,7 @@ export function errorHandler(
 ): (err: unknown, request: FastifyRequest, reply: FastifyReply) => FastifyReply {
   return (err, request, reply) => {
     const mp = toModelportError(err, maxBodyBytes);
+    request.errorCode = mp.code;
     if (mp.code === "MP_ERR_SERVER_INTERNAL") request.log.error({ err }, "unexpected error");
     else if (mp.status >= 500 && mp.code !== "MP_ERR_SERVER_SHUTTING_DOWN")
       request.log.warn({ code: mp.code }, mp.message);

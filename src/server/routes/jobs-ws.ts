@@ -13,6 +13,7 @@ import { type ErrorCode, isModelportError, ModelportError } from "../../errors.j
 import type { Job } from "../../jobs/job.js";
 import { isFinal } from "../../jobs/job-queue.js";
 import { jobView } from "../../jobs/job-view.js";
+import { jobScope } from "./jobs.js";
 
 /** Largest frame accepted; a larger one closes the connection with 1009 (message too big). */
 export const MAX_FRAME_BYTES = 64 * 1024;
@@ -69,11 +70,12 @@ export const jobsWebSocketRoute: FastifyPluginAsync = async (app) => {
           "GET /v1/jobs/ws is a WebSocket: connect with a WebSocket client (Upgrade: websocket)",
         );
       },
-      wsHandler: (socket) => serve(socket),
+      wsHandler: (socket, req) => serve(socket, jobScope(ctx, req)),
     });
   });
 
-  function serve(socket: WebSocket): void {
+  /** `scope`: the key name whose jobs this connection may follow (undefined: every job). */
+  function serve(socket: WebSocket, scope: string | undefined): void {
     const subs = new Map<string, Subscription>();
     let closed = false;
     const send = (msg: unknown) => {
@@ -123,6 +125,8 @@ export const jobsWebSocketRoute: FastifyPluginAsync = async (app) => {
       }
       // Unsubscribed, or the connection closed, while the job was being read.
       if (closed || subs.get(id) !== sub) return;
+      // Another key's job is "not found", exactly as a job that does not exist.
+      if (job && scope !== undefined && job.owner !== scope) job = undefined;
       if (!job) {
         subs.delete(id);
         return sendError("MP_ERR_JOB_NOT_FOUND", `no job '${id}'`, id);

@@ -4,9 +4,10 @@
 // limits.maxStreamMs).
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { isModelportError, ModelportError } from "../../errors.js";
-import type { JobStatus } from "../../jobs/job.js";
+import type { Job, JobStatus } from "../../jobs/job.js";
 import { isFinal, type JobQueue } from "../../jobs/job-queue.js";
 import { jobView } from "../../jobs/job-view.js";
+import type { AppContext } from "../context.js";
 
 interface ModelParams {
   model: string;
@@ -25,8 +26,29 @@ function requireObject(body: unknown): Record<string, unknown> {
   return body as Record<string, unknown>;
 }
 
+/**
+ * The key name whose jobs the caller sees and changes: its own, for a client key on a server with
+ * keys; undefined (every job) for admin keys and on a server without keys.
+ */
+export function jobScope(ctx: AppContext, req: FastifyRequest): string | undefined {
+  const p = req.principal;
+  return p && p.role === "client" && ctx.tenants.required ? p.name : undefined;
+}
+
+/**
+ * The job `id` if the caller may see it. Another key's job is "not found", exactly as a job that
+ * does not exist, so job ids say nothing to other keys.
+ * @throws ModelportError MP_ERR_JOB_NOT_FOUND
+ */
+export async function ownJob(queue: JobQueue, id: string, scope: string | undefined): Promise<Job> {
+  const job = await queue.require(id);
+  if (scope !== undefined && job.owner !== scope) throw queue.notFound(id);
+  return job;
+}
+
 /** Accepts a job from a predict-shaped body plus callback_url, metadata and priority. */
-export async function submitJob(queue: JobQueue, model: string, req: FastifyRequest, reply: FastifyReply) {
+export async function submitJob(ctx: AppContext, model: string, req: FastifyRequest, reply: FastifyReply) {
+  const queue = ctx.jobs;
   const body = requireObject(req.body);
   const key = req.headers["idempotency-key"];
   if (key !== undefined && (typeof key !== "string" || !KEY.test(key))) {
@@ -53,9 +75,13 @@ export async function submitJob(queue: JobQueue, model: string, req: FastifyRequ
       '"priority" must be an integer from -1000 to 1000 (higher runs first)',
     );
   }
+  const owner = ctx.tenants.required ? req.principal?.name : undefined;
+  const maxActive = req.principal?.limits.queuedJobs;
   const { job, created } = await queue.submit({
     model,
     body,
+    ...(owner !== undefined ? { owner } : {}),
+    ...(owner !== undefined && maxActive !== undefined ? { maxActive } : {}),
     ...(key ? { idempotencyKey: key } : {}),
     ...(callbackUrl ? { callbackUrl } : {}),
     ...(metadata ? { metadata: metadata as Record<string, unknown> } : {}),
@@ -80,30 +106,42 @@ export const jobRoutes: FastifyPluginAsync = async (app) => {
   const queue = ctx.jobs;
   const { maxStreamMs, streamHeartbeatMs } = ctx.config.limits;
   app.post<{ Params: ModelParams }>("/v1/models/:model/jobs", async (req, reply) =>
-    submitJob(queue, req.params.model, req, reply),
+    submitJob(ctx, req.params.model, req, reply),
   );
 
   app.get<{ Params: JobParams; Querystring: { wait?: string } }>("/v1/jobs/:id", async (req) => {
     const wait = waitSeconds(req.query.wait);
-    const job =
-      wait > 0 ? await queue.waitFor(req.params.id, wait * 1000) : await queue.require(req.params.id);
-    return jobView(job);
+    const job = await ownJob(queue, req.params.id, jobScope(ctx, req));
+    return jobView(wait > 0 ? await queue.waitFor(job.id, wait * 1000, job) : job);
   });
 
   app.get<{ Params: JobParams }>("/v1/jobs/:id/result", async (req, reply) => {
-    const result = await queue.result(await queue.require(req.params.id));
+    const result = await queue.result(await ownJob(queue, req.params.id, jobScope(ctx, req)));
     if ("json" in result) return reply.type("application/json; charset=utf-8").send(result.json);
     if ("url" in result) return reply.redirect(result.url, 302);
     return reply.type(result.contentType).send(result.data);
   });
 
-  app.delete<{ Params: JobParams }>("/v1/jobs/:id", async (req) =>
-    jobView(await queue.cancel(req.params.id)),
-  );
+  // An admin changing another key's job is an admin action: it goes to the audit log.
+  const audited = (req: FastifyRequest, job: Job, action: string) => {
+    const p = req.principal;
+    if (p?.role === "admin" && job.owner !== undefined && job.owner !== p.name)
+      ctx.audit({ key: p.name, action, target: job.id, result: "ok", requestId: req.id });
+  };
 
-  app.post<{ Params: JobParams }>("/v1/jobs/:id/retry", async (req) =>
-    jobView(await queue.retry(req.params.id)),
-  );
+  app.delete<{ Params: JobParams }>("/v1/jobs/:id", async (req) => {
+    const job = await ownJob(queue, req.params.id, jobScope(ctx, req));
+    const canceled = await queue.cancel(job.id);
+    audited(req, job, "job.cancel");
+    return jobView(canceled);
+  });
+
+  app.post<{ Params: JobParams }>("/v1/jobs/:id/retry", async (req) => {
+    const job = await ownJob(queue, req.params.id, jobScope(ctx, req));
+    const retried = await queue.retry(job.id);
+    audited(req, job, "job.retry");
+    return jobView(retried);
+  });
 
   app.get<{ Querystring: { status?: string; model?: string; cursor?: string; limit?: string } }>(
     "/v1/jobs",
@@ -116,8 +154,10 @@ export const jobRoutes: FastifyPluginAsync = async (app) => {
       if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
         throw new ModelportError("MP_ERR_REQUEST_INVALID", "limit must be an integer from 1 to 1000");
       }
+      const owner = jobScope(ctx, req);
       const page = await queue.list({
         limit,
+        ...(owner !== undefined ? { owner } : {}),
         ...(status ? { status: status as JobStatus } : {}),
         ...(model ? { model } : {}),
         ...(cursor ? { cursor } : {}),
@@ -133,7 +173,7 @@ export const jobRoutes: FastifyPluginAsync = async (app) => {
   // after limits.maxStreamMs with a "reconnect" event; a keep-alive comment every
   // limits.streamHeartbeatMs finds dead clients.
   app.get<{ Params: JobParams }>("/v1/jobs/:id/events", async (req, reply) => {
-    let job = await queue.require(req.params.id);
+    let job = await ownJob(queue, req.params.id, jobScope(ctx, req));
     const slot = ctx.streams.acquire(req.headers);
     const res = reply.raw;
     let closed = false;

@@ -1,5 +1,6 @@
 // The native API: list and describe models, and POST /v1/models/{model}/predict with rows or
 // named tensors in and named outputs out.
+
 import type { FastifyPluginAsync } from "fastify";
 import type { ServedModel } from "../../catalogue/served-model.js";
 import { decodeNative, encodeNative } from "../../protocol/native-body.js";
@@ -10,6 +11,7 @@ import {
   wantsOctetStream,
 } from "../../protocol/raw-tensor.js";
 import { requestedOutputs } from "../../protocol/requested-outputs.js";
+import { mayUse } from "../../tenants/tenants.js";
 import { acquire, infer } from "../context.js";
 import { submitJob } from "./jobs.js";
 import { describeLanguageModel, openaiModelList } from "./openai.js";
@@ -75,12 +77,12 @@ export const nativeRoutes: FastifyPluginAsync = async (app) => {
   // `models`: the native description of each tensor model (as before); `object` and `data`: every
   // served model, tensor and language, in OpenAI's list shape, so OpenAI clients can list them too.
   const created = Math.floor(Date.now() / 1000);
-  app.get("/v1/models", async () => ({
+  app.get("/v1/models", async (req) => ({
     object: "list",
-    data: openaiModelList(ctx, created),
+    data: openaiModelList(ctx, created, req.principal),
     models: ctx.catalogue
       .all()
-      .filter((m) => m.kind === "tensor")
+      .filter((m) => m.kind === "tensor" && (!req.principal || mayUse(req.principal, m.name)))
       .map(describeModel),
   }));
 
@@ -100,7 +102,7 @@ export const nativeRoutes: FastifyPluginAsync = async (app) => {
       if (/\brespond-async\b/i.test(String(req.headers.prefer ?? "")) && !Buffer.isBuffer(req.body)) {
         ctx.catalogue.find(req.params.model, "predict", version);
         reply.header("preference-applied", "respond-async");
-        return submitJob(ctx.jobs, req.params.model, req, reply);
+        return submitJob(ctx, req.params.model, req, reply);
       }
       const host = await acquire(ctx, req, reply, req.params.model, "predict", version);
       const signature = host.signature;

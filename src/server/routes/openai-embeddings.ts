@@ -54,7 +54,7 @@ export function parseEmbeddingsRequest(body: unknown, maxInputs: number): Parsed
       { param: "input" },
     );
   }
-  const empty = inputs.findIndex((x) => x === "");
+  const empty = inputs.indexOf("");
   if (empty >= 0)
     throw invalid("input", `input[${empty}] is an empty string; every input must hold some text`);
   return {
@@ -97,10 +97,22 @@ export const openAiEmbeddingsRoutes: FastifyPluginAsync = async (app) => {
     const parsed = parseEmbeddingsRequest(req.body, maxInputs);
     const model = await acquire(ctx, req, reply, parsed.model, "embeddings");
     // The client going away cancels queued work (and an upstream call in flight).
+    const usage = req.usage;
     const result = await model.embed!(parsed.inputs, {
       cancel: requestCancel(req),
       ...(parsed.dimensions !== undefined ? { dimensions: parsed.dimensions } : {}),
+      ...(usage
+        ? {
+            onCompute: (ms: number) => {
+              usage.computeMs += ms;
+            },
+          }
+        : {}),
     });
+    if (usage) {
+      usage.rows += parsed.inputs.length;
+      usage.promptTokens += result.promptTokens;
+    }
     const d = parsed.dimensions;
     const vectors = d === undefined ? result.vectors : result.vectors.map((v) => shorten(v, d));
     return {

@@ -9,6 +9,7 @@
 // `data: {chunk}` line written at once (no buffering: TTFT is the point), then a chunk with
 // finish_reason, an optional usage chunk and `data: [DONE]`. A client that disconnects aborts
 // its generation, which frees the model's sequence for the next request.
+
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { CancelHandle } from "../../cancel.js";
 import type { ServedModel } from "../../catalogue/served-model.js";
@@ -16,6 +17,8 @@ import { llmSchema } from "../../config/schema.js";
 import { ModelportError } from "../../errors.js";
 import type { GenerateRequest, GenerateResult, TokenUsage, ToolCall } from "../../llm/language-model.js";
 import type { Metrics } from "../../metrics/metrics.js";
+import type { Principal } from "../../tenants/principal.js";
+import { mayUse } from "../../tenants/tenants.js";
 import { type AppContext, acquire, requestCancel } from "../context.js";
 import {
   type OpenAiRequest,
@@ -117,6 +120,12 @@ class GenerationTimer {
   }
   done(usage: TokenUsage): void {
     const labels = { model: this.model };
+    const used = this.reply.request.usage;
+    if (used) {
+      used.promptTokens += usage.promptTokens;
+      used.completionTokens += usage.completionTokens;
+      used.computeMs += this.reply.elapsedTime;
+    }
     this.metrics.llmGeneratedTokens.inc(labels, usage.completionTokens);
     this.metrics.llmPromptTokens.inc(labels, usage.promptTokens);
     if (usage.cachedTokens !== undefined) {
@@ -375,8 +384,14 @@ async function stream(
   res.end(`${tail}data: [DONE]\n\n`);
 }
 
-export function openaiModelList(ctx: AppContext, created: number): Record<string, unknown>[] {
-  return ctx.catalogue.all().map((m) => {
+/** Every served model in OpenAI's list shape; only those `principal`'s key may use, when given. */
+export function openaiModelList(
+  ctx: AppContext,
+  created: number,
+  principal?: Principal,
+): Record<string, unknown>[] {
+  const models = ctx.catalogue.all();
+  return (principal ? models.filter((m) => mayUse(principal, m.name)) : models).map((m) => {
     const s = m.status();
     // modelport's fields: state and versions (an API tier routes by them), loadable on next call.
     const state = {

@@ -5,7 +5,7 @@
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { ShadowSpec } from "../../catalogue/served-model.js";
 import { ModelportError } from "../../errors.js";
-import { adminOnly } from "../plugins/admin.js";
+import { guardManagement } from "../plugins/admin.js";
 import { errorHandler } from "../plugins/errors.js";
 import { describeAny } from "./native.js";
 import { toEveryRunner } from "./runner-management.js";
@@ -45,7 +45,7 @@ function smallJsonBodies(app: FastifyInstance): void {
 const oipRepositoryRoutes: FastifyPluginAsync = async (app) => {
   const ctx = app.modelport;
   app.setErrorHandler(errorHandler("oip", ctx.config.limits.maxBodyBytes));
-  app.addHook("preHandler", adminOnly(ctx.config.server));
+  guardManagement(app);
   smallJsonBodies(app);
 
   // Body (optional): {"ready": true} lists only the versions ready now.
@@ -95,7 +95,7 @@ function refuseParameters(body: unknown): void {
 /** Native management: promote and roll back. */
 const nativeRepositoryRoutes: FastifyPluginAsync = async (app) => {
   const ctx = app.modelport;
-  app.addHook("preHandler", adminOnly(ctx.config.server));
+  guardManagement(app);
   smallJsonBodies(app);
   const describe = (name: string) => describeAny(ctx.catalogue.get(name));
 
@@ -185,7 +185,7 @@ function shadowSpec(b: Record<string, unknown>, config: { tolerance?: number }):
 const runnerManagementRoutes: FastifyPluginAsync = async (app) => {
   const ctx = app.modelport;
   const pool = ctx.catalogue.pool!;
-  app.addHook("preHandler", adminOnly(ctx.config.server));
+  guardManagement(app);
   smallJsonBodies(app);
   const forward = (req: FastifyRequest, reply: FastifyReply) => toEveryRunner(pool, req, reply);
   await app.register(async (oip) => {

@@ -36,6 +36,8 @@ redis.call('HSET', jk(id), unpack(fields))
 redis.call('ZADD', P .. 'q:' .. model, ARGV[5], om)
 redis.call('ZADD', P .. 'lall', 0, om)
 redis.call('ZADD', P .. 'lm:' .. model, 0, om)
+local owner = redis.call('HGET', jk(id), 'owner')
+if owner then redis.call('ZADD', P .. 'lo:' .. owner, 0, om) end
 move(id, model, om, false, 'queued')
 if hasKey then
   local d = {j = id, e = ARGV[11]}

@@ -6,12 +6,15 @@ local P = ARGV[1]
 local function jk(id) return P .. 'job:' .. id end
 local function n2s(x) return string.format('%.0f', x) end
 local function move(id, model, om, old, new)
+  local owner = redis.call('HGET', jk(id), 'owner')
   if old then
     redis.call('ZREM', P .. 'ls:' .. old, om)
     redis.call('ZREM', P .. 'lms:' .. model .. ':' .. old, om)
+    if owner then redis.call('ZREM', P .. 'los:' .. owner .. ':' .. old, om) end
   end
   redis.call('ZADD', P .. 'ls:' .. new, 0, om)
   redis.call('ZADD', P .. 'lms:' .. model .. ':' .. new, 0, om)
+  if owner then redis.call('ZADD', P .. 'los:' .. owner .. ':' .. new, 0, om) end
   redis.call('HSET', jk(id), 'status', new)
 end
 local function finish(id, model, om, old, status, now)

@@ -1,0 +1,35 @@
+// The audit log: one JSON line per admin action (load, unload, promote, rollback, weights,
+// shadow; an admin canceling or retrying another key's job; a key file reload), with the key
+// name, the action, its target and its result. It is its own stream: server.auditLog (a file,
+// appended to) or, by default, the server's log with "log":"audit" on each line, so a log
+// pipeline can route it apart.
+import { type Logger, pino } from "pino";
+import type { Config } from "../config/schema.js";
+
+export interface AuditEntry {
+  /** The key name that acted. */
+  key: string;
+  /** What it did: "promote", "load", "job.cancel", ... */
+  action: string;
+  /** What it acted on: a model, "model@version", a job id. */
+  target?: string;
+  /** "ok", or the error code it got. */
+  result: string;
+  /** The HTTP status the action answered. */
+  status?: number;
+  requestId?: string;
+  remoteAddress?: string;
+}
+
+export type Audit = (entry: AuditEntry) => void;
+
+export function createAudit(config: Config, logger: Logger): { audit: Audit; close(): void } {
+  const file = config.server.auditLog;
+  const destination = file ? pino.destination({ dest: file, mkdir: true, sync: false }) : undefined;
+  const log = destination ? pino({ base: undefined }, destination) : logger.child({ log: "audit" });
+  return {
+    audit: (entry) =>
+      log.info(entry, `audit: ${entry.key} ${entry.action} ${entry.target ?? ""} → ${entry.result}`),
+    close: () => destination?.flushSync(),
+  };
+}

@@ -1,0 +1,33 @@
+// Per-key limits on every request but the probes (tenants/key-limits.ts): the RateLimit headers
+// on each answer, 429 MP_ERR_RATE_LIMITED with Retry-After over a limit, the concurrency slot
+// held until the response ends however it ends, and a language-model request's tokens taken
+// from its key's tokens-per-minute bucket once they are known.
+import type { FastifyInstance } from "fastify";
+import { type KeyLimiter, refusalHeaders } from "../../tenants/key-limits.js";
+
+const LANGUAGE_ROUTES = new Set(["/v1/chat/completions", "/v1/completions", "/v1/embeddings"]);
+
+export function registerLimits(app: FastifyInstance, limiter: KeyLimiter): void {
+  app.addHook("onRequest", async (request, reply) => {
+    const principal = request.principal;
+    // Probes carry no principal; keys without limits pay one property check.
+    if (!principal?.limitsSet) return;
+    const language = LANGUAGE_ROUTES.has(request.url.split("?")[0]!);
+    let admission: Awaited<ReturnType<KeyLimiter["admit"]>>;
+    try {
+      admission = await limiter.admit(principal, language);
+    } catch (err) {
+      const headers = refusalHeaders(err);
+      if (headers) reply.headers(headers);
+      throw err;
+    }
+    reply.headers(admission.headers);
+    reply.raw.once("close", admission.release);
+  });
+  app.addHook("onResponse", (request, _reply, done) => {
+    const used = request.usage;
+    if (used && request.principal?.limits.tokensPerMinute)
+      limiter.charge(request.principal, used.promptTokens + used.completionTokens);
+    done();
+  });
+}

@@ -1,0 +1,37 @@
+// Usage per key (tenants/usage.ts): once a request that used a model is answered, what it used
+// (rows, tokens, compute, dollars at the model's prices) goes to its key's metrics and hourly sums.
+import type { FastifyInstance } from "fastify";
+import type { Catalogue } from "../../catalogue/catalogue.js";
+import type { Config } from "../../config/schema.js";
+import { timeCost, tokenCost } from "../../metrics/cost.js";
+import type { Usage, UsageRecorder } from "../../tenants/usage.js";
+import type { RequestUsage } from "../context.js";
+
+/** Dollars of one request or job on `model`: tokens at an upstream's prices, machine time otherwise. */
+export function usageCost(
+  catalogue: Catalogue,
+  config: Config,
+  model: string,
+  used: Omit<RequestUsage, "model">,
+): Usage {
+  const c = catalogue.has(model) ? catalogue.get(model).config : undefined;
+  const dollars =
+    c && "upstream" in c && c.backend === "upstream"
+      ? tokenCost(used.promptTokens, used.completionTokens, c)
+      : timeCost(used.computeMs, c?.pricePerHour ?? config.server.pricePerHour);
+  return { ...used, requests: 1, dollars };
+}
+
+export function registerUsage(app: FastifyInstance, recorder: UsageRecorder): void {
+  const ctx = app.modelport;
+  app.addHook("onResponse", (request, _reply, done) => {
+    const used = request.usage;
+    const principal = request.principal;
+    // Only models served here are named (a metric label per random name would grow forever).
+    if (used && principal && ctx.catalogue.has(used.model)) {
+      const { model, ...figures } = used;
+      recorder.record(principal.name, model, usageCost(ctx.catalogue, ctx.config, model, figures));
+    }
+    done();
+  });
+}
