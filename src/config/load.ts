@@ -9,6 +9,7 @@ import { backendForPath, isLanguageBackend } from "./backends.js";
 import { resolveLanguageModel } from "./language-models.js";
 import { goldenFile, manifestSha256 } from "./model-files.js";
 import {
+  type CaptureConfig,
   type Config,
   type ConfigInput,
   configSchema,
@@ -319,7 +320,13 @@ function resolveModel(
     ...(m.load === "lazy" ? { load: "lazy" as const } : {}),
     ...(m.idleUnloadMs !== undefined ? { idleUnloadMs: m.idleUnloadMs } : {}),
     ...(m.description ? { description: m.description } : {}),
+    ...(m.capture ? { capture: frozenCapture(m.capture) } : {}),
   });
+}
+
+/** A model's capture settings, frozen with their redaction list. */
+function frozenCapture(c: CaptureConfig): Readonly<CaptureConfig> {
+  return Object.freeze({ ...c, redact: Object.freeze([...c.redact]) as string[] });
 }
 
 /**
@@ -449,6 +456,15 @@ export function loadConfig(opts: LoadConfigOptions): Config {
       "command line: --repository: the API tier loads no models; give the repository to the runners, and the API tier serves what they report",
     );
   }
+  // Payload capture needs somewhere to write (docs/Capture.md).
+  if (!parsed.server.capture) {
+    parsed.models.forEach((m, i) => {
+      if (m.capture)
+        problems.push(
+          `${source}: models[${i}].capture: needs a destination; set server.capture.dir (JSONL files) or server.capture.s3`,
+        );
+    });
+  }
   if (problems.length) throw new ConfigError(problems);
 
   return Object.freeze({
@@ -456,6 +472,17 @@ export function loadConfig(opts: LoadConfigOptions): Config {
       ...parsed.server,
       apiKeys: Object.freeze([...parsed.server.apiKeys]),
       adminKeys: Object.freeze([...parsed.server.adminKeys]),
+      // The capture folder, like the models, is relative to the config file.
+      ...(parsed.server.capture
+        ? {
+            capture: Object.freeze({
+              ...parsed.server.capture,
+              ...(parsed.server.capture.dir !== undefined
+                ? { dir: resolve(baseDir, parsed.server.capture.dir) }
+                : {}),
+            }),
+          }
+        : {}),
     }),
     limits: Object.freeze({ ...parsed.limits }),
     jobs: Object.freeze({ ...parsed.jobs }),
