@@ -76,7 +76,12 @@ function requestBody(req: FastifyRequest): BodyRef {
   const body = req.body;
   if (Buffer.isBuffer(body))
     return { kind: "binary", data: body, headers: binaryHeaders((n) => req.headers[n]) };
-  return { kind: "value", value: body };
+  const length = Number(req.headers["content-length"]);
+  return {
+    kind: "value",
+    value: body,
+    ...(Number.isSafeInteger(length) && length > 0 ? { bytes: length } : {}),
+  };
 }
 
 function responseBody(reply: FastifyReply, payload: unknown): BodyRef | undefined {

@@ -45,7 +45,8 @@ export interface BinaryHeaders {
 
 /** A body as the request or response had it: a parsed value, serialized text, or binary bytes. */
 export type BodyRef =
-  | { readonly kind: "value"; readonly value: unknown }
+  /** A parsed value; `bytes`: its size as received (Content-Length), for the queue's byte bound. */
+  | { readonly kind: "value"; readonly value: unknown; readonly bytes?: number }
   /** A serialized payload (a Buffer when it went out as bytes, plugins' asciiBody), JSON or plain text. */
   | { readonly kind: "text"; readonly text: string | Buffer; readonly json: boolean }
   | { readonly kind: "binary"; readonly data: Buffer; readonly headers: BinaryHeaders };
@@ -81,7 +82,7 @@ function bodyBytes(b: BodyRef | undefined): number {
   if (!b) return 0;
   if (b.kind === "text") return b.text.length;
   if (b.kind === "binary") return b.data.length;
-  return 0;
+  return b.bytes ?? 0;
 }
 
 /** The JSON header at the start of an OIP binary body, parsed (undefined when unreadable). */
