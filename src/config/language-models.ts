@@ -71,5 +71,8 @@ export function resolveLanguageModel(
       ? { pricePerMillionOutputTokens: m.pricePerMillionOutputTokens }
       : {}),
     ...(m.upstream ? { upstream: Object.freeze({ ...m.upstream }) } : {}),
+    ...(m.capture
+      ? { capture: Object.freeze({ ...m.capture, redact: Object.freeze([...m.capture.redact]) as string[] }) }
+      : {}),
   });
 }

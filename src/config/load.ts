@@ -10,6 +10,7 @@ import { backendForPath, isLanguageBackend } from "./backends.js";
 import { resolveLanguageModel } from "./language-models.js";
 import { goldenFile, manifestSha256 } from "./model-files.js";
 import {
+  type CaptureConfig,
   type Config,
   type ConfigInput,
   configSchema,
@@ -323,7 +324,13 @@ function resolveModel(
     ...(m.load === "lazy" ? { load: "lazy" as const } : {}),
     ...(m.idleUnloadMs !== undefined ? { idleUnloadMs: m.idleUnloadMs } : {}),
     ...(m.description ? { description: m.description } : {}),
+    ...(m.capture ? { capture: frozenCapture(m.capture) } : {}),
   });
+}
+
+/** A model's capture settings, frozen with their redaction list. */
+function frozenCapture(c: CaptureConfig): Readonly<CaptureConfig> {
+  return Object.freeze({ ...c, redact: Object.freeze([...c.redact]) as string[] });
 }
 
 /**
@@ -465,6 +472,15 @@ export function loadConfig(opts: LoadConfigOptions): Config {
       problems.push(`${source}: server.keys: ${(err as Error).message}`);
     }
   }
+  // Payload capture needs somewhere to write (docs/Capture.md).
+  if (!parsed.server.capture) {
+    parsed.models.forEach((m, i) => {
+      if (m.capture)
+        problems.push(
+          `${source}: models[${i}].capture: needs a destination; set server.capture.dir (JSONL files) or server.capture.s3`,
+        );
+    });
+  }
   if (problems.length) throw new ConfigError(problems);
 
   return Object.freeze({
@@ -473,6 +489,17 @@ export function loadConfig(opts: LoadConfigOptions): Config {
       ...(keys !== undefined ? { keys } : {}),
       apiKeys: Object.freeze([...parsed.server.apiKeys]),
       adminKeys: Object.freeze([...parsed.server.adminKeys]),
+      // The capture folder, like the models, is relative to the config file.
+      ...(parsed.server.capture
+        ? {
+            capture: Object.freeze({
+              ...parsed.server.capture,
+              ...(parsed.server.capture.dir !== undefined
+                ? { dir: resolve(baseDir, parsed.server.capture.dir) }
+                : {}),
+            }),
+          }
+        : {}),
     }),
     limits: Object.freeze({ ...parsed.limits }),
     jobs: Object.freeze({ ...parsed.jobs }),

@@ -1,6 +1,7 @@
 // The one configuration schema: server settings, default limits and the models to serve.
 // Parsed once at start-up (config/load.ts), then frozen.
 import { z } from "zod";
+import { redactPathProblem } from "../capture/redact.js";
 import { allowPrivateProblems } from "../notify/callback-url.js";
 
 const positiveInt = z.number().int().positive();
@@ -160,6 +161,75 @@ export const upstreamSchema = z
 
 export type UpstreamConfig = z.output<typeof upstreamSchema>;
 
+/**
+ * Payload capture of one model (docs/Capture.md): which share of its requests is recorded with
+ * its answer, which fields are redacted, and how large one record may grow.
+ */
+export const captureSchema = z
+  .object({
+    /** Share of requests recorded, 0..1, decided before anything is serialized. */
+    sampleRate: z.number().min(0).max(1).default(1),
+    /** Fields replaced by "[redacted]" in the request and response bodies (src/capture/redact.ts syntax). */
+    redact: z
+      .array(
+        z.string().superRefine((path, ctx) => {
+          const problem = redactPathProblem(path);
+          if (problem) ctx.addIssue({ code: "custom", message: problem });
+        }),
+      )
+      .max(256)
+      .default([]),
+    /** Largest record (one request/response pair as a JSON line); bodies beyond it are cut and marked. */
+    maxBytes: positiveInt
+      .min(1024)
+      .max(64 * 1024 * 1024)
+      .default(64 * 1024),
+  })
+  .strict();
+
+export type CaptureConfig = z.output<typeof captureSchema>;
+
+const captureS3Schema = z
+  .object({
+    bucket: z.string().min(3),
+    /** Key prefix inside the bucket; objects go under PREFIX/YYYY/MM/DD/. */
+    prefix: z.string().default("modelport/capture/"),
+    region: z.string().default("us-east-1"),
+    /** Any S3-compatible endpoint (MinIO, R2, a local test server); default: AWS. */
+    endpoint: z.string().url().optional(),
+    /** Path-style URLs (needed by most S3-compatible servers). */
+    forcePathStyle: z.boolean().default(false),
+    /** Credentials come from the AWS SDK's usual chain (AWS_ACCESS_KEY_ID, profiles, roles). */
+  })
+  .strict();
+
+/** Where captured records go (server.capture): rotated JSONL files in a folder, or JSONL objects in S3. */
+export const captureDestinationSchema = z
+  .object({
+    /** Folder of JSONL files, relative to the config file (the working directory without one). */
+    dir: z.string().min(1).optional(),
+    /** A new file once the current one reaches this size. */
+    rotateBytes: positiveInt.min(1024).default(64 * 1024 * 1024),
+    /** Files kept in the folder; the oldest are deleted beyond it. */
+    keepFiles: positiveInt.max(100_000).default(10),
+    /** S3 (or compatible) bucket: one JSONL object per batch. */
+    s3: captureS3Schema.optional(),
+    /** S3: a batch is written once this many bytes of records wait... */
+    batchBytes: positiveInt.max(1024 * 1024 * 1024).default(4 * 1024 * 1024),
+    /** ...or once its oldest record has waited this long. */
+    flushMs: positiveInt.max(3_600_000).default(10_000),
+    /** Records waiting to be written; beyond it new ones are dropped (and counted). */
+    queueRecords: positiveInt.max(1_000_000).default(1000),
+    /** Bytes of bodies waiting to be written (estimated before serializing); beyond it new records are dropped. */
+    queueBytes: positiveInt.default(64 * 1024 * 1024),
+  })
+  .strict()
+  .refine((c) => (c.dir === undefined) !== (c.s3 === undefined), {
+    message: "give exactly one destination: dir (rotated JSONL files) or s3 (JSONL objects in a bucket)",
+  });
+
+export type CaptureDestinationConfig = z.output<typeof captureDestinationSchema>;
+
 export const modelSchema = z
   .object({
     name: z
@@ -209,6 +279,8 @@ export const modelSchema = z
     pricePerMillionOutputTokens: z.number().nonnegative().optional(),
     /** backend upstream: the OpenAI-compatible service requests are forwarded to (src/backends/upstream/). */
     upstream: upstreamSchema.optional(),
+    /** Record this model's request/response pairs (docs/Capture.md); needs server.capture. */
+    capture: captureSchema.optional(),
   })
   .strict();
 
@@ -299,6 +371,8 @@ export const serverSchema = z
     instanceId: z.string().min(1).max(128).optional(),
     /** Timeouts and the connection cap (docs/Guarantees.md, "Connections and request timeouts"). */
     connections: connectionsSchema.default(connectionsSchema.parse({})),
+    /** Where models' captured request/response pairs go (docs/Capture.md); unset: no capture. */
+    capture: captureDestinationSchema.optional(),
   })
   .strict();
 
@@ -486,6 +560,8 @@ export interface ModelConfig {
   /** "lazy": loaded on first use; absent: at start-up. */
   readonly load?: "eager" | "lazy";
   readonly idleUnloadMs?: number;
+  /** Payload capture (docs/Capture.md); absent: none. */
+  readonly capture?: Readonly<CaptureConfig>;
 }
 
 /** A model served through the LanguageModel interface (src/llm/language-model.ts), not a tensor runner. */
@@ -516,6 +592,8 @@ export interface LanguageModelConfig {
   readonly pricePerMillionOutputTokens?: number;
   /** backend upstream only. */
   readonly upstream?: Readonly<UpstreamConfig>;
+  /** Payload capture (docs/Capture.md); absent: none. */
+  readonly capture?: Readonly<CaptureConfig>;
 }
 
 export interface ServerConfig {
@@ -544,6 +622,8 @@ export interface ServerConfig {
   readonly runnerPollMs: number;
   readonly instanceId?: string;
   readonly connections: Readonly<ConnectionsConfig>;
+  /** Where captured request/response pairs go (docs/Capture.md); absent: nothing is captured. */
+  readonly capture?: Readonly<CaptureDestinationConfig>;
 }
 
 export interface Config {

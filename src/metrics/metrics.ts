@@ -307,6 +307,28 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  // Payload capture (src/capture/, docs/Capture.md): the model label is set only for served
+  // models whose config has `capture`, so it stays bounded by the configuration.
+  readonly captureRecords = new Counter({
+    name: "modelport_capture_records_total",
+    help: "Request/response pairs captured and written to the capture destination, by model.",
+    labelNames: ["model"] as const,
+    registers: [this.registry],
+  });
+
+  readonly captureDropped = new Counter({
+    name: "modelport_capture_dropped_total",
+    help: "Sampled request/response pairs not written, by model and reason: queue_full (the bounded queue was full), sink_failed (the destination refused the write), serialize_failed, shutdown (not written within the drain time).",
+    labelNames: ["model", "reason"] as const,
+    registers: [this.registry],
+  });
+
+  readonly captureQueued = new Gauge({
+    name: "modelport_capture_queue_records",
+    help: "Captured pairs waiting to be written (bounded by server.capture.queueRecords).",
+    registers: [this.registry],
+  });
+
   /** Drops the series of a version that unloaded, so labels stay bounded by the versions loaded. */
   forgetVersion(model: string, version: string): void {
     for (const outcome of ["ok", "error"]) this.versionCalls.remove({ model, version, outcome });

@@ -5,6 +5,10 @@
 import { hostname } from "node:os";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import { type Logger, pino } from "pino";
+import { registerCaptureHooks } from "../capture/hook.js";
+import type { CaptureQueue } from "../capture/queue.js";
+import { createCaptureQueue } from "../capture/service.js";
+import type { CaptureSink } from "../capture/sink.js";
 import { Catalogue } from "../catalogue/catalogue.js";
 import type { Config } from "../config/schema.js";
 import { ModelportError } from "../errors.js";
@@ -49,6 +53,8 @@ export interface BuildOptions {
   blobStore?: BlobStore;
   logger?: Logger;
   runnerFactory?: RunnerFactory;
+  /** Payload capture (server.capture): a destination or S3 store of the caller's, a seeded sampler. */
+  capture?: { sink?: CaptureSink; blobStore?: BlobStore; random?: () => number };
 }
 
 /** A listener other than the HTTP one that close() drains before the models close. */
@@ -63,6 +69,8 @@ export interface ModelportApp {
   readonly jobs: JobQueue;
   readonly metrics: Metrics;
   readonly context: AppContext;
+  /** The payload capture queue (docs/Capture.md), when server.capture is set. */
+  readonly capture: CaptureQueue | undefined;
   /** Loads and golden-checks every model; never rejects (failures show in /readyz). */
   loadModels(): Promise<void>;
   /** This process's name (server.instanceId, default HOST:PID): on every response, metric and log line. */
@@ -223,6 +231,19 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   });
 
   app.addHook("onSend", asciiBody);
+  // Payload capture (docs/Capture.md): request/response pairs of models with `capture`, through a
+  // bounded queue that never holds up or fails a request.
+  const capture = config.server.capture
+    ? createCaptureQueue(config.server.capture, {
+        cwd,
+        metrics,
+        log: logger,
+        ...(options.capture?.sink ? { sink: options.capture.sink } : {}),
+        ...(options.capture?.blobStore ? { blobStore: options.capture.blobStore } : {}),
+      })
+    : undefined;
+  if (capture)
+    registerCaptureHooks(app, { catalogue, queue: capture, random: options.capture?.random ?? Math.random });
   registerAuth(app, tenants);
   registerLimits(app, tenancy.limiter);
   if (usage) registerUsage(app, usage);
@@ -254,9 +275,11 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   // deadline, on the HTTP listener and every added surface (gRPC) alike. Fastify then stops the
   // listener, and the onClose hooks close each resource.
   const surfaces: Surface[] = [];
+  let drainDeadline = 0;
   app.addHook("preClose", async () => {
     context.draining = true;
     const deadline = Date.now() + config.server.drainTimeoutMs;
+    drainDeadline = deadline;
     clearInterval(purgeTimer);
     await jobs.stop(config.server.drainTimeoutMs);
     const http = async () => {
@@ -266,6 +289,9 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     };
     await Promise.all([http(), ...surfaces.map((s) => s.drain(deadline))]);
   });
+  // Captured pairs still queued are written within the drain time (at least a second), before
+  // the models close; what is left then is counted as dropped.
+  if (capture) app.addHook("onClose", () => capture.close(Math.max(drainDeadline, Date.now() + 1000)));
   app.addHook("onClose", () => catalogue.closeAll());
   app.addHook("onClose", () => jobStore.close());
   app.addHook("onClose", () => blobStore.close());
@@ -279,6 +305,7 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     metrics,
     context,
     jobs,
+    capture,
     async loadModels() {
       await catalogue.startAll();
       // The API tier accepts jobs; the runners, which hold the models, execute them.

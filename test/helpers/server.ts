@@ -8,7 +8,7 @@ import { Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { pino } from "pino";
 import { type LoadConfigOptions, loadConfig } from "../../src/config/load.js";
-import { buildApp, type ModelportApp } from "../../src/server/app.js";
+import { type BuildOptions, buildApp, type ModelportApp } from "../../src/server/app.js";
 
 export const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 export const CLI = join(REPO_ROOT, "bin", "modelport.js");
@@ -29,7 +29,7 @@ export interface InProcessServer {
  */
 export async function startInProcess(
   options: LoadConfigOptions,
-  extra: { grpc?: boolean } = {},
+  extra: { grpc?: boolean; build?: Omit<BuildOptions, "logger"> } = {},
 ): Promise<InProcessServer> {
   const config = loadConfig({ ...options, flags: { port: 0, ...options.flags } });
   const logs: Record<string, unknown>[] = [];
@@ -40,7 +40,7 @@ export async function startInProcess(
       cb();
     },
   });
-  const server = buildApp(config, { logger: pino({ level: "info" }, sink) });
+  const server = buildApp(config, { ...extra.build, logger: pino({ level: "info" }, sink) });
   const url = await server.app.listen({ host: "127.0.0.1", port: 0 });
   // Loaded only here, so the many tests without gRPC do not load grpc-js.
   const grpc = extra.grpc

@@ -14,7 +14,8 @@ import { fileURLToPath } from "node:url";
  */
 const LAYERS: readonly (readonly string[])[] = [
   ["tensor.ts", "errors.ts", "cancel.ts", "version.ts"],
-  ["golden.ts", "protocol/"],
+  // Payload capture's redaction paths: the config schema validates them.
+  ["golden.ts", "protocol/", "capture/redact.ts"],
   ["llm/", "notify/", "metrics/", "loadgen/", "tenants/"],
   ["config/"],
   ["storage/", "backends/"],
@@ -23,6 +24,8 @@ const LAYERS: readonly (readonly string[])[] = [
   ["lifecycle/"],
   ["catalogue/"],
   ["jobs/"],
+  // Payload capture (docs/Capture.md): reads the catalogue and writes to storage; the routes call it.
+  ["capture/"],
   // Two surfaces over the same catalogue; neither imports the other (what both need lives lower).
   ["server/", "grpc/"],
   ["cli/", "index.ts"],

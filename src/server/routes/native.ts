@@ -2,6 +2,7 @@
 // named tensors in and named outputs out.
 
 import type { FastifyPluginAsync } from "fastify";
+import { captureVersion } from "../../capture/hook.js";
 import type { ServedModel } from "../../catalogue/served-model.js";
 import { decodeNative, encodeNative } from "../../protocol/native-body.js";
 import {
@@ -96,7 +97,7 @@ export const nativeRoutes: FastifyPluginAsync = async (app) => {
     app.post<{
       Params: ModelParams & { version?: string };
       Querystring: { version?: string; outputs?: string | string[] };
-    }>(path, async (req, reply) => {
+    }>(path, { config: { capture: "native" } }, async (req, reply) => {
       const version = req.params.version ?? req.query.version;
       // Prefer: respond-async (RFC 7240) turns the request into a job: 202 with its id at once.
       if (/\brespond-async\b/i.test(String(req.headers.prefer ?? "")) && !Buffer.isBuffer(req.body)) {
@@ -116,6 +117,7 @@ export const nativeRoutes: FastifyPluginAsync = async (app) => {
       const names = requestedOutputs(body?.outputs ?? outputsQuery(req.query.outputs), signature);
       const rawOut = wantsOctetStream(req.headers.accept) ? rawOutputName(names, signature) : undefined;
       const { outputs, version: answered } = await infer(host, inputs, req);
+      captureVersion(req, answered);
       if (rawOut) {
         const res = encodeRawTensor(rawOut, outputs[rawOut]!);
         return reply.headers(res.headers).send(res.body);

@@ -1,6 +1,7 @@
 // The Open Inference Protocol (KServe V2; also spoken by Triton and MLServer): server and
 // model metadata, model readiness and infer, with and without /versions/{v}.
 import type { FastifyPluginAsync, onRequestHookHandler } from "fastify";
+import { captureVersion } from "../../capture/hook.js";
 import { binaryOutputs, encodeOipBinary, splitOipBody } from "../../protocol/binary-body.js";
 import { INFERENCE_HEADER, OCTET_STREAM } from "../../protocol/headers.js";
 import { decodeOip, encodeOip } from "../../protocol/oip-body.js";
@@ -41,27 +42,32 @@ export const oipRoutes: FastifyPluginAsync = async (app) => {
       return { name: host.config.name, ready };
     });
 
-    app.post<{ Params: Params }>(`${prefix}/infer`, { onRequest: binaryBody }, async (req, reply) => {
-      const host = await acquire(ctx, req, reply, req.params.model, "predict", req.params.version);
-      const signature = host.signature;
-      if (!signature) throw host.notReadyError();
-      const { body, binary } = splitOipBody(
-        req.body,
-        req.headers[INFERENCE_HEADER],
-        ctx.config.limits.maxJsonDepth,
-      );
-      const inputs = decodeOip(body, signature, host.config.limits, binary);
-      const names = requestedOutputs(body?.outputs, signature);
-      const binaryNames = binaryOutputs(body, signature);
-      const { outputs, version: answered } = await infer(host, inputs, req);
-      const meta = {
-        model_name: host.config.name,
-        model_version: answered,
-        id: typeof body?.id === "string" ? body.id : req.id,
-      };
-      if (!binaryNames) return { ...meta, outputs: encodeOip(outputs, names) };
-      const res = encodeOipBinary(meta, outputs, names, binaryNames);
-      return reply.headers(res.headers).send(res.body);
-    });
+    app.post<{ Params: Params }>(
+      `${prefix}/infer`,
+      { onRequest: binaryBody, config: { capture: "oip" } },
+      async (req, reply) => {
+        const host = await acquire(ctx, req, reply, req.params.model, "predict", req.params.version);
+        const signature = host.signature;
+        if (!signature) throw host.notReadyError();
+        const { body, binary } = splitOipBody(
+          req.body,
+          req.headers[INFERENCE_HEADER],
+          ctx.config.limits.maxJsonDepth,
+        );
+        const inputs = decodeOip(body, signature, host.config.limits, binary);
+        const names = requestedOutputs(body?.outputs, signature);
+        const binaryNames = binaryOutputs(body, signature);
+        const { outputs, version: answered } = await infer(host, inputs, req);
+        captureVersion(req, answered);
+        const meta = {
+          model_name: host.config.name,
+          model_version: answered,
+          id: typeof body?.id === "string" ? body.id : req.id,
+        };
+        if (!binaryNames) return { ...meta, outputs: encodeOip(outputs, names) };
+        const res = encodeOipBinary(meta, outputs, names, binaryNames);
+        return reply.headers(res.headers).send(res.body);
+      },
+    );
   }
 };

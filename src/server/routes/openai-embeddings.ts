@@ -93,37 +93,41 @@ export const openAiEmbeddingsRoutes: FastifyPluginAsync = async (app) => {
   app.setErrorHandler(errorHandler("openai", ctx.config.limits.maxBodyBytes));
   // Most inputs in one request: limits.maxBatchRows.
   const maxInputs = ctx.config.limits.maxBatchRows;
-  app.post("/v1/embeddings", async (req: FastifyRequest, reply: FastifyReply) => {
-    const parsed = parseEmbeddingsRequest(req.body, maxInputs);
-    const model = await acquire(ctx, req, reply, parsed.model, "embeddings");
-    // The client going away cancels queued work (and an upstream call in flight).
-    const usage = req.usage;
-    const result = await model.embed!(parsed.inputs, {
-      cancel: requestCancel(req),
-      ...(parsed.dimensions !== undefined ? { dimensions: parsed.dimensions } : {}),
-      ...(usage
-        ? {
-            onCompute: (ms: number) => {
-              usage.computeMs += ms;
-            },
-          }
-        : {}),
-    });
-    if (usage) {
-      usage.rows += parsed.inputs.length;
-      usage.promptTokens += result.promptTokens;
-    }
-    const d = parsed.dimensions;
-    const vectors = d === undefined ? result.vectors : result.vectors.map((v) => shorten(v, d));
-    return {
-      object: "list",
-      data: vectors.map((v, index) => ({
-        object: "embedding",
-        index,
-        embedding: parsed.base64 ? toBase64(v) : Array.from(v),
-      })),
-      model: parsed.model,
-      usage: { prompt_tokens: result.promptTokens, total_tokens: result.promptTokens },
-    };
-  });
+  app.post(
+    "/v1/embeddings",
+    { config: { capture: "openai" } },
+    async (req: FastifyRequest, reply: FastifyReply) => {
+      const parsed = parseEmbeddingsRequest(req.body, maxInputs);
+      const model = await acquire(ctx, req, reply, parsed.model, "embeddings");
+      // The client going away cancels queued work (and an upstream call in flight).
+      const usage = req.usage;
+      const result = await model.embed!(parsed.inputs, {
+        cancel: requestCancel(req),
+        ...(parsed.dimensions !== undefined ? { dimensions: parsed.dimensions } : {}),
+        ...(usage
+          ? {
+              onCompute: (ms: number) => {
+                usage.computeMs += ms;
+              },
+            }
+          : {}),
+      });
+      if (usage) {
+        usage.rows += parsed.inputs.length;
+        usage.promptTokens += result.promptTokens;
+      }
+      const d = parsed.dimensions;
+      const vectors = d === undefined ? result.vectors : result.vectors.map((v) => shorten(v, d));
+      return {
+        object: "list",
+        data: vectors.map((v, index) => ({
+          object: "embedding",
+          index,
+          embedding: parsed.base64 ? toBase64(v) : Array.from(v),
+        })),
+        model: parsed.model,
+        usage: { prompt_tokens: result.promptTokens, total_tokens: result.promptTokens },
+      };
+    },
+  );
 };

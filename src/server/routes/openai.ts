@@ -12,6 +12,7 @@
 
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { CancelHandle } from "../../cancel.js";
+import { captureStreamed } from "../../capture/hook.js";
 import type { ServedModel } from "../../catalogue/served-model.js";
 import { llmSchema } from "../../config/schema.js";
 import { ModelportError } from "../../errors.js";
@@ -372,6 +373,7 @@ async function stream(
             "internal error; the server log has details under this request id",
           );
     if (mp.code !== "MP_ERR_REQUEST_CANCELED") reply.log.warn({ code: mp.code }, mp.message);
+    captureStreamed(reply.request, null, { code: mp.code, message: mp.message });
     if (!res.destroyed) res.end(`data: ${JSON.stringify(openaiError(mp))}\n\n`);
     return;
   }
@@ -380,8 +382,43 @@ async function stream(
   let tail = "";
   if (parsed.includeUsage)
     tail += `data: {"id":${JSON.stringify(id)},"object":"${object}","created":${created},"model":${JSON.stringify(model.name)},"system_fingerprint":null,"choices":[],"usage":${JSON.stringify(usageJson(usage))}}\n\n`;
+  // Payload capture gets the assembled answer, as the same request without `stream` would have it.
+  if (reply.request.capture)
+    captureStreamed(reply.request, assembled(kind, id, created, model.name, results, usage));
   // Fastify still logs the request and counts it in the metrics once the raw response ends.
   res.end(`${tail}data: [DONE]\n\n`);
+}
+
+/** A streamed answer put together (texts and tool calls, without logprobs), for payload capture. */
+function assembled(
+  kind: Kind,
+  id: string,
+  created: number,
+  model: string,
+  results: readonly GenerateResult[],
+  usage: TokenUsage,
+): Record<string, unknown> {
+  return {
+    id,
+    object: kind === "chat" ? "chat.completion" : "text_completion",
+    created,
+    model,
+    streamed: true,
+    choices: results.map((result, index) =>
+      kind === "chat"
+        ? {
+            index,
+            message: {
+              role: "assistant",
+              content: result.toolCalls ? null : result.text,
+              ...(result.toolCalls ? { tool_calls: toolCallsJson(result.toolCalls) } : {}),
+            },
+            finish_reason: result.finishReason,
+          }
+        : { index, text: result.text, finish_reason: result.finishReason },
+    ),
+    usage: usageJson(usage),
+  };
 }
 
 /** Every served model in OpenAI's list shape; only those `principal`'s key may use, when given. */
@@ -472,10 +509,10 @@ export const openaiRoutes: FastifyPluginAsync = async (app) => {
   // Every error in this scope (auth, drain, body parsing included) in OpenAI's shape.
   app.setErrorHandler(errorHandler("openai", ctx.config.limits.maxBodyBytes));
   const limitsFor = (name: string) => promptLimits(ctx, name);
-  app.post("/v1/chat/completions", (req, reply) =>
+  app.post("/v1/chat/completions", { config: { capture: "openai" } }, (req, reply) =>
     answer(ctx, "chat", parseChatRequest(req.body, limitsFor), req, reply),
   );
-  app.post("/v1/completions", (req, reply) =>
+  app.post("/v1/completions", { config: { capture: "openai" } }, (req, reply) =>
     answer(ctx, "completion", parseCompletionRequest(req.body, limitsFor), req, reply),
   );
   // POST /v1/embeddings lives in routes/openai-embeddings.ts (registered in app.ts).
