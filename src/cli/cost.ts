@@ -12,8 +12,15 @@ total so far. Local models cost machine time × pricePerHour (a batch's time is 
 requests); upstream models cost tokens × pricePerMillionInputTokens / pricePerMillionOutputTokens.
 Set the prices in the config (docs/Cost.md); without them time and tokens are still shown.
 
+With --by key: usage per API key name and model for a period, from URL/v1/usage (kept by the
+hour in the job store, across restarts and processes; docs/Multi-tenant.md). An admin key sees
+every key; a client key its own.
+
 Options:
       --url URL          the server's base URL (same as the positional URL)
+      --by model|key     per model since the server started (default), or per key and model
+      --from TIME        --by key: the period's start, ISO 8601 or ms (default 30 days before --to)
+      --to TIME          --by key: the period's end (default now)
       --api-key KEY      bearer key, when the server has API keys on (or MODELPORT_API_KEY)
       --json             print the figures as JSON instead of a table
   -h, --help             show this help
@@ -25,6 +32,9 @@ const COST_OPTIONS = {
   url: { type: "string" },
   "api-key": { type: "string" },
   json: { type: "boolean" },
+  by: { type: "string" },
+  from: { type: "string" },
+  to: { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
 
@@ -130,6 +140,9 @@ export async function cost(args: string[]): Promise<number> {
   const base = (values.url ?? positionals[0] ?? "http://127.0.0.1:8080").replace(/\/+$/, "");
   if (!/^https?:\/\//.test(base)) throw new UsageError(`'${base}' is not an http(s) URL`);
   const key = values["api-key"] ?? process.env.MODELPORT_API_KEY;
+  const by = values.by ?? "model";
+  if (by !== "model" && by !== "key") throw new UsageError(`--by takes model or key, not '${by}'`);
+  if (by === "key") return costByKey(base, key, values);
   let text: string;
   try {
     const res = await fetch(`${base}/metrics`, key ? { headers: { authorization: `Bearer ${key}` } } : {});
@@ -156,5 +169,66 @@ export async function cost(args: string[]): Promise<number> {
   process.stdout.write(
     "Local models: machine time × pricePerHour; upstream: tokens × per-million prices (docs/Cost.md).\n",
   );
+  return 0;
+}
+
+interface UsageGroupRow {
+  key: string;
+  model: string;
+  requests: number;
+  rows: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+  compute_ms: number;
+  dollars: number;
+}
+
+/** The table of `cost --by key`: one line per key and model. */
+export function usageTable(rows: readonly UsageGroupRow[]): string {
+  const header = ["key", "model", "requests", "rows", "tokens", "compute ms", "total"];
+  const body = rows.map((r) => [
+    r.key,
+    r.model,
+    String(r.requests),
+    String(r.rows),
+    String(r.prompt_tokens + r.completion_tokens),
+    r.compute_ms.toFixed(1),
+    money(r.dollars),
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
+  const line = (cells: string[]) =>
+    cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
+  return [line(header), ...body.map(line)].join("\n");
+}
+
+async function costByKey(
+  base: string,
+  key: string | undefined,
+  values: { from?: string | undefined; to?: string | undefined; json?: boolean | undefined },
+): Promise<number> {
+  const query = new URLSearchParams({ group_by: "key,model" });
+  if (values.from) query.set("from", values.from);
+  if (values.to) query.set("to", values.to);
+  const url = `${base}/v1/usage?${query}`;
+  let body: { from: string; to: string; data: UsageGroupRow[]; error?: { message?: string } };
+  try {
+    const res = await fetch(url, key ? { headers: { authorization: `Bearer ${key}` } } : {});
+    body = (await res.json()) as typeof body;
+    if (!res.ok) {
+      process.stderr.write(
+        `modelport cost: ${url} answered HTTP ${res.status}: ${body.error?.message ?? ""}\n`,
+      );
+      return 1;
+    }
+  } catch (err) {
+    const cause = (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).message;
+    process.stderr.write(`modelport cost: cannot read ${url}: ${cause}\n`);
+    return 1;
+  }
+  if (values.json) {
+    process.stdout.write(`${JSON.stringify({ url: base, ...body }, null, 2)}\n`);
+    return 0;
+  }
+  process.stdout.write(`usage from ${body.from} to ${body.to}\n${usageTable(body.data)}\n`);
   return 0;
 }
