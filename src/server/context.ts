@@ -9,6 +9,8 @@ import type { JobQueue } from "../jobs/job-queue.js";
 import type { Metrics } from "../metrics/metrics.js";
 import { COLD_START_HEADER, TIMEOUT_HEADER } from "../protocol/headers.js";
 import { requestTimeoutMs } from "../protocol/request-timeout.js";
+import type { TraceParent } from "../telemetry/propagation.js";
+import type { Span } from "../telemetry/spans.js";
 import type { Principal } from "../tenants/principal.js";
 import type { TensorMap } from "../tensor.js";
 import type { StreamSlots } from "./stream-slots.js";
@@ -35,6 +37,13 @@ declare module "fastify" {
     cancelHandle?: CancelHandle;
     /** The named key the request was let in with (set by the auth plugin; anonymous without keys). */
     principal?: Principal;
+    /**
+     * Where the request's work sits in a trace: its server span while tracing is on; with tracing
+     * off, the caller's traceparent as received (passed on to runners, upstreams and jobs as is).
+     */
+    trace: TraceParent | undefined;
+    /** The request's server span (tracing on only); ended with the response. */
+    span: Span | undefined;
   }
 }
 
@@ -74,6 +83,7 @@ export async function infer(
     deadline: performance.now() + timeoutMs,
     cancel: requestCancel(req),
     requestId: req.id,
+    trace: req.trace,
     onVersion: (v) => {
       version = v;
     },

@@ -14,7 +14,7 @@ import { fileURLToPath } from "node:url";
  */
 const LAYERS: readonly (readonly string[])[] = [
   ["tensor.ts", "errors.ts", "cancel.ts", "version.ts"],
-  ["golden.ts", "protocol/"],
+  ["golden.ts", "protocol/", "telemetry/", "tenants/"],
   ["llm/", "notify/", "metrics/", "loadgen/"],
   ["config/"],
   ["storage/", "backends/"],
