@@ -11,6 +11,8 @@ import { isModelportError, ModelportError } from "../errors.js";
 import { checkCallbackUrl, deliverWebhook } from "../notify/webhook.js";
 import { decodeNative, encodeNative } from "../protocol/native-body.js";
 import type { BlobStore } from "../storage/blob-store.js";
+import { fromTraceHeaders, type TraceParent, traceHeaders } from "../telemetry/propagation.js";
+import { ATTR, endSpan, KIND, parentOf, SPAN, type Span, startSpan, tracing } from "../telemetry/spans.js";
 import { FINAL_STATUSES, type Job } from "./job.js";
 import { JobEvents } from "./job-events.js";
 import type { CreateResult, JobState, JobStore, ListPage, ListQuery } from "./job-store.js";
@@ -24,6 +26,8 @@ export interface SubmitJob {
   callbackUrl?: string;
   metadata?: Record<string, unknown>;
   priority?: number;
+  /** The submitting request's place in a trace, kept with the job: its attempts link to it. */
+  trace?: TraceParent;
 }
 
 export interface JobQueueOptions {
@@ -121,6 +125,7 @@ export class JobQueue {
         timeoutMs: this.config.timeoutMs,
         ...(req.metadata ? { metadata: req.metadata } : {}),
         ...(req.callbackUrl ? { callbackUrl: req.callbackUrl } : {}),
+        ...(req.trace ? { trace: traceHeaders(req.trace) } : {}),
         ...(req.idempotencyKey
           ? {
               idempotencyKey: req.idempotencyKey,
@@ -361,6 +366,34 @@ export class JobQueue {
    * job is claimed and run again.
    */
   private async run(host: ServedModel, job: Job, owner: string, cancel: CancelHandle): Promise<void> {
+    // Tracing on: the attempt is a span of its own trace, linked to the request that submitted the
+    // job (which may have ended long ago). Off: the submitter's own traceparent, as received, goes on.
+    const submitted = fromTraceHeaders(job.trace);
+    const span = tracing.on
+      ? startSpan(
+          SPAN.jobAttempt,
+          undefined,
+          { [ATTR.jobId]: job.id, [ATTR.jobAttempt]: job.attempts, [ATTR.model]: job.model },
+          KIND.consumer,
+          submitted ? [submitted] : undefined,
+        )
+      : undefined;
+    const trace = span ? parentOf(span) : submitted;
+    try {
+      await this.runAttempt(host, job, owner, cancel, trace, span);
+    } finally {
+      span?.end();
+    }
+  }
+
+  private async runAttempt(
+    host: ServedModel,
+    job: Job,
+    owner: string,
+    cancel: CancelHandle,
+    trace: TraceParent | undefined,
+    span: Span | undefined,
+  ): Promise<void> {
     this.events.publish(job);
     let leaseLost = false;
     // Once the outcome is being written, a refused renewal only means the job already ended.
@@ -393,7 +426,7 @@ export class JobQueue {
     );
     let outcome: { what: string; write: () => Promise<boolean>; final: boolean };
     try {
-      const { outputs, version } = await this.execute(host, job, cancel);
+      const { outputs, version } = await this.execute(host, job, cancel, trace);
       if (cancel.canceled) {
         outcome = this.canceledOutcome(job, owner);
       } else {
@@ -405,6 +438,7 @@ export class JobQueue {
         };
       }
     } catch (err) {
+      if (span) endSpan(span, err);
       if (cancel.canceled) {
         outcome = this.canceledOutcome(job, owner);
       } else {
@@ -432,7 +466,7 @@ export class JobQueue {
       settled = true;
       const ok = await this.recordOutcome(job, outcome.what, outcome.write);
       if (ok === false) lost();
-      if (ok && outcome.final) await this.finished(job.id);
+      if (ok && outcome.final) await this.finished(job.id, trace);
       else if (ok) await this.publishCurrent(job.id);
     } finally {
       clearInterval(renew);
@@ -517,6 +551,7 @@ export class JobQueue {
     host: ServedModel,
     job: Job,
     cancel: CancelHandle,
+    trace: TraceParent | undefined,
   ): Promise<{ outputs: Record<string, unknown>; version: string }> {
     let version = host.config.version;
     const signature = host.signature;
@@ -540,6 +575,7 @@ export class JobQueue {
           deadline: performance.now() + job.timeoutMs,
           cancel,
           background: true,
+          trace,
           onVersion: (v) => {
             version = v;
           },
@@ -563,16 +599,17 @@ export class JobQueue {
   }
 
   /** A job reached its final state: tell subscribers and the webhook. */
-  private async finished(id: string): Promise<void> {
+  private async finished(id: string, trace?: TraceParent): Promise<void> {
     const job = await this.publishCurrent(id);
     if (job?.webhook) {
-      void this.notify(job).catch((err) =>
+      void this.notify(job, trace).catch((err) =>
         this.log.error({ err, jobId: job.id }, "preparing the webhook failed"),
       );
     }
   }
 
-  private async notify(job: Job): Promise<void> {
+  /** `trace`: the last attempt's (the delivery is its child), else the submitter's when the job ended without one. */
+  private async notify(job: Job, trace = fromTraceHeaders(job.trace)): Promise<void> {
     const webhook = job.webhook!;
     const result =
       job.status === "succeeded" && job.result !== undefined ? JSON.parse(job.result) : undefined;
@@ -606,6 +643,7 @@ export class JobQueue {
       maxAttempts: this.config.webhooks.maxAttempts,
       allowPrivate: this.config.webhooks.allowPrivate,
       lookupTimeoutMs: this.config.webhooks.dnsTimeoutMs,
+      ...(trace ? { trace } : {}),
       onAttempt: (state) => {
         void this.store
           .recordWebhook(job.id, state)

@@ -1,6 +1,7 @@
 // What a job is: the durable record of one asynchronous prediction, from acceptance to its one
 // final result. Stores persist it; the queue and workers move it through its states.
 import type { WebhookState } from "../notify/webhook.js";
+import type { TraceHeaders } from "../telemetry/propagation.js";
 
 export type JobStatus = "queued" | "running" | "succeeded" | "failed" | "canceled";
 
@@ -49,6 +50,11 @@ export interface Job {
   /** When the idempotency key stops protecting (ms since epoch). */
   idempotencyExpiresAt?: number;
   webhook?: WebhookState;
+  /**
+   * The submitting request's place in a trace (W3C traceparent/tracestate): each attempt's span
+   * links to it. Absent on jobs submitted untraced, and on records written before it existed.
+   */
+  trace?: TraceHeaders;
 }
 
 export interface NewJob {
@@ -63,4 +69,5 @@ export interface NewJob {
   idempotencyKey?: string;
   requestHash?: string;
   idempotencyTtlMs?: number;
+  trace?: TraceHeaders;
 }

@@ -4,6 +4,8 @@
 // submit), a caller's traceparent honoured, and trace ids on the request's log line.
 import assert from "node:assert/strict";
 import { mkdtempSync, writeFileSync } from "node:fs";
+import { createServer, type IncomingHttpHeaders } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -29,6 +31,7 @@ before(async () => {
     [
       "jobs:",
       `  sqlitePath: ${join(dir, "jobs.db")}`,
+      '  webhooks: {allowPrivate: ["127.0.0.1"]}',
       "models:",
       `  - {name: churn-tree, path: ${join(models, "churn-tree.onnx")}, batching: {inlineMaxMs: 0}}`,
       // Two single-row requests make a full batch; one alone waits up to 5 s for a partner.
@@ -163,5 +166,60 @@ describe("two requests in one batch", () => {
     for (const root of [one, two])
       assert.equal(childrenOf(spans, root).filter((s) => s.name === "modelport.queue").length, 1);
     assert.equal(childrenOf(spans, batch)[0]?.attributes["modelport.rows"], 2);
+  });
+});
+
+describe("a job", () => {
+  it("runs its attempt as a span linked to the submitting request, and its webhook carries the attempt's trace", async () => {
+    const hooks: IncomingHttpHeaders[] = [];
+    const hookServer = createServer((req, res) => {
+      hooks.push(req.headers);
+      req.resume();
+      req.on("end", () => res.writeHead(204).end());
+    });
+    hookServer.listen(0, "127.0.0.1");
+    await new Promise((r) => hookServer.once("listening", r));
+    try {
+      const hookUrl = `http://127.0.0.1:${(hookServer.address() as AddressInfo).port}/hook`;
+      const sub = await postJson(
+        `${srv.url}/v1/models/churn-tree/jobs`,
+        { rows: [ROW], callback_url: hookUrl },
+        { "x-request-id": "job-submit" },
+      );
+      assert.equal(sub.status, 202, JSON.stringify(sub.body));
+      const id = sub.body.id as string;
+      const spans = await receiver.waitFor(
+        (s) =>
+          server(s, "job-submit") !== undefined &&
+          s.some((x) => x.name === "modelport.job.attempt" && x.attributes["modelport.job.id"] === id) &&
+          s.some((x) => x.name === "modelport.webhook"),
+      );
+      const submit = server(spans, "job-submit")!;
+      assert.equal(submit.name, "POST /v1/models/{model}/jobs");
+      const attempt = spans.find(
+        (x) => x.name === "modelport.job.attempt" && x.attributes["modelport.job.id"] === id,
+      )!;
+      // Its own trace, linked to the submit's span (kept with the job in the store).
+      assert.equal(attempt.parentSpanId, undefined);
+      assert.notEqual(attempt.traceId, submit.traceId);
+      assert.deepEqual(attempt.links, [{ traceId: submit.traceId, spanId: submit.spanId }]);
+      assert.equal(attempt.attributes["modelport.job.attempt"], 1);
+      assert.equal(attempt.attributes["modelport.model"], "churn-tree");
+      // The job's inference runs under the attempt.
+      const queue = childrenOf(spans, attempt).find((x) => x.name === "modelport.queue");
+      assert.ok(queue, "the job's queue span is the attempt's child");
+      const batch = spans.find(
+        (x) => x.name === "modelport.batch" && x.links.some((l) => l.spanId === attempt.spanId),
+      );
+      assert.ok(batch, "a batch linked to the attempt");
+      // The webhook delivery: a client span under the attempt, and its traceparent on the request.
+      const webhook = spans.find((x) => x.name === "modelport.webhook" && x.traceId === attempt.traceId)!;
+      assert.equal(webhook.parentSpanId, attempt.spanId);
+      assert.equal(webhook.attributes["http.response.status_code"], 204);
+      assert.equal(hooks.length, 1);
+      assert.equal(hooks[0]!.traceparent, `00-${webhook.traceId}-${webhook.spanId}-01`);
+    } finally {
+      await new Promise((r) => hookServer.close(r));
+    }
   });
 });

@@ -176,6 +176,8 @@ export class RedisJobStore implements JobStore {
     if (job.requestHash !== undefined) fields["requestHash"] = job.requestHash;
     if (job.callbackUrl !== undefined)
       fields["webhook"] = JSON.stringify({ url: job.callbackUrl, attempts: 0 });
+    // A hash field of its own: records written before it simply lack it.
+    if (job.trace !== undefined) fields["trace"] = JSON.stringify(job.trace);
     const reply = (await this.#eval(
       SCRIPTS.create,
       job.id,

@@ -87,6 +87,7 @@ interface JobRow {
   request_hash: string | null;
   idempotency_expires_at: number | null;
   webhook: string | null;
+  trace: string | null;
 }
 
 interface KeyRow {
@@ -121,7 +122,8 @@ CREATE TABLE IF NOT EXISTS jobs (
   idempotency_key TEXT,
   request_hash TEXT,
   idempotency_expires_at INTEGER,
-  webhook TEXT
+  webhook TEXT,
+  trace TEXT
 );
 -- claim: per model and status in claim order; run_at rides along so the backoff filter needs no
 -- table lookup (it sits after the order columns so the order comes straight from the index).
@@ -145,9 +147,12 @@ CREATE INDEX IF NOT EXISTS idempotency_keys_job ON idempotency_keys (job_id);
 `;
 
 const INSERT_JOB = `INSERT INTO jobs (id, model, status, priority, input, metadata, created_at, updated_at,
-  attempts, max_attempts, run_at, timeout_ms, idempotency_key, request_hash, idempotency_expires_at, webhook)
+  attempts, max_attempts, run_at, timeout_ms, idempotency_key, request_hash, idempotency_expires_at, webhook, trace)
   VALUES (@id, @model, 'queued', @priority, @input, @metadata, @now, @now,
-  0, @maxAttempts, @now, @timeoutMs, @idempotencyKey, @requestHash, @idempotencyExpiresAt, @webhook)`;
+  0, @maxAttempts, @now, @timeoutMs, @idempotencyKey, @requestHash, @idempotencyExpiresAt, @webhook, @trace)`;
+
+/** Columns added after schema 1 was released: added in place when missing (see the constructor). */
+const ADDED_COLUMNS: readonly (readonly [string, string])[] = [["trace", "TEXT"]];
 
 const CLEAR_LEASE = "lease_owner = NULL, lease_expires_at = NULL";
 const HELD = "id = ? AND status = 'running' AND lease_owner = ?";
@@ -205,6 +210,11 @@ export class SqliteJobStore implements JobStore {
           );
         }
         db!.exec(SCHEMA);
+        // Columns added since schema 1, nullable, so a database written before them opens as
+        // is and an older modelport sharing the file still reads and writes it (no version bump).
+        const columns = new Set((db!.pragma("table_info(jobs)") as { name: string }[]).map((c) => c.name));
+        for (const [name, type] of ADDED_COLUMNS)
+          if (!columns.has(name)) db!.exec(`ALTER TABLE jobs ADD COLUMN ${name} ${type}`);
         if (version < SCHEMA_VERSION) db!.pragma(`user_version = ${SCHEMA_VERSION}`);
       }).immediate();
     } catch (err) {
@@ -433,6 +443,7 @@ export class SqliteJobStore implements JobStore {
         requestHash: job.requestHash ?? null,
         idempotencyExpiresAt: expiresAt,
         webhook,
+        trace: job.trace === undefined ? null : JSON.stringify(job.trace),
       });
     } catch (err) {
       if ((err as { code?: string }).code === "SQLITE_CONSTRAINT_PRIMARYKEY") {
@@ -464,6 +475,7 @@ export class SqliteJobStore implements JobStore {
     if (job.requestHash !== undefined) created.requestHash = job.requestHash;
     if (expiresAt !== null) created.idempotencyExpiresAt = expiresAt;
     if (job.callbackUrl !== undefined) created.webhook = { url: job.callbackUrl, attempts: 0 };
+    if (job.trace !== undefined) created.trace = { ...job.trace };
     return { job: created, created: true };
   }
 

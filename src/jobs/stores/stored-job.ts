@@ -79,6 +79,7 @@ export function jobFromFields(field: StoredField): Job {
   if (has("requestHash")) job.requestHash = String(field("requestHash"));
   if (has("idempotencyExpiresAt")) job.idempotencyExpiresAt = num("idempotencyExpiresAt");
   if (has("webhook")) job.webhook = json<NonNullable<Job["webhook"]>>("webhook");
+  if (has("trace")) job.trace = json<NonNullable<Job["trace"]>>("trace");
   return job;
 }
 
