@@ -12,6 +12,8 @@ import type { Metrics } from "../metrics/metrics.js";
 import type { ApiKeys } from "../protocol/api-keys.js";
 import { INSTANCE_HEADER, REQUEST_ID_HEADER } from "../protocol/headers.js";
 import { requestIdFrom } from "../protocol/request-id.js";
+import { parseTraceParent, TRACEPARENT, TRACESTATE, type TraceParent } from "../telemetry/propagation.js";
+import { ATTR, KIND, parentOf, startSpan, tracing } from "../telemetry/spans.js";
 import { MalformedMessage, SERVICE_NAME } from "./proto.js";
 import { errorStatus } from "./status.js";
 
@@ -42,6 +44,8 @@ export interface Call {
   readonly cancel: CancelHandle;
   /** The call's gRPC deadline as a Date.now() time; Infinity when the client set none. */
   readonly deadline: number;
+  /** Its server span's place in a trace (tracing on), else the caller's traceparent metadata as received. */
+  readonly trace: TraceParent | undefined;
 }
 
 export interface RpcOptions<Req> {
@@ -98,6 +102,26 @@ export function unary<Req extends object, Res>(
     if (grpcCall.cancelled) onCancelled();
     const deadline = deadlineOf(grpcCall);
     env.inFlight++;
+    // The RPC server span (semantic conventions: "package.Service/Method"), a child of the
+    // caller's traceparent metadata when it sent one.
+    const caller = parseTraceParent(
+      metadataText(grpcCall.metadata, TRACEPARENT),
+      metadataText(grpcCall.metadata, TRACESTATE),
+    );
+    const span = tracing.on
+      ? startSpan(
+          `${SERVICE_NAME}/${name}`,
+          caller,
+          {
+            "rpc.system": "grpc",
+            "rpc.service": SERVICE_NAME,
+            "rpc.method": name,
+            [ATTR.requestId]: requestId,
+          },
+          KIND.server,
+        )
+      : undefined;
+    const trace = span ? parentOf(span) : caller;
 
     const run = async (): Promise<Res> => {
       if (!options.open) {
@@ -116,7 +140,7 @@ export function unary<Req extends object, Res>(
           `the message is not a valid ${name}Request (protobuf): ${request.reason}`,
         );
       }
-      return rpc(request, { requestId, metadata: grpcCall.metadata, cancel, deadline });
+      return rpc(request, { requestId, metadata: grpcCall.metadata, cancel, deadline, trace });
     };
 
     const finish = (err: unknown, response?: Res) => {
@@ -146,6 +170,12 @@ export function unary<Req extends object, Res>(
         named !== undefined && httpStatus !== 401 && env.context.catalogue.has(named) ? named : "";
       const seconds = (performance.now() - started) / 1000;
       env.context.metrics.requestDone(model, route, httpStatus, seconds);
+      if (span) {
+        if (model !== "") span.setAttribute(ATTR.model, model);
+        span.setAttribute("rpc.grpc.status_code", mp ? errorStatus(mp).code : 0);
+        if (httpStatus >= 500) span.setStatus({ code: 2, ...(mp ? { message: mp.code } : {}) });
+        span.end();
+      }
       logCall(env, options.open === true, {
         reqId: requestId,
         rpc: path,

@@ -10,15 +10,18 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { testModels } from "../helpers/models.js";
+import { type OpenAiStub, startOpenAiStub } from "../helpers/openai-stub.js";
 import { type OtlpReceiver, type ReceivedSpan, startOtlpReceiver } from "../helpers/otlp-receiver.js";
 import { type InProcessServer, postJson, startInProcess } from "../helpers/server.js";
 
 let receiver: OtlpReceiver;
 let srv: InProcessServer;
+let stub: OpenAiStub;
 const ROW = [1, 2, 3, 1, 0, 4];
 
 before(async () => {
   receiver = await startOtlpReceiver();
+  stub = await startOpenAiStub();
   // The SDK reads the environment once, when the first app is built.
   process.env.OTEL_EXPORTER_OTLP_ENDPOINT = receiver.url;
   process.env.OTEL_SERVICE_NAME = "modelport-test";
@@ -38,6 +41,7 @@ before(async () => {
       `  - name: pair`,
       `    path: ${join(models, "churn-tree.onnx")}`,
       "    batching: {adaptive: false, maxDelayMs: 5000, maxBatchRows: 2, inlineMaxMs: 0}",
+      `  - {name: chat, backend: upstream, upstream: {url: "${stub.url}", model: stub-model, retries: 0}}`,
     ].join("\n"),
   );
   srv = await startInProcess({ file: config });
@@ -45,6 +49,7 @@ before(async () => {
 
 after(async () => {
   await srv?.close();
+  await stub?.close();
   await receiver?.close();
 });
 
@@ -221,5 +226,27 @@ describe("a job", () => {
     } finally {
       await new Promise((r) => hookServer.close(r));
     }
+  });
+});
+
+describe("an upstream call", () => {
+  it("is a client span under the request's server span, and the upstream gets its traceparent", async () => {
+    const res = await postJson(
+      `${srv.url}/v1/chat/completions`,
+      { model: "chat", messages: [{ role: "user", content: "hi" }] },
+      { "x-request-id": "up-1" },
+    );
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    const spans = await receiver.waitFor((s) => {
+      const root = server(s, "up-1");
+      return root !== undefined && s.some((x) => x.kind === 3 && x.parentSpanId === root.spanId);
+    });
+    const root = server(spans, "up-1")!;
+    assert.equal(root.name, "POST /v1/chat/completions");
+    const client = spans.find((x) => x.kind === 3 && x.parentSpanId === root.spanId)!;
+    assert.equal(client.name, "POST");
+    assert.equal(client.attributes["http.response.status_code"], 200);
+    const sent = stub.requests.filter((r) => r.path.endsWith("/chat/completions")).at(-1)!;
+    assert.equal(sent.headers.traceparent, `00-${client.traceId}-${client.spanId}-01`);
   });
 });

@@ -99,6 +99,7 @@ export const openAiEmbeddingsRoutes: FastifyPluginAsync = async (app) => {
     // The client going away cancels queued work (and an upstream call in flight).
     const result = await model.embed!(parsed.inputs, {
       cancel: requestCancel(req),
+      trace: req.trace,
       ...(parsed.dimensions !== undefined ? { dimensions: parsed.dimensions } : {}),
     });
     const d = parsed.dimensions;
