@@ -6,7 +6,7 @@
 // first; each point is a fresh server, warmed up, then measured with the shared autocannon load
 // generator. The bar (docs/PERFORMANCE.md): on >= 85% of off (median of the per-round ratios).
 //
-//   node dist/bench/tracing.js [--rounds N] [--duration S] [--warmup S]
+//   node dist/bench/tracing.js [--rounds N] [--duration S] [--warmup S] [--no-decode]
 import { mkdtempSync } from "node:fs";
 import { availableParallelism, cpus, tmpdir } from "node:os";
 import path from "node:path";
@@ -23,6 +23,7 @@ function arg(name: string, fallback: number): number {
 }
 
 const rounds = arg("rounds", 3);
+// (--no-decode is read in main.)
 const durationS = arg("duration", 10);
 const warmupS = arg("warmup", 3);
 const CONCURRENCY = 64;
@@ -40,10 +41,12 @@ async function main(): Promise<void> {
   const workload = { modelName: "overhead-mlp", modelFile: "overhead-mlp.onnx" } as Workload;
   // One row of the MLP's 30 features.
   const body = JSON.stringify({ rows: [Array.from({ length: 30 }, (_, i) => (i % 7) / 7)] });
-  const receiver = await startOtlpReceiver();
+  // --no-decode: the receiver acknowledges without decoding (a collector on another machine).
+  const decode = !process.argv.includes("--no-decode");
+  const receiver = await startOtlpReceiver({ decode });
   for (const k of TRACING_ENV) delete process.env[k];
 
-  const point = async (on: boolean): Promise<{ rps: number; p50: number; spans: number }> => {
+  const point = async (on: boolean): Promise<{ rps: number; p50: number }> => {
     // The child inherits this process's environment.
     if (on) {
       process.env.OTEL_EXPORTER_OTLP_ENDPOINT = receiver.url;
@@ -51,7 +54,8 @@ async function main(): Promise<void> {
       process.env.OTEL_SERVICE_NAME = "bench";
     } else for (const k of TRACING_ENV) delete process.env[k];
     const server = await startModelport(dir, "warn", workload, { name: on ? "tracing-on" : "tracing-off" });
-    const before = receiver.spans.length;
+    const before = receiver.requests.length;
+    let result: { rps: number; p50: number };
     try {
       const r = await runLoad(
         {
@@ -64,23 +68,24 @@ async function main(): Promise<void> {
       );
       if (r.non2xx + r.errors + r.timeouts > 0)
         throw new Error(`${server.name}: ${r.non2xx} non-2xx, ${r.errors} errors, ${r.timeouts} timeouts`);
-      return { rps: r.rps, p50: round(r.latencyMs.p50 ?? Number.NaN), spans: 0 };
+      result = { rps: r.rps, p50: round(r.latencyMs.p50 ?? Number.NaN) };
     } finally {
       await server.child.stop(5000);
-      // The spans the server exported (its last batch is flushed on shutdown).
-      await new Promise((r) => setTimeout(r, 200));
-      const spans = receiver.spans.length - before;
-      receiver.spans.length = 0;
-      if (on && spans === 0) throw new Error("tracing on exported no spans");
-      if (!on && spans > 0) throw new Error(`tracing off exported ${spans} spans`);
     }
+    // The exports the server made (its last batch is flushed on shutdown).
+    await new Promise((r) => setTimeout(r, 200));
+    const exports = receiver.requests.length - before;
+    receiver.spans.length = 0;
+    if (on && exports === 0) throw new Error("tracing on exported no spans");
+    if (!on && exports > 0) throw new Error(`tracing off made ${exports} exports`);
+    return result;
   };
 
   const ratios: number[] = [];
   const offs: number[] = [];
   const ons: number[] = [];
   console.log(
-    `bench:tracing: overhead-mlp, 1 row, concurrency ${CONCURRENCY}, ${durationS} s (+${warmupS} s warm-up), ${rounds} rounds, ${availableParallelism()} cores (${cpus()[0]?.model ?? "?"}), node ${process.version}`,
+    `bench:tracing: overhead-mlp, 1 row, concurrency ${CONCURRENCY}, ${durationS} s (+${warmupS} s warm-up), ${rounds} rounds, ${availableParallelism()} cores (${cpus()[0]?.model ?? "?"}), node ${process.version}, receiver ${decode ? "decoding every span" : "not decoding"}`,
   );
   for (let i = 0; i < rounds; i++) {
     const order = i % 2 === 0 ? [false, true] : [true, false];

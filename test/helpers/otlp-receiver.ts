@@ -123,7 +123,9 @@ export function decodeSpans(body: Uint8Array): ReceivedSpan[] {
   return out;
 }
 
-export async function startOtlpReceiver(): Promise<OtlpReceiver> {
+/** `decode: false` acknowledges exports without decoding them (spans stays empty; requests counts them). */
+export async function startOtlpReceiver(options: { decode?: boolean } = {}): Promise<OtlpReceiver> {
+  const decode = options.decode ?? true;
   const spans: ReceivedSpan[] = [];
   const requests: IncomingHttpHeaders[] = [];
   const server: Server = createServer((req, res) => {
@@ -138,7 +140,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
       try {
         let body = Buffer.concat(chunks);
         if (req.headers["content-encoding"] === "gzip") body = gunzipSync(body);
-        spans.push(...decodeSpans(body));
+        if (decode) spans.push(...decodeSpans(body));
         // An empty ExportTraceServiceResponse: full success.
         res.writeHead(200, { "content-type": "application/x-protobuf" }).end();
       } catch (err) {
