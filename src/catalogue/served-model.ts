@@ -16,6 +16,7 @@ import type {
   GenerateResult,
 } from "../llm/language-model.js";
 import type { CostSnapshot } from "../metrics/cost.js";
+import type { TraceParent } from "../telemetry/propagation.js";
 import type { ModelSignature, TensorMap } from "../tensor.js";
 
 export type ServedModelConfig = ModelConfig | LanguageModelConfig;
@@ -130,6 +131,8 @@ export interface CallOptions {
   background?: boolean;
   /** The request's id, passed on when the work is forwarded to a runner process (API tier). */
   requestId?: string;
+  /** The caller's place in a trace (telemetry/): spans of this call are its children, and forwarded calls carry it. */
+  trace?: TraceParent | undefined;
   /** Hears which version answers (a canary split or a swap may pick another than the current one). */
   onVersion?: (version: string) => void;
   /** Hears the call's share of the machine time of the batches it was in (ms; local models). */

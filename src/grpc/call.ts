@@ -11,6 +11,8 @@ import { isModelportError, ModelportError } from "../errors.js";
 import type { Metrics } from "../metrics/metrics.js";
 import { INSTANCE_HEADER, REQUEST_ID_HEADER } from "../protocol/headers.js";
 import { requestIdFrom } from "../protocol/request-id.js";
+import { parseTraceParent, TRACEPARENT, TRACESTATE, type TraceParent } from "../telemetry/propagation.js";
+import { ATTR, KIND, parentOf, startSpan, tracing } from "../telemetry/spans.js";
 import { ANONYMOUS, type Principal } from "../tenants/principal.js";
 import type { Tenants } from "../tenants/tenants.js";
 import { MalformedMessage, SERVICE_NAME } from "./proto.js";
@@ -45,6 +47,8 @@ export interface Call {
   readonly deadline: number;
   /** The named key the call was let in with (anonymous on a server without keys, and on health calls). */
   readonly principal: Principal;
+  /** Its server span's place in a trace (tracing on), else the caller's traceparent metadata as received. */
+  readonly trace: TraceParent | undefined;
 }
 
 export interface RpcOptions<Req> {
@@ -101,6 +105,26 @@ export function unary<Req extends object, Res>(
     if (grpcCall.cancelled) onCancelled();
     const deadline = deadlineOf(grpcCall);
     env.inFlight++;
+    // The RPC server span (semantic conventions: "package.Service/Method"), a child of the
+    // caller's traceparent metadata when it sent one.
+    const caller = parseTraceParent(
+      metadataText(grpcCall.metadata, TRACEPARENT),
+      metadataText(grpcCall.metadata, TRACESTATE),
+    );
+    const span = tracing.on
+      ? startSpan(
+          `${SERVICE_NAME}/${name}`,
+          caller,
+          {
+            "rpc.system": "grpc",
+            "rpc.service": SERVICE_NAME,
+            "rpc.method": name,
+            [ATTR.requestId]: requestId,
+          },
+          KIND.server,
+        )
+      : undefined;
+    const trace = span ? parentOf(span) : caller;
 
     const run = async (): Promise<Res> => {
       let principal = ANONYMOUS;
@@ -120,7 +144,7 @@ export function unary<Req extends object, Res>(
           `the message is not a valid ${name}Request (protobuf): ${request.reason}`,
         );
       }
-      return rpc(request, { requestId, metadata: grpcCall.metadata, cancel, deadline, principal });
+      return rpc(request, { requestId, metadata: grpcCall.metadata, cancel, deadline, principal, trace });
     };
 
     const finish = (err: unknown, response?: Res) => {
@@ -150,6 +174,12 @@ export function unary<Req extends object, Res>(
         named !== undefined && httpStatus !== 401 && env.context.catalogue.has(named) ? named : "";
       const seconds = (performance.now() - started) / 1000;
       env.context.metrics.requestDone(model, route, httpStatus, seconds);
+      if (span) {
+        if (model !== "") span.setAttribute(ATTR.model, model);
+        span.setAttribute("rpc.grpc.status_code", mp ? errorStatus(mp).code : 0);
+        if (httpStatus >= 500) span.setStatus({ code: 2, ...(mp ? { message: mp.code } : {}) });
+        span.end();
+      }
       logCall(env, options.open === true, {
         reqId: requestId,
         rpc: path,

@@ -97,6 +97,7 @@ export function inferenceHandlers(env: CallEnv): UntypedServiceImplementation {
           deadline: performance.now() + timeoutMs(call, host.config.limits.timeoutMs),
           cancel: call.cancel,
           requestId: call.requestId,
+          trace: call.trace,
           onVersion: (v) => {
             answered = v;
           },

@@ -11,6 +11,8 @@ import { isModelportError, ModelportError } from "../errors.js";
 import { checkCallbackUrl, deliverWebhook } from "../notify/webhook.js";
 import { decodeNative, encodeNative } from "../protocol/native-body.js";
 import type { BlobStore } from "../storage/blob-store.js";
+import { fromTraceHeaders, type TraceParent, traceHeaders } from "../telemetry/propagation.js";
+import { ATTR, endSpan, KIND, parentOf, SPAN, type Span, startSpan, tracing } from "../telemetry/spans.js";
 import { FINAL_STATUSES, type Job } from "./job.js";
 import { JobEvents } from "./job-events.js";
 import type { CreateResult, JobState, JobStore, ListPage, ListQuery } from "./job-store.js";
@@ -28,6 +30,8 @@ export interface SubmitJob {
   owner?: string;
   /** The owner's limit on jobs queued or running at once (its key's queuedJobs). */
   maxActive?: number;
+  /** The submitting request's place in a trace, kept with the job: its attempts link to it. */
+  trace?: TraceParent;
 }
 
 export interface JobQueueOptions {
@@ -138,6 +142,7 @@ export class JobQueue {
         ...(req.metadata ? { metadata: req.metadata } : {}),
         ...(req.callbackUrl ? { callbackUrl: req.callbackUrl } : {}),
         ...(req.owner !== undefined ? { owner: req.owner } : {}),
+        ...(req.trace ? { trace: traceHeaders(req.trace) } : {}),
         // Per key: two keys using the same Idempotency-Key make two jobs (key names hold no '/').
         ...(req.idempotencyKey
           ? {
@@ -384,6 +389,34 @@ export class JobQueue {
    * job is claimed and run again.
    */
   private async run(host: ServedModel, job: Job, owner: string, cancel: CancelHandle): Promise<void> {
+    // Tracing on: the attempt is a span of its own trace, linked to the request that submitted the
+    // job (which may have ended long ago). Off: the submitter's own traceparent, as received, goes on.
+    const submitted = fromTraceHeaders(job.trace);
+    const span = tracing.on
+      ? startSpan(
+          SPAN.jobAttempt,
+          undefined,
+          { [ATTR.jobId]: job.id, [ATTR.jobAttempt]: job.attempts, [ATTR.model]: job.model },
+          KIND.consumer,
+          submitted ? [submitted] : undefined,
+        )
+      : undefined;
+    const trace = span ? parentOf(span) : submitted;
+    try {
+      await this.runAttempt(host, job, owner, cancel, trace, span);
+    } finally {
+      span?.end();
+    }
+  }
+
+  private async runAttempt(
+    host: ServedModel,
+    job: Job,
+    owner: string,
+    cancel: CancelHandle,
+    trace: TraceParent | undefined,
+    span: Span | undefined,
+  ): Promise<void> {
     this.events.publish(job);
     let leaseLost = false;
     // Once the outcome is being written, a refused renewal only means the job already ended.
@@ -416,7 +449,7 @@ export class JobQueue {
     );
     let outcome: { what: string; write: () => Promise<boolean>; final: boolean };
     try {
-      const { outputs, version } = await this.execute(host, job, cancel);
+      const { outputs, version } = await this.execute(host, job, cancel, trace);
       if (cancel.canceled) {
         outcome = this.canceledOutcome(job, owner);
       } else {
@@ -428,6 +461,7 @@ export class JobQueue {
         };
       }
     } catch (err) {
+      if (span) endSpan(span, err);
       if (cancel.canceled) {
         outcome = this.canceledOutcome(job, owner);
       } else {
@@ -455,7 +489,7 @@ export class JobQueue {
       settled = true;
       const ok = await this.recordOutcome(job, outcome.what, outcome.write);
       if (ok === false) lost();
-      if (ok && outcome.final) await this.finished(job.id);
+      if (ok && outcome.final) await this.finished(job.id, trace);
       else if (ok) await this.publishCurrent(job.id);
     } finally {
       clearInterval(renew);
@@ -540,6 +574,7 @@ export class JobQueue {
     host: ServedModel,
     job: Job,
     cancel: CancelHandle,
+    trace: TraceParent | undefined,
   ): Promise<{ outputs: Record<string, unknown>; version: string }> {
     let version = host.config.version;
     const signature = host.signature;
@@ -564,6 +599,7 @@ export class JobQueue {
           deadline: performance.now() + job.timeoutMs,
           cancel,
           background: true,
+          trace,
           onVersion: (v) => {
             version = v;
           },
@@ -596,16 +632,17 @@ export class JobQueue {
   }
 
   /** A job reached its final state: tell subscribers and the webhook. */
-  private async finished(id: string): Promise<void> {
+  private async finished(id: string, trace?: TraceParent): Promise<void> {
     const job = await this.publishCurrent(id);
     if (job?.webhook) {
-      void this.notify(job).catch((err) =>
+      void this.notify(job, trace).catch((err) =>
         this.log.error({ err, jobId: job.id }, "preparing the webhook failed"),
       );
     }
   }
 
-  private async notify(job: Job): Promise<void> {
+  /** `trace`: the last attempt's (the delivery is its child), else the submitter's when the job ended without one. */
+  private async notify(job: Job, trace = fromTraceHeaders(job.trace)): Promise<void> {
     const webhook = job.webhook!;
     const result =
       job.status === "succeeded" && job.result !== undefined ? JSON.parse(job.result) : undefined;
@@ -639,6 +676,7 @@ export class JobQueue {
       maxAttempts: this.config.webhooks.maxAttempts,
       allowPrivate: this.config.webhooks.allowPrivate,
       lookupTimeoutMs: this.config.webhooks.dnsTimeoutMs,
+      ...(trace ? { trace } : {}),
       onAttempt: (state) => {
         void this.store
           .recordWebhook(job.id, state)

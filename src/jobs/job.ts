@@ -1,6 +1,7 @@
 // What a job is: the durable record of one asynchronous prediction, from acceptance to its one
 // final result. Stores persist it; the queue and workers move it through its states.
 import type { WebhookState } from "../notify/webhook.js";
+import type { TraceHeaders } from "../telemetry/propagation.js";
 
 export type JobStatus = "queued" | "running" | "succeeded" | "failed" | "canceled";
 
@@ -51,6 +52,11 @@ export interface Job {
   webhook?: WebhookState;
   /** The name of the key that submitted it: a client key sees and changes only its own jobs. */
   owner?: string;
+  /**
+   * The submitting request's place in a trace (W3C traceparent/tracestate): each attempt's span
+   * links to it. Absent on jobs submitted untraced, and on records written before it existed.
+   */
+  trace?: TraceHeaders;
 }
 
 export interface NewJob {
@@ -66,4 +72,5 @@ export interface NewJob {
   requestHash?: string;
   idempotencyTtlMs?: number;
   owner?: string;
+  trace?: TraceHeaders;
 }

@@ -39,6 +39,7 @@ export function attachBatching(
   const inline = deps.inline && maxMs > 0 ? { predict: deps.inline.predict, maxMs } : undefined;
   return new Batcher(run, {
     ...b,
+    model: config.name,
     batchable: enabled,
     maxQueueRows: config.limits.maxQueueRows,
     ...(observer ? { observer } : {}),

@@ -41,7 +41,9 @@
 // - Concurrency and queueing are the backend's: it admits what it can run, queues up to its
 //   configured limit and refuses the rest with MP_ERR_MODEL_OVERLOADED; `status().concurrency`
 //   reports the numbers the metrics read at scrape time.
+
 import type { CancelHandle } from "../cancel.js";
+import type { TraceParent } from "../telemetry/propagation.js";
 
 export interface ChatMessage {
   readonly role: "system" | "user" | "assistant" | "developer" | "tool";
@@ -155,6 +157,8 @@ export interface GenerateOptions {
   readonly cancel?: CancelHandle;
   /** Each new piece of text, in order; never "", never after the promise settles. */
   readonly onDelta?: (text: string) => void;
+  /** The caller's place in a trace: prompt and generation spans are its children; an upstream call carries it. */
+  readonly trace?: TraceParent | undefined;
 }
 
 /** One input to embed: a text, or token ids of the model's tokenizer (passed on by upstream models). */
@@ -167,6 +171,8 @@ export interface EmbedOptions {
   readonly dimensions?: number;
   /** Hears the call's share of the machine time of the batches it was in (ms; local models). */
   readonly onCompute?: (ms: number) => void;
+  /** The caller's place in a trace (an upstream call carries it). */
+  readonly trace?: TraceParent | undefined;
 }
 
 export interface EmbedResult {

@@ -10,6 +10,8 @@ import type { LookupAddress } from "node:dns";
 import { request as httpRequest, type IncomingMessage, type RequestOptions } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { ModelportError } from "../errors.js";
+import { injectTrace, type TraceParent } from "../telemetry/propagation.js";
+import { KIND, parentOf, SPAN, startSpan, tracing } from "../telemetry/spans.js";
 import { VERSION } from "../version.js";
 import { type CheckedCallback, checkCallbackUrl, type LookupFn } from "./callback-url.js";
 
@@ -183,6 +185,11 @@ export interface DeliverWebhookOptions {
   now?: () => number;
   random?: () => number;
   lookup?: LookupFn;
+  /**
+   * The trace the delivery belongs to (the job attempt's): each attempt sends its traceparent,
+   * from a modelport.webhook client span when tracing is on, else as given.
+   */
+  trace?: TraceParent;
 }
 
 interface AttemptOutcome {
@@ -267,6 +274,40 @@ async function attempt(
 
   const timeout = AbortSignal.timeout(options.timeoutMs);
   const signal = options.signal ? AbortSignal.any([timeout, options.signal]) : timeout;
+  const span =
+    tracing.on && options.trace
+      ? startSpan(
+          SPAN.webhook,
+          options.trace,
+          // No query string: a callback URL may carry a token there.
+          {
+            "http.request.method": "POST",
+            "url.full": `${target.url.origin}${target.url.pathname}`,
+            "server.address": target.hostname,
+          },
+          KIND.client,
+        )
+      : undefined;
+  injectTrace(headers, span ? parentOf(span) : options.trace);
+  const outcome = await send(options, target, headers, body, signal, timeout, now);
+  if (span) {
+    if (outcome.status !== undefined) span.setAttribute("http.response.status_code", outcome.status);
+    if (outcome.error !== undefined) span.setStatus({ code: 2, message: outcome.error });
+    span.end();
+  }
+  return outcome;
+}
+
+/** One POST of the delivery, its answer as an outcome. */
+async function send(
+  options: DeliverWebhookOptions,
+  target: CheckedCallback,
+  headers: Record<string, string>,
+  body: string,
+  signal: AbortSignal,
+  timeout: AbortSignal,
+  now: () => number,
+): Promise<AttemptOutcome> {
   try {
     const res = await post(target, headers, body, signal);
     const status = res.statusCode ?? 0;

@@ -12,6 +12,8 @@
 
 import type { CancelHandle } from "../cancel.js";
 import { ModelportError } from "../errors.js";
+import type { TraceParent } from "../telemetry/propagation.js";
+import { ATTR, endSpan, parentOf, SPAN, type Span, startSpan, tracing } from "../telemetry/spans.js";
 import type { TensorMap } from "../tensor.js";
 import { ArrivalRate, type BatchSettings, CostModel, decide } from "./batch-policy.js";
 import { checkOutputs, concatBatch, joinable, sliceRows, splitBatch } from "./tensor-batch.js";
@@ -27,6 +29,8 @@ export interface SubmitOptions {
   requestId?: string;
   /** Hears the request's share of the machine time of each batch it was in (ms, by its rows). */
   onCompute?: (ms: number) => void;
+  /** The request's place in a trace: its queue span is a child, and its batch links to it. */
+  trace?: TraceParent | undefined;
 }
 
 export interface BatcherObserver {
@@ -56,6 +60,8 @@ export interface BatcherOptions extends BatchSettings {
   inline?: { predict(inputs: TensorMap): Promise<TensorMap>; maxMs: number };
   /** Inline calls took INLINE_SLOW_FACTOR × maxMs or more, often enough to drop the lane (INLINE_SLOW_CALLS). */
   onInlineSlow?: (ms: number, rows: number) => void;
+  /** The model's name, for span attributes (tracing on). */
+  model?: string;
 }
 
 interface Item {
@@ -71,6 +77,9 @@ interface Item {
   background: boolean;
   detach?: () => void;
   onCompute: ((ms: number) => void) | undefined;
+  /** The request's place in a trace, and its modelport.queue span while queued (tracing on). */
+  trace: TraceParent | undefined;
+  queueSpan: Span | undefined;
 }
 
 /** A batch sent to the runner and not yet answered. */
@@ -296,11 +305,20 @@ export class Batcher {
     this.observer.queueWait(0);
     const started = this.clock();
     let ok = false;
+    const span = tracing.on
+      ? startSpan(SPAN.infer, opts.trace, {
+          ...this.spanAttributes(),
+          [ATTR.rows]: rows,
+          [ATTR.inline]: true,
+        })
+      : undefined;
     try {
       const outputs = checkOutputs(await lane.predict(inputs));
       ok = true;
+      span?.end();
       return outputs;
     } catch (err) {
+      if (span) endSpan(span, err);
       throw asError(err);
     } finally {
       this.inFlight--;
@@ -334,7 +352,7 @@ export class Batcher {
     rows: number,
     now: number,
     deadline: number,
-    { cancel, background = false, onCompute }: SubmitOptions,
+    { cancel, background = false, onCompute, trace }: SubmitOptions,
   ): Promise<TensorMap> {
     return new Promise<TensorMap>((resolve, reject) => {
       const item: Item = {
@@ -348,6 +366,10 @@ export class Batcher {
         done: false,
         background,
         onCompute,
+        trace,
+        queueSpan: tracing.on
+          ? startSpan(SPAN.queue, trace, { ...this.spanAttributes(), [ATTR.rows]: rows })
+          : undefined,
       };
       if (cancel) {
         if (cancel.canceled) {
@@ -537,6 +559,10 @@ export class Batcher {
       taken += item.rows;
       takenBytes += item.bytes;
       this.observer.queueWait(now - item.enqueuedAt);
+      if (item.queueSpan !== undefined) {
+        item.queueSpan.end();
+        item.queueSpan = undefined;
+      }
     }
     if (kept < i) {
       // Close the gap left by the items taken or dropped.
@@ -547,6 +573,7 @@ export class Batcher {
     if (batch.length === 0) return;
     this.inFlight++;
     const started = this.clock();
+    const batchSpan = tracing.on ? this.batchSpan(batch, taken) : undefined;
     const running: Running = { rows: taken, started, items: batch, stuck: false };
     if (this.running.size === 0) this.busySince = started;
     this.running.add(running);
@@ -567,13 +594,17 @@ export class Batcher {
           this.drain.observe(taken, this.clock());
         }
         this.observer.batch(taken, batch.length, ms);
+        if (batchSpan !== undefined) {
+          if (!ok) batchSpan.setStatus({ code: 2, message: "the batch failed" });
+          batchSpan.end();
+        }
         if (this.inFlight === 0) for (const wake of this.idleWaiters.splice(0)) wake();
         this.schedule();
       } catch (err) {
         this.options.onInternalError?.(err);
       }
     };
-    this.execute(batch).then(done, (err) => {
+    this.execute(batch, batchSpan).then(done, (err) => {
       this.options.onInternalError?.(err);
       done(false);
     });
@@ -583,16 +614,16 @@ export class Batcher {
    * Runs one batch and settles every request in it; resolves true when the runner answered
    * the batch. Never rejects: a failure to join, run or split becomes each request's error.
    */
-  private async execute(batch: Item[]): Promise<boolean> {
-    if (batch.length === 1) return this.runOne(batch[0]!);
+  private async execute(batch: Item[], span: Span | undefined): Promise<boolean> {
+    if (batch.length === 1) return this.runOne(batch[0]!, span);
     let outputs: TensorMap;
     const started = this.clock();
     try {
-      outputs = await this.run(concatBatch(batch.map((i) => i.inputs)));
+      outputs = await this.call(concatBatch(batch.map((i) => i.inputs)), span);
     } catch (err) {
       // One request's bad rows must not fail its neighbours: retry each alone.
       if (err instanceof ModelportError && !err.retryable) {
-        await Promise.all(batch.map((item) => this.runOne(item)));
+        await Promise.all(batch.map((item) => this.runOne(item, span)));
         return false;
       }
       for (const item of batch) this.settle(item, undefined, asError(err));
@@ -620,10 +651,10 @@ export class Batcher {
   }
 
   /** Runs one request alone and settles it; resolves true when the runner answered. */
-  private async runOne(item: Item): Promise<boolean> {
+  private async runOne(item: Item, span: Span | undefined): Promise<boolean> {
     try {
       const started = this.clock();
-      const outputs = checkOutputs(await this.run(item.inputs));
+      const outputs = checkOutputs(await this.call(item.inputs, span));
       item.onCompute?.(this.clock() - started);
       this.settle(item, outputs);
       return true;
@@ -631,6 +662,47 @@ export class Batcher {
       this.settle(item, undefined, asError(err));
       return false;
     }
+  }
+
+  /** The runner call, in a modelport.infer span under the batch's span when there is one. */
+  private call(inputs: TensorMap, batchSpan: Span | undefined): Promise<TensorMap> {
+    if (batchSpan === undefined) return this.run(inputs);
+    const span = startSpan(SPAN.infer, parentOf(batchSpan), {
+      ...this.spanAttributes(),
+      [ATTR.rows]: rowCount(inputs, this.options.batchable),
+    });
+    return this.run(inputs).then(
+      (outputs) => {
+        span.end();
+        return outputs;
+      },
+      (err: unknown) => {
+        endSpan(span, err);
+        throw err;
+      },
+    );
+  }
+
+  private spanAttributes(): Record<string, string> {
+    return this.options.model !== undefined ? { [ATTR.model]: this.options.model } : {};
+  }
+
+  /**
+   * The modelport.batch span (tracing on): a child of the first request in it that has a trace,
+   * linked to every request it joined, with its size in rows and requests. Undefined when none
+   * of them is traced (nothing would lead to it).
+   */
+  private batchSpan(batch: readonly Item[], rows: number): Span | undefined {
+    const links: TraceParent[] = [];
+    for (const item of batch) if (item.trace !== undefined) links.push(item.trace);
+    if (links.length === 0) return undefined;
+    return startSpan(
+      SPAN.batch,
+      links[0],
+      { ...this.spanAttributes(), [ATTR.batchRows]: rows, [ATTR.batchRequests]: batch.length },
+      undefined,
+      links,
+    );
   }
 
   private clearWatch(): void {
@@ -708,6 +780,11 @@ export class Batcher {
   private settle(item: Item, outputs: TensorMap | undefined, err?: Error): void {
     if (item.done) return;
     item.done = true;
+    // Still queued: refused before a batch took it (canceled, deadline, shutdown).
+    if (item.queueSpan !== undefined) {
+      endSpan(item.queueSpan, err);
+      item.queueSpan = undefined;
+    }
     if (item.background) this.backgroundQueued--;
     item.detach?.();
     if (err) item.reject(err);

@@ -21,6 +21,7 @@ import { resolveWebhookSecret } from "../notify/webhook.js";
 import { INSTANCE_HEADER, OCTET_STREAM, REQUEST_ID_HEADER } from "../protocol/headers.js";
 import type { BlobStore } from "../storage/blob-store.js";
 import { createBlobStore } from "../storage/create-blob-store.js";
+import { flushTracing, startTracing } from "../telemetry/tracing.js";
 import { checkAccess } from "../tenants/tenants.js";
 import { asciiBody } from "./ascii-body.js";
 import { createAudit } from "./audit.js";
@@ -31,6 +32,7 @@ import { PROBE_PATHS, registerAuth } from "./plugins/auth.js";
 import { frameworkError, registerErrorHandling } from "./plugins/errors.js";
 import { registerLimits } from "./plugins/limits.js";
 import { RequestLogController, requestId } from "./plugins/request-log.js";
+import { endRequestSpan, traceRequest } from "./plugins/tracing.js";
 import { registerUsage, usageCost } from "./plugins/usage.js";
 import { docsRoutes } from "./routes/docs.js";
 import { healthRoutes } from "./routes/health.js";
@@ -178,7 +180,18 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     });
   let inFlight = 0;
 
+  // Tracing (docs/Tracing.md) is on when the OTEL_* environment asks for it: the SDK loads once
+  // per process, before the app is ready; a setting it cannot honour fails the start.
+  const tracingStarted = startTracing();
+  tracingStarted.catch(() => {});
+  app.addHook("onReady", async () => {
+    await tracingStarted;
+  });
+  app.decorateRequest("trace", undefined);
+  app.decorateRequest("span", undefined);
+
   app.addHook("onRequest", (request, reply, done) => {
+    traceRequest(request, reply);
     reply.header(REQUEST_ID_HEADER, request.id);
     reply.header(INSTANCE_HEADER, instance);
     if (context.draining && !PROBE_PATHS.has(request.url.split("?")[0]!)) {
@@ -204,7 +217,11 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     };
     res.once("close", () => {
       finished();
-      if (!res.writableFinished) request.cancelHandle?.cancel();
+      if (!res.writableFinished) {
+        request.cancelHandle?.cancel();
+        // 499: the client closed the connection before the answer (no onResponse comes).
+        endRequestSpan(request, 499, "");
+      }
     });
     // An upgrade's response is not the server's own: it never emits "close". A refused upgrade
     // (401, stream limit) ends when its answer is written; an accepted one when its socket closes.
@@ -227,6 +244,7 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     const name = (request.params as { model?: string } | undefined)?.model;
     const model = name !== undefined && status !== 401 && catalogue.has(name) ? name : "";
     metrics.requestDone(model, route, status, reply.elapsedTime / 1000);
+    if (request.span !== undefined) endRequestSpan(request, status, model);
     done();
   });
 
@@ -297,6 +315,8 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   app.addHook("onClose", () => blobStore.close());
   app.addHook("onClose", () => tenancy.close());
   app.addHook("onClose", async () => auditLog.close());
+  // The SDK is the process's (other apps may share it): export what this one traced, keep it running.
+  app.addHook("onClose", () => flushTracing());
   let closing: Promise<void> | undefined;
 
   return {

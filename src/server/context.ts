@@ -9,6 +9,8 @@ import type { JobQueue } from "../jobs/job-queue.js";
 import type { Metrics } from "../metrics/metrics.js";
 import { COLD_START_HEADER, TIMEOUT_HEADER } from "../protocol/headers.js";
 import { requestTimeoutMs } from "../protocol/request-timeout.js";
+import type { TraceParent } from "../telemetry/propagation.js";
+import type { Span } from "../telemetry/spans.js";
 import type { Principal } from "../tenants/principal.js";
 import { checkAccess, type Tenants } from "../tenants/tenants.js";
 import type { UsageRecorder } from "../tenants/usage.js";
@@ -57,6 +59,13 @@ declare module "fastify" {
     errorCode?: string;
     /** What the request used of which model, where usage per key is recorded (plugins/usage.ts). */
     usage?: RequestUsage;
+    /**
+     * Where the request's work sits in a trace: its server span while tracing is on; with tracing
+     * off, the caller's traceparent as received (passed on to runners, upstreams and jobs as is).
+     */
+    trace: TraceParent | undefined;
+    /** The request's server span (tracing on only); ended with the response. */
+    span: Span | undefined;
   }
 }
 
@@ -104,6 +113,7 @@ export async function infer(
     deadline: performance.now() + timeoutMs,
     cancel: requestCancel(req),
     requestId: req.id,
+    trace: req.trace,
     onVersion: (v) => {
       version = v;
     },

@@ -107,6 +107,22 @@ export function jobStoreConformance(name: string, open: () => Promise<JobStore>)
         assert.equal(job.idempotencyKey, undefined);
       });
 
+      it("keeps the submitter's trace headers with the job, through claim and get; none when not given", async () => {
+        const trace = {
+          traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+          tracestate: "vendor=abc",
+        };
+        const traced = await add(T0, { trace });
+        assert.deepEqual(traced.trace, trace);
+        assert.deepEqual((await mustGet(traced.id)).trace, trace);
+        const claimed = await mustClaim("w1", T0 + 1);
+        assert.equal(claimed.id, traced.id);
+        assert.deepEqual(claimed.trace, trace);
+        const plain = await add(T0 + 2);
+        assert.equal(plain.trace, undefined);
+        assert.equal((await mustGet(plain.id)).trace, undefined);
+      });
+
       it("get of an unknown id is undefined", async () => {
         assert.equal(await store.get("no-such-job"), undefined);
       });

@@ -15,7 +15,7 @@ import { fileURLToPath } from "node:url";
 const LAYERS: readonly (readonly string[])[] = [
   ["tensor.ts", "errors.ts", "cancel.ts", "version.ts"],
   // Payload capture's redaction paths: the config schema validates them.
-  ["golden.ts", "protocol/", "capture/redact.ts"],
+  ["golden.ts", "protocol/", "telemetry/", "capture/redact.ts"],
   ["llm/", "notify/", "metrics/", "loadgen/", "tenants/"],
   ["config/"],
   ["storage/", "backends/"],

@@ -225,6 +225,27 @@ if (process.env[CHILD_ENV]) {
       await store.close();
     });
 
+    it("opens a database written before jobs kept a trace: adds the column, old jobs read without one", async () => {
+      const path = tempFile();
+      const first = await SqliteJobStore.open(path);
+      await first.create(newJob({ id: "old" }), T0);
+      await first.close();
+      // As an earlier modelport left it: no trace column.
+      const db = new Database(path);
+      db.exec("ALTER TABLE jobs DROP COLUMN trace");
+      db.close();
+      const store = await SqliteJobStore.open(path);
+      try {
+        assert.equal((await store.get("old"))?.trace, undefined);
+        const trace = { traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" };
+        await store.create(newJob({ id: "new", trace }), T0 + 1);
+        assert.deepEqual((await store.get("new"))?.trace, trace);
+        assert.equal((await store.claim("w", ["m"], 60_000, T0 + 2))?.id, "old");
+      } finally {
+        await store.close();
+      }
+    });
+
     it("a path that cannot be opened is MP_ERR_JOB_STORE_UNAVAILABLE", async () => {
       const file = join(dir, "a-file");
       writeFileSync(file, "not a folder");

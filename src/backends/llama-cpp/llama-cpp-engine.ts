@@ -37,6 +37,8 @@ import {
   readToolAnswer,
   type StructuredPlan,
 } from "../../llm/structured-output.js";
+import type { TraceParent } from "../../telemetry/propagation.js";
+import { ATTR, endSpan, SPAN, type Span, startSpan, tracing } from "../../telemetry/spans.js";
 import { llamaMetadataProblems, readGgufHeader } from "./gguf-file.js";
 import { Grammars } from "./grammars.js";
 import { scoreTokens, withinText } from "./logprobs.js";
@@ -222,6 +224,7 @@ export class LlamaCppEngine implements LanguageEngine {
       plan,
       ...(grammar ? { grammar } : {}),
       ...(bias ? { bias } : {}),
+      trace: options.trace,
     });
     this.running.set(work, ac);
     try {
@@ -281,6 +284,8 @@ export class LlamaCppEngine implements LanguageEngine {
       plan: StructuredPlan;
       grammar?: LlamaGrammar;
       bias?: InstanceType<NodeLlamaCpp["TokenBias"]>;
+      /** The request's place in a trace: prompt evaluation and generation are spans under it. */
+      trace?: TraceParent | undefined;
     },
   ): Promise<GenerateResult> {
     const model = this.model!;
@@ -325,9 +330,32 @@ export class LlamaCppEngine implements LanguageEngine {
     let first: Token | undefined;
     let leadChecked = false;
     const generated: Token[] = [];
+    // Tracing on: modelport.llm.prompt until the first token comes, modelport.llm.generate from there.
+    const traced = tracing.on && structured.trace !== undefined;
+    const spanAttributes = { [ATTR.model]: this.name, [ATTR.promptTokens]: promptTokens };
+    let promptSpan = traced
+      ? startSpan(SPAN.llmPrompt, structured.trace, {
+          ...spanAttributes,
+          "modelport.llm.cached_tokens": cachedTokens,
+        })
+      : undefined;
+    let generateSpan: Span | undefined;
     const onToken = (tokens: Token[]) => {
       first ??= tokens[0];
+      if (promptSpan !== undefined) {
+        promptSpan.end();
+        promptSpan = undefined;
+        generateSpan = startSpan(SPAN.llmGenerate, structured.trace, spanAttributes);
+      }
       if (request.logprobs) generated.push(...tokens);
+    };
+    const endSpans = (err?: unknown) => {
+      if (promptSpan) endSpan(promptSpan, err);
+      if (generateSpan) {
+        generateSpan.setAttribute(ATTR.completionTokens, sequence.tokenMeter.usedOutputTokens - outputBefore);
+        endSpan(generateSpan, err);
+      }
+      promptSpan = generateSpan = undefined;
     };
     const onTextChunk = (raw: string) => {
       let chunk = raw;
@@ -365,6 +393,7 @@ export class LlamaCppEngine implements LanguageEngine {
         onTextChunk,
       });
       if (signal.aborted) throw signal.reason;
+      endSpans();
       const tail = scanner.flush();
       if (tail && emit) emit(tail);
       const usage = {
@@ -396,6 +425,7 @@ export class LlamaCppEngine implements LanguageEngine {
       }
       return { text: scanner.text, finishReason, usage };
     } catch (err) {
+      endSpans(err);
       if (this.closed)
         throw new ModelportError("MP_ERR_SERVER_SHUTTING_DOWN", `model '${this.name}' is closing`);
       if (signal.aborted) {

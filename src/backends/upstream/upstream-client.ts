@@ -5,8 +5,11 @@
 // model turns the last one into a ModelportError. Nothing an upstream sends is repeated
 // verbatim: its messages pass through redact.ts (the key and token-shaped strings removed,
 // length bounded), and every body is read with a size limit.
+
 import { setTimeout as sleep } from "node:timers/promises";
 import { createParser, type EventSourceMessage } from "eventsource-parser";
+import { injectTrace, type TraceParent } from "../../telemetry/propagation.js";
+import { KIND, parentOf, startSpan, tracing } from "../../telemetry/spans.js";
 import { safeIdentifier, safeUpstreamText, safeUrl } from "./redact.js";
 import { type BackoffSettings, backoffDelay, parseRetryAfter, retryableStatus } from "./retry.js";
 
@@ -45,6 +48,11 @@ export interface AttemptOptions {
   timeoutMs: number;
   signal?: AbortSignal | undefined;
   stream?: boolean;
+  /**
+   * The caller's place in a trace: the attempt is an HTTP client span under it (tracing on),
+   * ended when the attempt is done, and carries its traceparent (off: the caller's, as received).
+   */
+  trace?: TraceParent | undefined;
 }
 
 /** An answered attempt: the response, and the idle timer to re-arm per streamed chunk. */
@@ -133,9 +141,24 @@ export async function fetchAttempt(o: AttemptOptions): Promise<Attempt> {
     controller.abort();
   };
   o.signal?.addEventListener("abort", onClient, { once: true });
+  let span =
+    tracing.on && o.trace
+      ? startSpan(
+          o.method,
+          o.trace,
+          {
+            "http.request.method": o.method,
+            "url.full": safeUrl(o.url),
+            "server.address": new URL(o.url).hostname,
+          },
+          KIND.client,
+        )
+      : undefined;
   const done = () => {
     if (timer) clearTimeout(timer);
     o.signal?.removeEventListener("abort", onClient);
+    span?.end();
+    span = undefined;
   };
   if (o.signal?.aborted) {
     done();
@@ -145,6 +168,7 @@ export async function fetchAttempt(o: AttemptOptions): Promise<Attempt> {
   const headers: Record<string, string> = { accept: o.stream ? "text/event-stream" : "application/json" };
   if (o.apiKey) headers.authorization = `Bearer ${o.apiKey}`;
   if (o.body !== undefined) headers["content-type"] = "application/json";
+  injectTrace(headers, span ? parentOf(span) : o.trace);
   let response: Response;
   try {
     response = await fetch(o.url, {
@@ -154,6 +178,7 @@ export async function fetchAttempt(o: AttemptOptions): Promise<Attempt> {
       signal: controller.signal,
     });
   } catch (err) {
+    span?.setStatus({ code: 2, message: why ?? "no answer" });
     done();
     if (why === "client") throw new ClientAborted();
     if (why === "timeout") {
@@ -165,7 +190,9 @@ export async function fetchAttempt(o: AttemptOptions): Promise<Attempt> {
       true,
     );
   }
+  span?.setAttribute("http.response.status_code", response.status);
   if (!response.ok) {
+    span?.setStatus({ code: 2 });
     let text = "";
     try {
       text = (await readBounded(response, MAX_ERROR_BODY)).text;

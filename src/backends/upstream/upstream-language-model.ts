@@ -504,6 +504,7 @@ export class UpstreamLanguageModel {
         timeoutMs: u.timeoutMs,
         signal,
         stream,
+        trace: options.trace,
       });
       try {
         if (!stream) {
@@ -617,6 +618,7 @@ export class UpstreamLanguageModel {
         },
         timeoutMs: u.timeoutMs,
         signal,
+        trace: options.trace,
       });
       try {
         return await readJson<{

@@ -30,8 +30,7 @@ import {
 const column = (field: string) => field.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 const toJob = (row: JobRow) => jobFromFields((k) => row[column(k) as keyof JobRow]);
 
-// 2: jobs.owner (the key name that submitted the job), added to older files in place.
-const SCHEMA_VERSION = 2;
+const SCHEMA_VERSION = 1;
 
 export interface SqliteJobStoreOptions {
   /**
@@ -89,6 +88,7 @@ interface JobRow {
   idempotency_expires_at: number | null;
   webhook: string | null;
   owner: string | null;
+  trace: string | null;
 }
 
 interface KeyRow {
@@ -124,7 +124,8 @@ CREATE TABLE IF NOT EXISTS jobs (
   request_hash TEXT,
   idempotency_expires_at INTEGER,
   webhook TEXT,
-  owner TEXT
+  owner TEXT,
+  trace TEXT
 );
 -- claim: per model and status in claim order; run_at rides along so the backoff filter needs no
 -- table lookup (it sits after the order columns so the order comes straight from the index).
@@ -151,9 +152,15 @@ CREATE INDEX IF NOT EXISTS idempotency_keys_job ON idempotency_keys (job_id);
 `;
 
 const INSERT_JOB = `INSERT INTO jobs (id, model, status, priority, input, metadata, created_at, updated_at,
-  attempts, max_attempts, run_at, timeout_ms, idempotency_key, request_hash, idempotency_expires_at, webhook, owner)
+  attempts, max_attempts, run_at, timeout_ms, idempotency_key, request_hash, idempotency_expires_at, webhook, owner, trace)
   VALUES (@id, @model, 'queued', @priority, @input, @metadata, @now, @now,
-  0, @maxAttempts, @now, @timeoutMs, @idempotencyKey, @requestHash, @idempotencyExpiresAt, @webhook, @owner)`;
+  0, @maxAttempts, @now, @timeoutMs, @idempotencyKey, @requestHash, @idempotencyExpiresAt, @webhook, @owner, @trace)`;
+
+/** Columns added after schema 1 was released: added in place when missing (see the constructor). */
+const ADDED_COLUMNS: readonly (readonly [string, string])[] = [
+  ["owner", "TEXT"],
+  ["trace", "TEXT"],
+];
 
 const CLEAR_LEASE = "lease_owner = NULL, lease_expires_at = NULL";
 const HELD = "id = ? AND status = 'running' AND lease_owner = ?";
@@ -210,10 +217,13 @@ export class SqliteJobStore implements JobStore {
             `the job database was written by a newer modelport (schema ${version}, this one knows ${SCHEMA_VERSION})`,
           );
         }
-        // A file from schema 1 has the jobs table without its owner column: add it before the indexes need it.
-        const columns = db!.pragma("table_info(jobs)") as { name: string }[];
-        if (columns.length > 0 && !columns.some((c) => c.name === "owner"))
-          db!.exec("ALTER TABLE jobs ADD COLUMN owner TEXT");
+        // Columns added since schema 1, nullable, so a database written before them opens as
+        // is and an older modelport sharing the file still reads and writes it (no version bump).
+        // Added before SCHEMA runs: its indexes name them.
+        const columns = new Set((db!.pragma("table_info(jobs)") as { name: string }[]).map((c) => c.name));
+        if (columns.size > 0)
+          for (const [name, type] of ADDED_COLUMNS)
+            if (!columns.has(name)) db!.exec(`ALTER TABLE jobs ADD COLUMN ${name} ${type}`);
         db!.exec(SCHEMA);
         if (version < SCHEMA_VERSION) db!.pragma(`user_version = ${SCHEMA_VERSION}`);
       }).immediate();
@@ -455,6 +465,7 @@ export class SqliteJobStore implements JobStore {
         idempotencyExpiresAt: expiresAt,
         webhook,
         owner: job.owner ?? null,
+        trace: job.trace === undefined ? null : JSON.stringify(job.trace),
       });
     } catch (err) {
       if ((err as { code?: string }).code === "SQLITE_CONSTRAINT_PRIMARYKEY") {
@@ -487,6 +498,7 @@ export class SqliteJobStore implements JobStore {
     if (expiresAt !== null) created.idempotencyExpiresAt = expiresAt;
     if (job.callbackUrl !== undefined) created.webhook = { url: job.callbackUrl, attempts: 0 };
     if (job.owner !== undefined) created.owner = job.owner;
+    if (job.trace !== undefined) created.trace = { ...job.trace };
     return { job: created, created: true };
   }
 

@@ -80,6 +80,7 @@ export function jobFromFields(field: StoredField): Job {
   if (has("idempotencyExpiresAt")) job.idempotencyExpiresAt = num("idempotencyExpiresAt");
   if (has("owner")) job.owner = String(field("owner"));
   if (has("webhook")) job.webhook = json<NonNullable<Job["webhook"]>>("webhook");
+  if (has("trace")) job.trace = json<NonNullable<Job["trace"]>>("trace");
   return job;
 }
 

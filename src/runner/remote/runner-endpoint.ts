@@ -3,6 +3,8 @@
 // how many forwarded requests it is working on, for least-loaded routing.
 import http from "node:http";
 import { INSTANCE_HEADER, POLL_HEADER } from "../../protocol/headers.js";
+import { injectTrace, type TraceParent } from "../../telemetry/propagation.js";
+import { KIND, parentOf, type Span, startSpan, tracing } from "../../telemetry/spans.js";
 import type { ModelSignature, TensorSpec } from "../../tensor.js";
 
 /** What a runner's health poll said of one model it serves (GET /v1/models). */
@@ -50,6 +52,11 @@ export interface RequestOptions {
   timeoutMs: number;
   /** Aborts the request (the client went away); rejects with RunnerUnreachableError. */
   onAbort?: (abort: () => void) => void;
+  /**
+   * The caller's place in a trace: the request is an HTTP client span under it (tracing on) and
+   * carries its traceparent; with tracing off a caller's traceparent is passed on as received.
+   */
+  trace?: TraceParent | undefined;
 }
 
 export class RunnerEndpoint {
@@ -135,10 +142,51 @@ export class RunnerEndpoint {
    * @throws RunnerUnreachableError when no answer came (connection refused or reset, timeout, abort).
    */
   request(method: string, path: string, options: RequestOptions): Promise<RunnerResponse> {
+    const span = tracing.on && options.trace ? this.clientSpan(method, path, options.trace) : undefined;
+    const answer = this.send(method, path, options, span ? parentOf(span) : options.trace);
+    if (span === undefined) return answer;
+    return answer.then(
+      (res) => {
+        span.setAttribute("http.response.status_code", res.status);
+        if (res.status >= 400) span.setStatus({ code: 2 });
+        span.end();
+        return res;
+      },
+      (err: unknown) => {
+        span.recordException(err as Error);
+        span.setStatus({ code: 2, message: (err as Error).message });
+        span.end();
+        throw err;
+      },
+    );
+  }
+
+  private clientSpan(method: string, path: string, parent: TraceParent): Span {
+    const q = path.indexOf("?");
+    return startSpan(
+      method,
+      parent,
+      {
+        "http.request.method": method,
+        "url.full": `${this.url}${q < 0 ? path : path.slice(0, q)}`,
+        "server.address": this.host,
+        "server.port": this.port,
+      },
+      KIND.client,
+    );
+  }
+
+  private send(
+    method: string,
+    path: string,
+    options: RequestOptions,
+    trace: TraceParent | undefined,
+  ): Promise<RunnerResponse> {
     return new Promise((resolve, reject) => {
       const headers: Record<string, string> = { ...options.headers };
       if (this.auth && headers.authorization === undefined) headers.authorization = this.auth;
       if (options.body) headers["content-length"] = String(options.body.length);
+      if (trace !== undefined) injectTrace(headers, trace);
       const req = http.request(
         { host: this.host, port: this.port, method, path, headers, agent: this.agent },
         (res) => {

@@ -10,6 +10,7 @@ import type { ServerConfig } from "../../config/schema.js";
 import { ModelportError, TRY_ELSEWHERE } from "../../errors.js";
 import type { Metrics } from "../../metrics/metrics.js";
 import { REQUEST_ID_HEADER } from "../../protocol/headers.js";
+import type { TraceParent } from "../../telemetry/propagation.js";
 import type { TensorMap } from "../../tensor.js";
 import { decodeInferResponse, encodeInferRequest, errorFromRunner } from "./infer-codec.js";
 import { RunnerEndpoint, RunnerUnreachableError } from "./runner-endpoint.js";
@@ -21,6 +22,8 @@ export interface ForwardOptions {
   requestId?: string;
   /** Only runners holding this version ready (or loading it on this call) take the request. */
   version?: string;
+  /** The caller's place in a trace: each forward is a client span under it, its traceparent sent. */
+  trace?: TraceParent | undefined;
 }
 
 /** One runner's answer to a broadcast request. */
@@ -243,6 +246,7 @@ export class RunnerPool {
         headers,
         body: request.body,
         timeoutMs: left + 250,
+        trace: options.trace,
         onAbort: (abort) => {
           unregister = options.cancel?.onCancel(abort);
         },

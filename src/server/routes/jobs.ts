@@ -86,6 +86,7 @@ export async function submitJob(ctx: AppContext, model: string, req: FastifyRequ
     ...(callbackUrl ? { callbackUrl } : {}),
     ...(metadata ? { metadata: metadata as Record<string, unknown> } : {}),
     ...(priority !== undefined ? { priority: priority as number } : {}),
+    ...(req.trace ? { trace: req.trace } : {}),
   });
   reply.code(created ? 202 : 200).header("location", `/v1/jobs/${job.id}`);
   if (!created) reply.header("idempotent-replayed", "true");

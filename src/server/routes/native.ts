@@ -12,7 +12,9 @@ import {
   wantsOctetStream,
 } from "../../protocol/raw-tensor.js";
 import { requestedOutputs } from "../../protocol/requested-outputs.js";
+import { ATTR, endSpan, SPAN, startSpan, tracing } from "../../telemetry/spans.js";
 import { mayUse } from "../../tenants/tenants.js";
+import type { TensorMap } from "../../tensor.js";
 import { acquire, infer } from "../context.js";
 import { submitJob } from "./jobs.js";
 import { describeLanguageModel, openaiModelList } from "./openai.js";
@@ -111,22 +113,35 @@ export const nativeRoutes: FastifyPluginAsync = async (app) => {
       // A Buffer is a raw application/octet-stream tensor (protocol/raw-tensor.ts); anything else is JSON.
       const raw = Buffer.isBuffer(req.body) ? req.body : undefined;
       const body = raw ? undefined : (req.body as Record<string, unknown> | undefined);
-      const inputs = raw
-        ? decodeRawTensor(raw, req.headers, signature, host.config.limits)
-        : decodeNative(body, signature, host.config.limits);
+      const decode = tracing.on ? startSpan(SPAN.decode, req.trace, { [ATTR.model]: host.name }) : undefined;
+      let inputs: TensorMap;
+      try {
+        inputs = raw
+          ? decodeRawTensor(raw, req.headers, signature, host.config.limits)
+          : decodeNative(body, signature, host.config.limits);
+      } catch (err) {
+        if (decode) endSpan(decode, err);
+        throw err;
+      }
+      decode?.end();
       const names = requestedOutputs(body?.outputs ?? outputsQuery(req.query.outputs), signature);
       const rawOut = wantsOctetStream(req.headers.accept) ? rawOutputName(names, signature) : undefined;
       const { outputs, version: answered } = await infer(host, inputs, req);
       captureVersion(req, answered);
+      // The JSON text itself is written by Fastify's serializer after this span (part of the server span).
+      const encode = tracing.on ? startSpan(SPAN.encode, req.trace, { [ATTR.model]: host.name }) : undefined;
       if (rawOut) {
         const res = encodeRawTensor(rawOut, outputs[rawOut]!);
+        encode?.end();
         return reply.headers(res.headers).send(res.body);
       }
-      return {
+      const answer = {
         model: host.config.name,
         model_version: answered,
         ...(body && "id" in body ? { id: body.id } : {}),
         outputs: encodeNative(outputs, names),
       };
+      encode?.end();
+      return answer;
     });
 };

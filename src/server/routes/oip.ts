@@ -7,6 +7,8 @@ import { INFERENCE_HEADER, OCTET_STREAM } from "../../protocol/headers.js";
 import { decodeOip, encodeOip } from "../../protocol/oip-body.js";
 import { modelMetadata, serverMetadata } from "../../protocol/oip-metadata.js";
 import { requestedOutputs } from "../../protocol/requested-outputs.js";
+import { ATTR, endSpan, SPAN, startSpan, tracing } from "../../telemetry/spans.js";
+import type { TensorMap } from "../../tensor.js";
 import { acquire, infer } from "../context.js";
 import { errorHandler } from "../plugins/errors.js";
 
@@ -49,23 +51,42 @@ export const oipRoutes: FastifyPluginAsync = async (app) => {
         const host = await acquire(ctx, req, reply, req.params.model, "predict", req.params.version);
         const signature = host.signature;
         if (!signature) throw host.notReadyError();
-        const { body, binary } = splitOipBody(
-          req.body,
-          req.headers[INFERENCE_HEADER],
-          ctx.config.limits.maxJsonDepth,
-        );
-        const inputs = decodeOip(body, signature, host.config.limits, binary);
+        const decode = tracing.on
+          ? startSpan(SPAN.decode, req.trace, { [ATTR.model]: host.name })
+          : undefined;
+        let decoded: { body: ReturnType<typeof splitOipBody>["body"]; inputs: TensorMap };
+        try {
+          const { body, binary } = splitOipBody(
+            req.body,
+            req.headers[INFERENCE_HEADER],
+            ctx.config.limits.maxJsonDepth,
+          );
+          decoded = { body, inputs: decodeOip(body, signature, host.config.limits, binary) };
+        } catch (err) {
+          if (decode) endSpan(decode, err);
+          throw err;
+        }
+        decode?.end();
+        const { body, inputs } = decoded;
         const names = requestedOutputs(body?.outputs, signature);
         const binaryNames = binaryOutputs(body, signature);
         const { outputs, version: answered } = await infer(host, inputs, req);
         captureVersion(req, answered);
+        const encode = tracing.on
+          ? startSpan(SPAN.encode, req.trace, { [ATTR.model]: host.name })
+          : undefined;
         const meta = {
           model_name: host.config.name,
           model_version: answered,
           id: typeof body?.id === "string" ? body.id : req.id,
         };
-        if (!binaryNames) return { ...meta, outputs: encodeOip(outputs, names) };
+        if (!binaryNames) {
+          const answer = { ...meta, outputs: encodeOip(outputs, names) };
+          encode?.end();
+          return answer;
+        }
         const res = encodeOipBinary(meta, outputs, names, binaryNames);
+        encode?.end();
         return reply.headers(res.headers).send(res.body);
       },
     );

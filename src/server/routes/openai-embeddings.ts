@@ -103,6 +103,7 @@ export const openAiEmbeddingsRoutes: FastifyPluginAsync = async (app) => {
       const usage = req.usage;
       const result = await model.embed!(parsed.inputs, {
         cancel: requestCancel(req),
+        trace: req.trace,
         ...(parsed.dimensions !== undefined ? { dimensions: parsed.dimensions } : {}),
         ...(usage
           ? {

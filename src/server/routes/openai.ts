@@ -18,6 +18,7 @@ import { llmSchema } from "../../config/schema.js";
 import { ModelportError } from "../../errors.js";
 import type { GenerateRequest, GenerateResult, TokenUsage, ToolCall } from "../../llm/language-model.js";
 import type { Metrics } from "../../metrics/metrics.js";
+import type { TraceParent } from "../../telemetry/propagation.js";
 import type { Principal } from "../../tenants/principal.js";
 import { mayUse } from "../../tenants/tenants.js";
 import { type AppContext, acquire, requestCancel } from "../context.js";
@@ -198,6 +199,7 @@ function generateChoices(
   cancel: CancelHandle,
   onDelta: (index: number, text: string) => void,
   onDone: (index: number, result: GenerateResult) => void,
+  trace: TraceParent | undefined,
 ): Promise<GenerateResult[]> {
   const runs: { request: GenerateRequest; echo?: string }[] = [];
   parsed.requests.forEach((request, p) => {
@@ -208,7 +210,11 @@ function generateChoices(
   });
   const one = (run: (typeof runs)[number], index: number, cancel: CancelHandle) => {
     if (run.echo) onDelta(index, run.echo);
-    return model.generate!(run.request, { cancel, onDelta: (text) => onDelta(index, text) }).then((r) => {
+    return model.generate!(run.request, {
+      cancel,
+      trace,
+      onDelta: (text) => onDelta(index, text),
+    }).then((r) => {
       const result = run.echo ? { ...r, text: run.echo + r.text } : r;
       onDone(index, result);
       return result;
@@ -262,6 +268,7 @@ async function answer(
     cancel,
     () => timer.first(),
     () => {},
+    req.trace,
   );
   const usage = totalUsage(results, parsed.n);
   timer.done(usage);
@@ -360,7 +367,7 @@ async function stream(
   };
   let results: GenerateResult[];
   try {
-    results = await generateChoices(model, parsed, cancel, onDelta, onDone);
+    results = await generateChoices(model, parsed, cancel, onDelta, onDone, reply.request.trace);
   } catch (err) {
     // Before the first byte the error handler answers with a status; after it, the stream
     // carries the error as its last event, as OpenAI's servers do.

@@ -1,0 +1,67 @@
+// The HTTP server span of each request (tracing on), named and attributed per the OpenTelemetry
+// HTTP semantic conventions ("POST /v1/models/{model}/predict"), a child of the caller's
+// traceparent when one came; the request's log lines then carry trace_id and span_id. With
+// tracing off only the caller's traceparent is read, to be passed on as received.
+import type { FastifyReply, FastifyRequest } from "fastify";
+import { parseTraceParent } from "../../telemetry/propagation.js";
+import { ATTR, KIND, parentOf, startSpan, tracing } from "../../telemetry/spans.js";
+
+/** Fastify's ":model" route parameters as the semantic conventions' "{model}" templates, memoized. */
+const templates = new Map<string, string>();
+function template(route: string): string {
+  let t = templates.get(route);
+  if (t === undefined) {
+    t = route.replace(/:([A-Za-z0-9_]+)/g, "{$1}");
+    templates.set(route, t);
+  }
+  return t;
+}
+
+/** onRequest: the request's trace, and with tracing on its server span and log fields. */
+export function traceRequest(request: FastifyRequest, reply: FastifyReply): void {
+  const headers = request.raw.headers;
+  if (!tracing.on) {
+    if (headers.traceparent !== undefined)
+      request.trace = parseTraceParent(headers.traceparent, headers.tracestate);
+    return;
+  }
+  const route = request.routeOptions.url;
+  const path = request.url;
+  const q = path.indexOf("?");
+  const span = startSpan(
+    route ? `${request.method} ${template(route)}` : request.method,
+    parseTraceParent(headers.traceparent, headers.tracestate),
+    {
+      "http.request.method": request.method,
+      "url.path": q < 0 ? path : path.slice(0, q),
+      "url.scheme": "http",
+      ...(route ? { "http.route": template(route) } : {}),
+      "network.protocol.version": request.raw.httpVersion,
+      ...(headers["user-agent"] ? { "user_agent.original": headers["user-agent"] } : {}),
+      "client.address": request.ip,
+      [ATTR.requestId]: request.id,
+    },
+    KIND.server,
+  );
+  request.span = span;
+  const parent = parentOf(span);
+  request.trace = parent;
+  const log = request.log.child({ trace_id: parent.traceId, span_id: parent.spanId });
+  request.log = log;
+  reply.log = log;
+}
+
+/** onResponse (or the client left first): the status and model, then the span ends. */
+export function endRequestSpan(request: FastifyRequest, status: number, model: string): void {
+  const span = request.span;
+  if (span === undefined) return;
+  request.span = undefined;
+  span.setAttribute("http.response.status_code", status);
+  if (model !== "") span.setAttribute(ATTR.model, model);
+  // Server spans are errors for 5xx only (a 4xx is the client's).
+  if (status >= 500) {
+    span.setAttribute("error.type", String(status));
+    span.setStatus({ code: 2 });
+  }
+  span.end();
+}

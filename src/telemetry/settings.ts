@@ -1,0 +1,65 @@
+// Whether this process traces, and how, read from the standard OTEL_* environment variables
+// (docs/Tracing.md). Tracing is on only when asked for: OTEL_TRACES_EXPORTER=otlp, or an OTLP
+// endpoint set (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) with
+// OTEL_TRACES_EXPORTER unset; OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none turn it off.
+import { ModelportError } from "../errors.js";
+
+export type SamplerName =
+  | "always_on"
+  | "always_off"
+  | "traceidratio"
+  | "parentbased_always_on"
+  | "parentbased_always_off"
+  | "parentbased_traceidratio";
+
+const SAMPLERS: readonly SamplerName[] = [
+  "always_on",
+  "always_off",
+  "traceidratio",
+  "parentbased_always_on",
+  "parentbased_always_off",
+  "parentbased_traceidratio",
+];
+
+export interface TracingSettings {
+  serviceName: string;
+  sampler: SamplerName;
+  /** The ratio of the *traceidratio samplers, 0..1. */
+  ratio: number;
+}
+
+export type Env = Readonly<Record<string, string | undefined>>;
+
+function invalid(message: string): ModelportError {
+  return new ModelportError("MP_ERR_CONFIG_INVALID", `${message} (docs/Tracing.md)`);
+}
+
+/**
+ * The tracing settings the environment asks for, or undefined when tracing is off.
+ * @throws ModelportError MP_ERR_CONFIG_INVALID for an exporter, protocol or sampler this server does not have.
+ */
+export function tracingSettings(env: Env = process.env): TracingSettings | undefined {
+  if (env.OTEL_SDK_DISABLED?.trim().toLowerCase() === "true") return undefined;
+  const exporters = (env.OTEL_TRACES_EXPORTER ?? "")
+    .split(",")
+    .map((e) => e.trim().toLowerCase())
+    .filter((e) => e !== "");
+  const endpoint = Boolean(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || env.OTEL_EXPORTER_OTLP_ENDPOINT);
+  if (exporters.length === 0 ? !endpoint : exporters.every((e) => e === "none")) return undefined;
+  const other = exporters.filter((e) => e !== "otlp" && e !== "none");
+  if (other.length > 0)
+    throw invalid(
+      `OTEL_TRACES_EXPORTER=${env.OTEL_TRACES_EXPORTER}: modelport exports traces over OTLP only ("otlp" or "none")`,
+    );
+  const protocol = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL;
+  if (protocol !== undefined && protocol.trim() !== "http/protobuf")
+    throw invalid(`OTLP protocol ${JSON.stringify(protocol)}: modelport sends OTLP over http/protobuf only`);
+  const sampler = (env.OTEL_TRACES_SAMPLER?.trim().toLowerCase() || "parentbased_always_on") as SamplerName;
+  if (!SAMPLERS.includes(sampler))
+    throw invalid(`OTEL_TRACES_SAMPLER=${env.OTEL_TRACES_SAMPLER}: one of ${SAMPLERS.join(", ")}`);
+  const arg = env.OTEL_TRACES_SAMPLER_ARG?.trim();
+  const ratio = arg ? Number(arg) : 1;
+  if (!(ratio >= 0 && ratio <= 1))
+    throw invalid(`OTEL_TRACES_SAMPLER_ARG=${arg}: a sampling ratio from 0 to 1`);
+  return { serviceName: env.OTEL_SERVICE_NAME?.trim() || "modelport", sampler, ratio };
+}

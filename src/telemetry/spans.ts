@@ -1,0 +1,112 @@
+// The spans modelport makes: their stable names and attribute keys, and the one way every layer
+// starts and ends one. Whether tracing is on is one boolean (`tracing.on`), read at each call
+// site before anything else is done, so a server with tracing off makes no span objects and
+// runs no OpenTelemetry code: this file only imports OpenTelemetry's types, and the SDK behind
+// `tracing.factory` is loaded by tracing.ts only when tracing is configured.
+import type { Attributes, Span, SpanKind } from "@opentelemetry/api";
+import type { TraceParent } from "./propagation.js";
+
+export type { Span } from "@opentelemetry/api";
+
+/** Span names (docs/Tracing.md lists them; dashboards and tests depend on them: keep them stable). */
+export const SPAN = {
+  decode: "modelport.decode",
+  queue: "modelport.queue",
+  batch: "modelport.batch",
+  infer: "modelport.infer",
+  encode: "modelport.encode",
+  jobAttempt: "modelport.job.attempt",
+  llmPrompt: "modelport.llm.prompt",
+  llmGenerate: "modelport.llm.generate",
+  webhook: "modelport.webhook",
+} as const;
+
+/** Attribute keys of modelport's own (the HTTP and RPC ones follow the semantic conventions). */
+export const ATTR = {
+  model: "modelport.model",
+  version: "modelport.model.version",
+  requestId: "modelport.request_id",
+  rows: "modelport.rows",
+  batchRows: "modelport.batch.rows",
+  batchRequests: "modelport.batch.requests",
+  inline: "modelport.inline",
+  jobId: "modelport.job.id",
+  jobAttempt: "modelport.job.attempt",
+  promptTokens: "gen_ai.usage.input_tokens",
+  completionTokens: "gen_ai.usage.output_tokens",
+} as const;
+
+// SpanKind's values, without loading @opentelemetry/api for its enum.
+export const KIND = {
+  internal: 0 as SpanKind,
+  server: 1 as SpanKind,
+  client: 2 as SpanKind,
+  consumer: 4 as SpanKind,
+} as const;
+
+/** What tracing.ts installs once the SDK is loaded. */
+export interface SpanFactory {
+  start(
+    name: string,
+    kind: SpanKind,
+    parent: TraceParent | undefined,
+    attributes: Attributes | undefined,
+    links: readonly TraceParent[] | undefined,
+  ): Span;
+}
+
+/** `on` is true once the SDK is loaded and exporting; read it before calling anything below. */
+export const tracing: { on: boolean; factory: SpanFactory | undefined } = { on: false, factory: undefined };
+
+/**
+ * Starts a span (call only when `tracing.on`): a child of `parent`, or the root of a new trace
+ * without one; `links` name the other spans it relates to (the requests a batch joined, the
+ * request that submitted a job).
+ */
+export function startSpan(
+  name: string,
+  parent: TraceParent | undefined,
+  attributes?: Attributes,
+  kind: SpanKind = KIND.internal,
+  links?: readonly TraceParent[],
+): Span {
+  return tracing.factory!.start(name, kind, parent, attributes, links);
+}
+
+/** The parent that `span` makes for the spans and calls under it. */
+export function parentOf(span: Span): TraceParent {
+  const c = span.spanContext();
+  const state = c.traceState?.serialize();
+  return { traceId: c.traceId, spanId: c.spanId, flags: c.traceFlags, ...(state ? { state } : {}) };
+}
+
+/** Ends `span`, marked as an error (status ERROR, the exception recorded) when `err` is given. */
+export function endSpan(span: Span, err?: unknown): void {
+  if (err !== undefined) {
+    const e = err instanceof Error ? err : new Error(String(err));
+    span.recordException(e);
+    const code = (err as { code?: unknown }).code;
+    if (typeof code === "string") span.setAttribute("error.type", code);
+    span.setStatus({ code: 2, message: e.message });
+  }
+  span.end();
+}
+
+/** Runs `work` inside a span under `parent` when tracing is on (a plain call otherwise). */
+export async function traced<T>(
+  name: string,
+  parent: TraceParent | undefined,
+  attributes: Attributes | undefined,
+  work: (parent: TraceParent | undefined) => Promise<T>,
+): Promise<T> {
+  if (!tracing.on) return work(parent);
+  const span = startSpan(name, parent, attributes);
+  try {
+    const out = await work(parentOf(span));
+    span.end();
+    return out;
+  } catch (err) {
+    endSpan(span, err);
+    throw err;
+  }
+}
