@@ -13,6 +13,7 @@ import { INSTANCE_HEADER, REQUEST_ID_HEADER } from "../protocol/headers.js";
 import { requestIdFrom } from "../protocol/request-id.js";
 import { parseTraceParent, TRACEPARENT, TRACESTATE, type TraceParent } from "../telemetry/propagation.js";
 import { ATTR, KIND, parentOf, startSpan, tracing } from "../telemetry/spans.js";
+import type { KeyLimiter } from "../tenants/key-limits.js";
 import { ANONYMOUS, type Principal } from "../tenants/principal.js";
 import type { Tenants } from "../tenants/tenants.js";
 import { MalformedMessage, SERVICE_NAME } from "./proto.js";
@@ -24,6 +25,15 @@ export interface GrpcContext {
   readonly catalogue: Catalogue;
   readonly metrics: Metrics;
   readonly tenants: Tenants;
+  readonly limiter: KeyLimiter;
+  /** Counts what a call used against its key (absent where usage is not recorded). */
+  readonly recordUsage:
+    | ((
+        key: string,
+        model: string,
+        used: { rows: number; computeMs: number; promptTokens: number; completionTokens: number },
+      ) => void)
+    | undefined;
   /** True from SIGTERM on: readiness is false and new calls are refused. */
   readonly draining: boolean;
 }
@@ -126,6 +136,7 @@ export function unary<Req extends object, Res>(
       : undefined;
     const trace = span ? parentOf(span) : caller;
 
+    let release: (() => void) | undefined;
     const run = async (): Promise<Res> => {
       let principal = ANONYMOUS;
       if (!options.open) {
@@ -136,6 +147,8 @@ export function unary<Req extends object, Res>(
           );
         }
         principal = env.context.tenants.authenticate(metadataText(grpcCall.metadata, "authorization"));
+        // The key's request and concurrency limits hold here as on HTTP (429 → RESOURCE_EXHAUSTED).
+        if (principal.limitsSet) release = (await env.context.limiter.admit(principal, false)).release;
       }
       const request = grpcCall.request;
       if (request instanceof MalformedMessage) {
@@ -149,6 +162,7 @@ export function unary<Req extends object, Res>(
 
     const finish = (err: unknown, response?: Res) => {
       env.inFlight--;
+      release?.();
       grpcCall.off("cancelled", onCancelled);
       const mp =
         err === undefined

@@ -93,6 +93,7 @@ export function inferenceHandlers(env: CallEnv): UntypedServiceImplementation {
         // proto3 cannot tell an empty list from none: empty means every output, as an absent one over HTTP.
         const names = requestedOutputs(r.outputs.length > 0 ? r.outputs : undefined, signature);
         let answered = host.config.version;
+        let computeMs = 0;
         const outputs = await host.predict!(inputs, {
           deadline: performance.now() + timeoutMs(call, host.config.limits.timeoutMs),
           cancel: call.cancel,
@@ -101,6 +102,17 @@ export function inferenceHandlers(env: CallEnv): UntypedServiceImplementation {
           onVersion: (v) => {
             answered = v;
           },
+          onCompute: (ms) => {
+            computeMs += ms;
+          },
+        });
+        // Usage per key, as the HTTP routes count it (where the server records usage).
+        const rows = Object.values(inputs)[0]?.shape[0] ?? 0;
+        ctx.recordUsage?.(call.principal.name, host.name, {
+          rows,
+          computeMs,
+          promptTokens: 0,
+          completionTokens: 0,
         });
         const meta = {
           model_name: host.config.name,

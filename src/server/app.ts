@@ -26,7 +26,7 @@ import { checkAccess } from "../tenants/tenants.js";
 import { asciiBody } from "./ascii-body.js";
 import { createAudit } from "./audit.js";
 import { connectionOptions, limitConnections } from "./connections.js";
-import type { AppContext } from "./context.js";
+import type { AppContext, RequestUsage } from "./context.js";
 import { registerJsonParser } from "./json-body.js";
 import { PROBE_PATHS, registerAuth } from "./plugins/auth.js";
 import { frameworkError, registerErrorHandling } from "./plugins/errors.js";
@@ -137,6 +137,10 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   const auditLog = createAudit(config, logger);
   const tenancy = createTenancy(config, { cwd, log: logger, metrics, instance });
   const { tenants, usage } = tenancy;
+  const recordUsage = usage
+    ? (key: string, model: string, used: Omit<RequestUsage, "model">) =>
+        usage.record(key, model, usageCost(catalogue, config, model, used))
+    : undefined;
   const jobs = new JobQueue({
     ...(webhookSecret ? { webhookSecret } : {}),
     store: jobStore,
@@ -162,6 +166,8 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     jobs,
     streams: new StreamSlots(config.limits),
     tenants,
+    limiter: tenancy.limiter,
+    recordUsage,
     usage,
     audit: auditLog.audit,
     draining: false,
@@ -264,7 +270,7 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     registerCaptureHooks(app, { catalogue, queue: capture, random: options.capture?.random ?? Math.random });
   registerAuth(app, tenants);
   registerLimits(app, tenancy.limiter);
-  if (usage) registerUsage(app, usage);
+  if (recordUsage) registerUsage(app, recordUsage);
   // A key limited to some models hears of no other: the same 404 as for a model that does not exist.
   app.addHook("preHandler", async (request) => {
     const name = (request.params as { model?: string } | undefined)?.model;

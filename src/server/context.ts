@@ -11,6 +11,7 @@ import { COLD_START_HEADER, TIMEOUT_HEADER } from "../protocol/headers.js";
 import { requestTimeoutMs } from "../protocol/request-timeout.js";
 import type { TraceParent } from "../telemetry/propagation.js";
 import type { Span } from "../telemetry/spans.js";
+import type { KeyLimiter } from "../tenants/key-limits.js";
 import type { Principal } from "../tenants/principal.js";
 import { checkAccess, type Tenants } from "../tenants/tenants.js";
 import type { UsageRecorder } from "../tenants/usage.js";
@@ -37,8 +38,12 @@ export interface AppContext {
   readonly streams: StreamSlots;
   /** Every accepted key by name: authentication, roles, the models each may use (tenants/). */
   readonly tenants: Tenants;
+  /** Each key's limits (tenants/key-limits.ts), for the surfaces that admit requests. */
+  readonly limiter: KeyLimiter;
   /** The audit log of admin actions (audit.ts). */
   readonly audit: Audit;
+  /** Counts what a request or call used against its key, priced (undefined where usage is not recorded). */
+  readonly recordUsage: ((key: string, model: string, used: Omit<RequestUsage, "model">) => void) | undefined;
   /** Usage per key (tenants/usage.ts); undefined on a server without keys, which records none. */
   readonly usage: UsageRecorder | undefined;
   /** True from SIGTERM on: readiness is false and new requests are refused. */

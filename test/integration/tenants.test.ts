@@ -11,6 +11,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
+import * as grpc from "@grpc/grpc-js";
+import { loadSync } from "@grpc/proto-loader";
 import { testModels } from "../helpers/models.js";
 import { CLI, type InProcessServer, REPO_ROOT, startInProcess } from "../helpers/server.js";
 
@@ -52,6 +54,7 @@ before(async () => {
   keys.ops = await createKey("ops", "--role", "admin");
   keys.slow = await createKey("slow", "--requests-per-second", "1", "--burst", "2");
   keys.single = await createKey("single", "--concurrent", "1");
+  keys.rpcslow = await createKey("rpcslow", "--requests-per-second", "0.1", "--burst", "1");
   const models = await testModels();
   config = join(dir, "modelport.yaml");
   writeFileSync(
@@ -69,7 +72,7 @@ before(async () => {
       "",
     ].join("\n"),
   );
-  server = await startInProcess({ file: config, env: {} });
+  server = await startInProcess({ file: config, env: {} }, { grpc: true });
 });
 
 after(async () => {
@@ -221,6 +224,44 @@ describe("limits per key", () => {
   });
 });
 
+describe("gRPC: the same keys, models and limits", () => {
+  const definition = loadSync(join(REPO_ROOT, "src", "grpc", "inference.proto"), {
+    keepCase: true,
+    defaults: true,
+  });
+  const Service = (grpc.loadPackageDefinition(definition) as any).inference.GRPCInferenceService;
+  const infer = (key: string, model: string) => {
+    const client = new Service(server.grpc, grpc.credentials.createInsecure());
+    const md = new grpc.Metadata();
+    md.set("authorization", `Bearer ${key}`);
+    const request = {
+      model_name: model,
+      inputs: [
+        {
+          name: "features",
+          datatype: "FP32",
+          shape: [1, 6],
+          contents: { fp32_contents: [1, 2, 3, 1, 0, 4] },
+        },
+      ],
+    };
+    return new Promise<grpc.ServiceError | null>((resolve) =>
+      client.ModelInfer(request, md, (err: grpc.ServiceError | null) => {
+        client.close();
+        resolve(err);
+      }),
+    );
+  };
+
+  it("a model the key may not use is NOT_FOUND; over its rate, RESOURCE_EXHAUSTED", async () => {
+    assert.equal(await infer(keys.alice!, "churn-tree"), null);
+    assert.equal((await infer(keys.alice!, "iris"))?.code, grpc.status.NOT_FOUND);
+    assert.equal(await infer(keys.rpcslow!, "churn-tree"), null);
+    assert.equal((await infer(keys.rpcslow!, "churn-tree"))?.code, grpc.status.RESOURCE_EXHAUSTED);
+    assert.equal(await infer(keys.bob!, "churn-tree"), null, "another key is unaffected");
+  });
+});
+
 function predictWait(key: string) {
   return call("/v1/models/wait/predict", key, { method: "POST", body: JSON.stringify({ rows: [[1]] }) });
 }
@@ -248,7 +289,7 @@ describe("usage per key", () => {
       ["alice"],
     );
     await server.close();
-    server = await startInProcess({ file: config, env: {} });
+    server = await startInProcess({ file: config, env: {} }, { grpc: true });
     const restarted = await call("/v1/usage?group_by=key,model", keys.ops);
     assert.equal(count(restarted.body, "bob", "iris"), bobBefore + 3);
   });
@@ -286,6 +327,6 @@ describe("audit log", () => {
       ["ops", "load", "iris", "ok"],
       ["bob", "unload", "iris", "MP_ERR_ADMIN_REQUIRED"],
     ]);
-    server = await startInProcess({ file: config, env: {} });
+    server = await startInProcess({ file: config, env: {} }, { grpc: true });
   });
 });

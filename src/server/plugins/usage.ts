@@ -4,7 +4,7 @@ import type { FastifyInstance } from "fastify";
 import type { Catalogue } from "../../catalogue/catalogue.js";
 import type { Config } from "../../config/schema.js";
 import { timeCost, tokenCost } from "../../metrics/cost.js";
-import type { Usage, UsageRecorder } from "../../tenants/usage.js";
+import type { Usage } from "../../tenants/usage.js";
 import type { RequestUsage } from "../context.js";
 
 /** Dollars of one request or job on `model`: tokens at an upstream's prices, machine time otherwise. */
@@ -22,7 +22,10 @@ export function usageCost(
   return { ...used, requests: 1, dollars };
 }
 
-export function registerUsage(app: FastifyInstance, recorder: UsageRecorder): void {
+export function registerUsage(
+  app: FastifyInstance,
+  record: (key: string, model: string, used: Omit<RequestUsage, "model">) => void,
+): void {
   const ctx = app.modelport;
   app.addHook("onResponse", (request, _reply, done) => {
     const used = request.usage;
@@ -30,7 +33,7 @@ export function registerUsage(app: FastifyInstance, recorder: UsageRecorder): vo
     // Only models served here are named (a metric label per random name would grow forever).
     if (used && principal && ctx.catalogue.has(used.model)) {
       const { model, ...figures } = used;
-      recorder.record(principal.name, model, usageCost(ctx.catalogue, ctx.config, model, figures));
+      record(principal.name, model, figures);
     }
     done();
   });
