@@ -151,6 +151,10 @@ export function buildOpenApi(
     ["/livez", "Liveness probe"],
     ["/readyz", "Readiness probe: 503 with reasons until every model passed its golden check"],
     ["/metrics", "Prometheus metrics"],
+    [
+      "/v1/usage",
+      "Usage and cost per API key and model for a period: ?from=&to= (ISO 8601 or ms), &group_by=key,model,hour,day (docs/Multi-tenant.md)",
+    ],
   ] as const) {
     paths[path] = { get: { summary, responses: { 200: { description: "OK" } } } };
   }

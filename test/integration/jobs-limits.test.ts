@@ -159,15 +159,17 @@ describe("job limits", () => {
     try {
       await drainQueue();
       const id = (await submit({ rows: [ROW] })).body.id;
+      // A client key follows only its own jobs: key B streams one of its own.
+      const idB = (await submit({ rows: [ROW] }, "tree", KEY_B)).body.id;
       assert.equal((await open(id, KEY_A)).status, 200);
       assert.equal((await open(id, KEY_A)).status, 200);
       assert.deepEqual(await open(id, KEY_A), { status: 429, code: "MP_ERR_STREAM_KEY_LIMIT_REACHED" });
-      assert.equal((await open(id, KEY_B)).status, 200);
-      assert.deepEqual(await open(id, KEY_B), { status: 503, code: "MP_ERR_STREAM_LIMIT_REACHED" });
+      assert.equal((await open(idB, KEY_B)).status, 200);
+      assert.deepEqual(await open(idB, KEY_B), { status: 503, code: "MP_ERR_STREAM_LIMIT_REACHED" });
       assert.equal(srv.server.context.streams.held(), 3);
       controllers.shift()!.abort();
       assert.ok(await until(async () => srv.server.context.streams.held() === 2));
-      assert.equal((await open(id, KEY_B)).status, 200);
+      assert.equal((await open(idB, KEY_B)).status, 200);
     } finally {
       for (const c of controllers) c.abort();
       store.pausedClaims = false;
