@@ -7,7 +7,8 @@
 // usage a process held in memory when it died without flushing (at most one flush interval).
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
+import { openSqlite } from "../sqlite.js";
 
 /** Figures that add up. */
 export interface UsageFigures {
@@ -119,7 +120,7 @@ export class SqliteUsageStore implements UsageStore {
   constructor(path: string) {
     if (path !== ":memory:" && !path.startsWith("file:")) mkdirSync(dirname(path), { recursive: true });
     // A short busy wait: a flush that finds the file locked fails and is tried again next time.
-    this.#db = new Database(path, { timeout: 200 });
+    this.#db = openSqlite(path, { timeout: 200 });
     this.#db.pragma("journal_mode = WAL");
     this.#db.exec(SCHEMA);
   }

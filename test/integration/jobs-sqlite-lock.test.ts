@@ -18,7 +18,8 @@ async function holdWriteLock(
 ): Promise<{ child: ChildProcess; released: Promise<void> }> {
   const script = `
     const Database = require("better-sqlite3");
-    const db = new Database(process.argv[1]);
+    const binding = process.env.MODELPORT_SQLITE_BINDING;
+    const db = new Database(process.argv[1], binding ? { nativeBinding: binding } : {});
     db.exec("BEGIN IMMEDIATE");
     process.stdout.write("locked\\n");
     setTimeout(() => { db.exec("COMMIT"); db.close(); process.stdout.write("released\\n"); }, Number(process.argv[2]));

@@ -13,7 +13,7 @@ import { fileURLToPath } from "node:url";
  * An area is the longest matching prefix of a path under src/.
  */
 const LAYERS: readonly (readonly string[])[] = [
-  ["tensor.ts", "errors.ts", "cancel.ts", "version.ts"],
+  ["tensor.ts", "errors.ts", "cancel.ts", "version.ts", "sqlite.ts"],
   // Payload capture's redaction paths: the config schema validates them.
   ["golden.ts", "protocol/", "telemetry/", "capture/redact.ts"],
   ["llm/", "notify/", "metrics/", "loadgen/", "tenants/"],

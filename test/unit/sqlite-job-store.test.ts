@@ -11,9 +11,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
-import Database from "better-sqlite3";
 import { isModelportError } from "../../src/errors.js";
 import { SqliteJobStore } from "../../src/jobs/stores/sqlite-job-store.js";
+import { openSqlite } from "../../src/sqlite.js";
 import { jobStoreConformance, newJob, T0 } from "../conformance/job-store.conformance.js";
 
 const CHILD_ENV = "MP_SQLITE_STORE_CHILD";
@@ -122,7 +122,7 @@ if (process.env[CHILD_ENV]) {
       const path = tempFile();
       const store = await SqliteJobStore.open(path);
       await store.create(newJob(), T0);
-      const db = new Database(path, { readonly: true });
+      const db = openSqlite(path, { timeout: 1000, readonly: true });
       try {
         assert.equal(db.pragma("journal_mode", { simple: true }), "wal");
       } finally {
@@ -231,7 +231,7 @@ if (process.env[CHILD_ENV]) {
       await first.create(newJob({ id: "old" }), T0);
       await first.close();
       // As an earlier modelport left it: no trace column.
-      const db = new Database(path);
+      const db = openSqlite(path, { timeout: 1000 });
       db.exec("ALTER TABLE jobs DROP COLUMN trace");
       db.close();
       const store = await SqliteJobStore.open(path);

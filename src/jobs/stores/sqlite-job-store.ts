@@ -12,8 +12,9 @@
 //   MP_ERR_JOB_STORE_UNAVAILABLE.
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
 import { isModelportError, ModelportError } from "../../errors.js";
+import { openSqlite } from "../../sqlite.js";
 import { FINAL_STATUSES, type Job, type JobError, type JobStatus, type NewJob } from "../job.js";
 import type { CompleteResult, CreateResult, JobState, JobStore, ListPage, ListQuery } from "../job-store.js";
 import {
@@ -205,7 +206,7 @@ export class SqliteJobStore implements JobStore {
     let db: Database.Database | undefined;
     try {
       if (path !== ":memory:" && !path.startsWith("file:")) mkdirSync(dirname(path), { recursive: true });
-      db = new Database(path, { timeout: busyTimeoutMs });
+      db = openSqlite(path, { timeout: busyTimeoutMs });
       db.pragma(`busy_timeout = ${Math.max(0, Math.floor(busyTimeoutMs))}`);
       db.pragma("journal_mode = WAL");
       db.pragma("synchronous = NORMAL");
