@@ -25,8 +25,9 @@ interface Line {
 
 function Chart({ title, lines, unit, test }: { title: string; lines: Line[]; unit: string; test: string }) {
   const finite = lines.flatMap((l) => l.values.filter(Number.isFinite));
-  const max = Math.max(0, ...finite) * 1.15 || 1;
-  return html`<figure class="chart" data-test=${test}>
+  const peak = Math.max(0, ...finite);
+  const max = peak * 1.15 || 1;
+  return html`<figure class="chart" data-test=${test} data-peak=${peak}>
     <figcaption>
       ${title}
       ${lines.map((l) => {
