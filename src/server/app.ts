@@ -44,6 +44,7 @@ import { oipRoutes } from "./routes/oip.js";
 import { openaiRoutes } from "./routes/openai.js";
 import { openAiEmbeddingsRoutes } from "./routes/openai-embeddings.js";
 import { repositoryRoutes } from "./routes/repository.js";
+import { uiRoutes } from "./routes/ui.js";
 import { usageRoutes } from "./routes/usage.js";
 import { StreamSlots } from "./stream-slots.js";
 import { createTenancy } from "./tenancy.js";
@@ -291,6 +292,7 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     openAiEmbeddingsRoutes,
     repositoryRoutes,
     usageRoutes,
+    uiRoutes,
   ])
     app.register(surface);
 

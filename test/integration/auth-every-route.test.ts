@@ -1,7 +1,8 @@
 // API keys on every route: the routes are read from the built app itself (Fastify's route
 // tree), so a route added later is covered without editing this test. Without a key every one
-// answers 401 MP_ERR_AUTH_REQUIRED except the four probes, the WebSocket upgrade included; with
-// a key none does. Split tiers: a runner started with keys refuses callers without one, and the
+// answers 401 MP_ERR_AUTH_REQUIRED except the four probes and the dashboard's static files (/ui,
+// which hold no data; the page asks for the key), the WebSocket upgrade included; with a key none
+// does. Split tiers: a runner started with keys refuses callers without one, and the
 // API tier, holding the same key, authenticates to it, so predicts through the API tier succeed.
 import assert from "node:assert/strict";
 import { mkdtempSync, writeFileSync } from "node:fs";
@@ -17,6 +18,8 @@ import { type ChildServer, postJson, startChild, waitReady } from "../helpers/se
 
 const KEY = "every-route-key-0123";
 const PROBES = new Set(["/livez", "/readyz", "/v2/health/live", "/v2/health/ready"]);
+/** The dashboard's page and bundle (src/server/routes/ui.ts): public, every call they make is not. */
+const PUBLIC = new Set(["/ui", "/ui/", "/ui/app.js", "/ui/app.css"]);
 /** The server under test: a real `modelport serve` process with the same config as `routeTree`'s app. */
 let srv: ChildServer;
 /** Fastify's route tree of an app built from that config. */
@@ -91,6 +94,7 @@ describe("API keys on every registered route", () => {
       "POST /v1/models/:model/predict",
       "DELETE /v1/jobs/:id",
       "GET /livez",
+      "GET /ui",
     ])
       assert.ok(keys.has(must), `${must} missing from ${[...keys].join(", ")}`);
     assert.ok(routes.length >= 30, `${routes.length} routes`);
@@ -106,7 +110,12 @@ describe("API keys on every registered route", () => {
         headers: method === "POST" ? { "content-type": "application/json", ...headers } : headers,
         ...(method === "POST" ? { body: "{}" } : {}),
       });
-      const none = await fetch(url, init({}));
+      const none = await fetch(url, { ...init({}), redirect: "manual" });
+      if (PUBLIC.has(path)) {
+        await none.arrayBuffer();
+        assert.ok(none.status === 200 || none.status === 301, `${method} ${path}: ${none.status}`);
+        continue;
+      }
       const body = method === "HEAD" ? undefined : ((await none.json()) as any);
       if (PROBES.has(path)) {
         assert.notEqual(none.status, 401, `${method} ${path}`);

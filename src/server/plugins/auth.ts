@@ -1,14 +1,24 @@
-// API-key auth: `Authorization: Bearer <key>` on every route except the probes. The caller's
-// named key (its principal: name, role, models, limits) rides on the request for every later
-// step; the lookup itself is tenants/tenants.ts, shared with the gRPC surface.
+// API-key auth: `Authorization: Bearer <key>` on every route except the probes and the routes
+// marked public (`config: { public: true }`: the dashboard's static files, which hold no data and
+// ask for the key themselves). The caller's named key (its principal: name, role, models, limits)
+// rides on the request for every later step; the lookup itself is tenants/tenants.ts, shared with
+// the gRPC surface.
 import type { FastifyInstance } from "fastify";
 import type { Tenants } from "../../tenants/tenants.js";
 
 export const PROBE_PATHS = new Set(["/livez", "/readyz", "/v2/health/live", "/v2/health/ready"]);
 
+declare module "fastify" {
+  interface FastifyContextConfig {
+    /** Served without a key (static files that hold no data: the dashboard's page and bundle). */
+    public?: boolean;
+  }
+}
+
 export function registerAuth(app: FastifyInstance, tenants: Tenants): void {
   app.addHook("onRequest", async (request) => {
     if (PROBE_PATHS.has(request.url.split("?")[0]!)) return;
+    if (request.routeOptions.config?.public === true) return;
     request.principal = tenants.authenticate(request.headers.authorization);
   });
 }

@@ -1,0 +1,297 @@
+// The dashboard (/ui, docs/Dashboard.md) in a real browser (Debian's chromium driven by
+// playwright-core) against real listening servers: the README's new-user path (open /ui, enter
+// the key, run "try it" on every example tensor model of examples/modelport.yaml), the model
+// list, live charts that move after traffic, a streamed chat reply from the tiny GGUF model, and
+// the jobs browser (list, filter, cancel, retry, result) on a keyless server. The screenshot in
+// docs/ui.png is taken here. Without /usr/bin/chromium this test fails, it does not skip.
+import assert from "node:assert/strict";
+import { existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { type Browser, chromium, type Page } from "playwright-core";
+import { parse, stringify } from "yaml";
+import { defaultText, predictBody, type TensorSpec } from "../../ui/src/forms.js";
+import { createGate } from "../helpers/gate.js";
+import { testModels } from "../helpers/models.js";
+import { type InProcessServer, postJson, REPO_ROOT, startInProcess } from "../helpers/server.js";
+import { until } from "../helpers/until.js";
+
+const CHROMIUM = "/usr/bin/chromium";
+const KEY = "dashboard-test-key-0123";
+const auth = { authorization: `Bearer ${KEY}` };
+/** Generous: a busy 2-core machine only makes these waits longer, never fails them. */
+const WAIT = 60_000;
+
+let browser: Browser;
+let srv: InProcessServer;
+let page: Page;
+let exampleModels: { name: string; backend?: string }[] = [];
+
+/** examples/modelport.yaml as is, its model paths pointed at the freshly built test models. */
+function examplesConfig(models: string, dir: string): string {
+  const config = parse(readFileSync(join(REPO_ROOT, "examples", "modelport.yaml"), "utf8")) as {
+    models: { name: string; path: string; backend?: string; options?: Record<string, unknown> }[];
+  };
+  for (const m of config.models) {
+    m.path = m.path.startsWith("models/")
+      ? join(models, m.path.slice("models/".length))
+      : join(REPO_ROOT, "examples", m.path);
+    if (typeof m.options?.model === "string")
+      m.options.model = join(models, String(m.options.model).replace(/^.*\//, ""));
+  }
+  exampleModels = config.models.map((m) => ({ name: m.name, ...(m.backend ? { backend: m.backend } : {}) }));
+  const file = join(dir, "modelport.yaml");
+  writeFileSync(
+    file,
+    stringify({
+      server: { apiKeys: [KEY] },
+      jobs: { sqlitePath: join(dir, "jobs.db"), blobs: { backend: "fs", dir: join(dir, "blobs") } },
+      limits: (config as { limits?: unknown }).limits,
+      models: config.models,
+    }),
+  );
+  return file;
+}
+
+async function launch(): Promise<Browser> {
+  assert.ok(
+    existsSync(CHROMIUM),
+    `${CHROMIUM} is missing: the dashboard test drives Debian's chromium; install it with \`apt-get install -y chromium\` (.ci/run does)`,
+  );
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ["--no-sandbox", "--disable-background-networking"],
+  });
+}
+
+/** A fresh page on `url`/ui; page errors fail the test that reads `errors`. */
+async function open(url: string): Promise<{ page: Page; errors: string[] }> {
+  const p = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  p.setDefaultTimeout(WAIT);
+  const errors: string[] = [];
+  p.on("pageerror", (e) => errors.push(e.message));
+  await p.goto(`${url}/ui`);
+  return { page: p, errors };
+}
+
+/** The highest value a live chart shows (its last 90 points). */
+const peak = async (p: Page, chart: string) =>
+  Number(await p.locator(`[data-test=${chart}]`).getAttribute("data-peak"));
+
+const number = async (p: Page, selector: string) => Number(await p.locator(selector).first().textContent());
+
+before(async () => {
+  browser = await launch();
+  const models = await testModels();
+  srv = await startInProcess({ file: examplesConfig(models, mkdtempSync(join(tmpdir(), "modelport-ui-"))) });
+});
+
+after(async () => {
+  await browser?.close();
+  await srv?.close();
+});
+
+describe("dashboard at /ui", () => {
+  let errors: string[];
+
+  it("the page and its bundle load without a key, with a CSP and cache headers; the API still needs the key", async () => {
+    const pageRes = await fetch(`${srv.url}/ui`);
+    assert.equal(pageRes.status, 200);
+    const csp = pageRes.headers.get("content-security-policy") ?? "";
+    assert.match(csp, /default-src 'none'/);
+    assert.match(csp, /script-src 'self'/);
+    assert.equal(pageRes.headers.get("cache-control"), "no-cache");
+    const html = await pageRes.text();
+    const js = /src="(ui\/app\.js\?v=[0-9a-f]+)"/.exec(html)?.[1];
+    assert.ok(js, html);
+    const bundle = await fetch(`${srv.url}/${js}`);
+    assert.equal(bundle.status, 200);
+    assert.match(bundle.headers.get("cache-control") ?? "", /immutable/);
+    const bytes = (await bundle.arrayBuffer()).byteLength;
+    assert.equal(bytes, statSync(join(REPO_ROOT, "dist", "ui", "app.js")).size);
+    assert.ok(bytes < 100_000, `the bundle is ${bytes} bytes`);
+    const etag = bundle.headers.get("etag")!;
+    assert.equal((await fetch(`${srv.url}/${js}`, { headers: { "if-none-match": etag } })).status, 304);
+    assert.equal((await fetch(`${srv.url}/v1/models`)).status, 401);
+    assert.equal((await fetch(`${srv.url}/metrics`)).status, 401);
+  });
+
+  it("asks for the API key once, then lists every model with its state and golden result", async () => {
+    ({ page, errors } = await open(srv.url));
+    await page.locator("[data-test=key-input]").fill("not-the-key");
+    await page.locator("[data-test=key-submit]").click();
+    await page.locator("text=That key was refused").waitFor();
+    await page.locator("[data-test=key-input]").fill(KEY);
+    await page.locator("[data-test=key-submit]").click();
+    for (const { name } of exampleModels) {
+      const row = page.locator(`[data-test=models] tr[data-model="${name}"]`);
+      await row.locator(".state.ready").waitFor();
+      assert.match((await row.textContent()) ?? "", /passed/, name);
+    }
+    // The key stays in this tab: a reload does not ask again.
+    await page.reload();
+    await page.locator(`[data-test=models] tr[data-model="${exampleModels[0]!.name}"]`).waitFor();
+    assert.equal(await page.locator("[data-test=key-form]").count(), 0);
+    assert.deepEqual(errors, []);
+  });
+
+  it("try it: every example tensor model answers through its generated form", async () => {
+    const list = (await (await fetch(`${srv.url}/v1/models`, { headers: auth })).json()) as {
+      models: { name: string; inputs: TensorSpec[] }[];
+    };
+    const tensor = exampleModels.filter((m) => list.models.some((n) => n.name === m.name));
+    assert.ok(tensor.length >= 3, JSON.stringify(tensor));
+    for (const { name } of tensor) {
+      const form = page.locator(`[data-test="try-${name}"]`);
+      await form.locator("[data-test=run]").click();
+      const answer = form.locator("[data-test=answer]");
+      await answer.waitFor();
+      const text = (await answer.textContent()) ?? "";
+      assert.match(text, /^200 in \d+ ms\n/, `${name}: ${text}`);
+      // The same answer as the API gives for the form's default body.
+      const inputs = list.models.find((m) => m.name === name)!.inputs;
+      const texts = Object.fromEntries(inputs.map((s) => [s.name, defaultText(s, true)]));
+      const direct = await postJson(`${srv.url}/v1/models/${name}/predict`, predictBody(inputs, texts), auth);
+      assert.equal(direct.status, 200, JSON.stringify(direct.body));
+      assert.deepEqual(JSON.parse(text.slice(text.indexOf("\n") + 1)), direct.body.outputs, name);
+    }
+  });
+
+  it("live: the request counter and the request-rate chart move after traffic", async () => {
+    await page.locator("[data-test=requests-total]").waitFor();
+    await until(
+      "a first metrics point",
+      async () => /\d/.test((await page.locator("[data-test=requests-total]").textContent()) ?? ""),
+      WAIT,
+    );
+    const before = await number(page, "[data-test=requests-total]");
+    for (let i = 0; i < 20; i++)
+      assert.equal(
+        (await postJson(`${srv.url}/v1/models/churn-tree/predict`, { rows: [[3, 95, 4, 1, 0, 20]] }, auth))
+          .status,
+        200,
+      );
+    await until(
+      "the counter to count the 20 requests",
+      async () => (await number(page, "[data-test=requests-total]")) >= before + 20,
+      WAIT,
+    );
+    // Some point of the rate chart (the last 3 minutes) is above zero.
+    await until("a request rate above zero", async () => (await peak(page, "chart-rps")) > 0, WAIT);
+    const latency = (await page.locator("[data-test=chart-latency] path.series.a").getAttribute("d")) ?? "";
+    assert.match(latency, /^M/);
+  });
+
+  it("chat: a streamed reply from the tiny GGUF model", async () => {
+    const chat = page.locator("[data-test=chat]");
+    await chat.locator("[data-test=chat-input]").fill("hello there");
+    await chat.locator("[data-test=chat-send]").click();
+    await until(
+      "an assistant reply and the send button back",
+      async () => {
+        const reply = (await chat.locator(".msg.assistant").last().textContent()) ?? "";
+        return reply.length > 0 && reply !== "…" && (await chat.locator("[data-test=chat-send]").isEnabled());
+      },
+      WAIT,
+    );
+    assert.equal(await chat.locator(".msg.user").last().textContent(), "hello there");
+    assert.equal(await chat.locator(".error").count(), 0);
+    await until(
+      "generated tokens on the token-rate chart",
+      async () => (await peak(page, "chart-tokens")) > 0,
+      WAIT,
+    );
+  });
+
+  it("jobs submitted through the API show in the list; the screenshot for docs/ui.png", async () => {
+    const job = await postJson(
+      `${srv.url}/v1/models/churn-tree/jobs`,
+      { rows: [[3, 95, 4, 1, 0, 20]] },
+      auth,
+    );
+    assert.equal(job.status, 202, JSON.stringify(job.body));
+    await page.locator(`[data-test=jobs-list] tr[data-job="${job.body.id}"] .status.succeeded`).waitFor();
+    await page.screenshot({ path: join(REPO_ROOT, "docs", "ui.png"), fullPage: true });
+    assert.deepEqual(errors, []);
+  });
+});
+
+describe("dashboard jobs browser, on a server without keys", () => {
+  const gate = createGate();
+  let keyless: InProcessServer;
+  let p: Page;
+
+  before(async () => {
+    const models = await testModels();
+    const dir = mkdtempSync(join(tmpdir(), "modelport-ui-jobs-"));
+    const file = join(dir, "modelport.yaml");
+    writeFileSync(
+      file,
+      [
+        "jobs:",
+        `  sqlitePath: ${join(dir, "jobs.db")}`,
+        `  blobs: {backend: fs, dir: ${join(dir, "blobs")}}`,
+        "  concurrency: 1",
+        "models:",
+        `  - {name: churn-tree, path: ${join(models, "churn-tree.onnx")}}`,
+        gate.modelYaml("gate"),
+      ].join("\n"),
+    );
+    keyless = await startInProcess({ file });
+  });
+  after(async () => {
+    gate.openAll();
+    await keyless?.close();
+  });
+
+  it("opens without asking for a key; cancel, retry and result work from the page", async () => {
+    let errors: string[];
+    ({ page: p, errors } = await open(keyless.url));
+    await p.locator('[data-test=models] tr[data-model="gate"]').waitFor();
+    assert.equal(await p.locator("[data-test=key-form]").count(), 0);
+
+    // The gate model runs one job at a time and holds it: the first runs, the second waits.
+    const running = await postJson(`${keyless.url}/v1/models/gate/jobs`, { rows: [[1]] });
+    assert.equal(running.status, 202, JSON.stringify(running.body));
+    await gate.started(1);
+    const queued = await postJson(`${keyless.url}/v1/models/gate/jobs`, { rows: [[2]] });
+    assert.equal(queued.body.status, "queued");
+
+    const jobs = p.locator("[data-test=jobs]");
+    await jobs.locator("[data-test=jobs-model]").selectOption("gate");
+    const row = jobs.locator(`[data-test=jobs-list] tr[data-job="${queued.body.id}"]`);
+    await row.locator(".status.queued").waitFor();
+    await jobs.locator(`[data-test=jobs-list] tr[data-job="${running.body.id}"] .status.running`).waitFor();
+
+    // Cancel the queued job, then retry it.
+    await row.click();
+    const detail = jobs.locator(`[data-test=job-detail][data-job="${queued.body.id}"]`);
+    await detail.locator("[data-test=job-cancel]").click();
+    await detail.locator("[data-test=detail-status].canceled").waitFor();
+    assert.equal(
+      ((await (await fetch(`${keyless.url}/v1/jobs/${queued.body.id}`)).json()) as any).status,
+      "canceled",
+    );
+    await jobs.locator("[data-test=jobs-status]").selectOption("canceled");
+    await row.locator(".status.canceled").waitFor();
+    await jobs.locator("[data-test=jobs-status]").selectOption("");
+    await detail.locator("[data-test=job-retry]").click();
+    await until(
+      "the retried job back in the queue",
+      async () =>
+        ["queued", "running"].includes(
+          ((await (await fetch(`${keyless.url}/v1/jobs/${queued.body.id}`)).json()) as any).status,
+        ),
+      WAIT,
+    );
+    gate.openAll();
+    await detail.locator("[data-test=detail-status].succeeded").waitFor();
+    await detail.locator("[data-test=job-result]").click();
+    const result = JSON.parse((await detail.locator("[data-test=job-result-body]").textContent()) ?? "{}");
+    assert.deepEqual(result.outputs, { y: [[4]] });
+
+    assert.deepEqual(errors, []);
+  });
+});
