@@ -131,7 +131,7 @@ export function modelTypesSource(listing: ModelListing, url: string): string {
     "type A<T> = readonly T[];",
     "/** Flat row-major data with its shape. */",
     "type Flat<T> = { data: A<T>; shape: A<number> };",
-    "type Nested<T> = T | A<Nested<T>>;",
+    "type Nested<T> = T | readonly Nested<T>[];",
     "type NestedOut<T> = T | NestedOut<T>[];",
     "",
     "export interface Models {",
