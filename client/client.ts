@@ -2,7 +2,6 @@
 // the Open Inference Protocol's binary extension), infer (OIP JSON), model descriptions, the
 // jobs API, and per-model handles typed by a `modelport types` file (createClient<Models>).
 import { decodeBinaryResponse, encodeBinaryRequest, INFERENCE_HEADER } from "./binary-infer.js";
-import { ModelportError } from "./errors.js";
 import { JobsClient } from "./jobs.js";
 import type { TensorInput } from "./tensors.js";
 import { type CallOptions, Transport, type TransportOptions } from "./transport.js";
@@ -178,13 +177,6 @@ export class Client<M = AnyModels> {
  * `modelport types URL` to have model names, inputs and outputs checked by the compiler.
  */
 export function createClient<M = AnyModels>(options: ClientOptions): Client<M> {
-  if (typeof options?.baseUrl !== "string") {
-    throw new ModelportError({
-      code: "MP_ERR_CLIENT_HTTP",
-      message: "createClient needs { baseUrl }",
-      status: 0,
-      retryable: false,
-    });
-  }
+  if (typeof options?.baseUrl !== "string") throw new TypeError("createClient needs { baseUrl }");
   return new Client<M>(options);
 }
