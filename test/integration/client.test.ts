@@ -14,7 +14,14 @@ import OpenAI from "openai";
 import { createClient, isModelportError, type ModelportError } from "../../client/index.js";
 import { createGate } from "../helpers/gate.js";
 import { testModels } from "../helpers/models.js";
-import { CLI, freePort, type InProcessServer, postJson, REPO_ROOT, startInProcess } from "../helpers/server.js";
+import {
+  CLI,
+  freePort,
+  type InProcessServer,
+  postJson,
+  REPO_ROOT,
+  startInProcess,
+} from "../helpers/server.js";
 
 let srv: InProcessServer;
 let dir: string;
