@@ -10,6 +10,7 @@ import { KEYS_HELP, keys } from "./keys.js";
 import { MODELS_HELP, models } from "./models.js";
 import { SERVE_HELP, serve } from "./serve.js";
 import { TUNE_HELP, tune } from "./tune.js";
+import { TYPES_HELP, types } from "./types.js";
 
 const HELP = `modelport ${VERSION}: serve ONNX models and TypeScript handlers over HTTP.
 
@@ -25,6 +26,7 @@ Commands:
   bench URL [--model NAME]  load a running server at one or more concurrencies: req/s, p50/p90/p99, chart
   tune MODEL                try serving layouts (processes × threads × batching) and write the best as config
   cost [URL]                per model: requests, cost per 1,000 requests, compute ms per request (docs/Cost.md)
+  types [URL] > models.ts   TypeScript types of a server's models, for the typed client (docs/Client.md)
   version                   print the version
 
 Run 'modelport <command> --help' for a command's options. Docs: docs/ in the repository.
@@ -53,6 +55,8 @@ export async function main(argv: string[]): Promise<number> {
         return await tune(rest);
       case "cost":
         return await cost(rest);
+      case "types":
+        return await types(rest);
       case "version":
       case "--version":
       case "-v":
@@ -86,4 +90,5 @@ export {
   MODELS_HELP,
   SERVE_HELP,
   TUNE_HELP,
+  TYPES_HELP,
 };
