@@ -1,12 +1,13 @@
 // The cost of tracing (`npm run bench:tracing`): single-row requests at concurrency 64 on the
 // overhead suite's small MLP (`modelport serve <models>/overhead-mlp.onnx`, default settings),
 // with tracing off and with tracing on at 100% sampling (OTEL_TRACES_SAMPLER=always_on) exporting
-// over OTLP/HTTP protobuf to a real receiver in this process (test/helpers/otlp-receiver.ts, which
-// decodes every span: the collector's work is on this machine too). Rounds alternate which goes
+// over OTLP/HTTP protobuf to a receiver in this process (test/helpers/otlp-receiver.ts) that only
+// acknowledges, as a collector on another machine would (--decode makes it decode every span, so
+// the collector's work lands on these cores too and is measured with the server). Rounds alternate which goes
 // first; each point is a fresh server, warmed up, then measured with the shared autocannon load
 // generator. The bar (docs/PERFORMANCE.md): on >= 85% of off (median of the per-round ratios).
 //
-//   node dist/bench/tracing.js [--rounds N] [--duration S] [--warmup S] [--no-decode]
+//   node dist/bench/tracing.js [--rounds N] [--duration S] [--warmup S] [--decode]
 import { mkdtempSync } from "node:fs";
 import { availableParallelism, cpus, tmpdir } from "node:os";
 import path from "node:path";
@@ -23,7 +24,7 @@ function arg(name: string, fallback: number): number {
 }
 
 const rounds = arg("rounds", 3);
-// (--no-decode is read in main.)
+// (--decode is read in main.)
 const durationS = arg("duration", 10);
 const warmupS = arg("warmup", 3);
 const CONCURRENCY = 64;
@@ -41,8 +42,8 @@ async function main(): Promise<void> {
   const workload = { modelName: "overhead-mlp", modelFile: "overhead-mlp.onnx" } as Workload;
   // One row of the MLP's 30 features.
   const body = JSON.stringify({ rows: [Array.from({ length: 30 }, (_, i) => (i % 7) / 7)] });
-  // --no-decode: the receiver acknowledges without decoding (a collector on another machine).
-  const decode = !process.argv.includes("--no-decode");
+  // --decode: the receiver decodes every span (a collector sharing the server's cores).
+  const decode = process.argv.includes("--decode");
   const receiver = await startOtlpReceiver({ decode });
   for (const k of TRACING_ENV) delete process.env[k];
 

@@ -13,7 +13,7 @@
 import type { CancelHandle } from "../cancel.js";
 import { ModelportError } from "../errors.js";
 import type { TraceParent } from "../telemetry/propagation.js";
-import { ATTR, endSpan, parentOf, SPAN, type Span, startSpan, tracing } from "../telemetry/spans.js";
+import { ATTR, endSpan, parentOf, SPAN, type Span, stage, startSpan, tracing } from "../telemetry/spans.js";
 import type { TensorMap } from "../tensor.js";
 import { ArrivalRate, type BatchSettings, CostModel, decide } from "./batch-policy.js";
 import { checkOutputs, concatBatch, joinable, sliceRows, splitBatch } from "./tensor-batch.js";
@@ -77,9 +77,9 @@ interface Item {
   background: boolean;
   detach?: () => void;
   onCompute: ((ms: number) => void) | undefined;
-  /** The request's place in a trace, and its modelport.queue span while queued (tracing on). */
+  /** The request's place in a trace, and (tracing on) when it was queued, performance.now(). */
   trace: TraceParent | undefined;
-  queueSpan: Span | undefined;
+  tracedAt: number | undefined;
 }
 
 /** A batch sent to the runner and not yet answered. */
@@ -367,9 +367,7 @@ export class Batcher {
         background,
         onCompute,
         trace,
-        queueSpan: tracing.on
-          ? startSpan(SPAN.queue, trace, { ...this.spanAttributes(), [ATTR.rows]: rows })
-          : undefined,
+        tracedAt: tracing.on ? performance.now() : undefined,
       };
       if (cancel) {
         if (cancel.canceled) {
@@ -559,9 +557,9 @@ export class Batcher {
       taken += item.rows;
       takenBytes += item.bytes;
       this.observer.queueWait(now - item.enqueuedAt);
-      if (item.queueSpan !== undefined) {
-        item.queueSpan.end();
-        item.queueSpan = undefined;
+      if (item.tracedAt !== undefined) {
+        this.queueStage(item);
+        item.tracedAt = undefined;
       }
     }
     if (kept < i) {
@@ -683,6 +681,19 @@ export class Batcher {
     );
   }
 
+  /** The request's wait in the queue (tracing on): a modelport.queue span, or an attribute (telemetry/spans.ts stage()). */
+  private queueStage(item: Item, err?: unknown): void {
+    if (!tracing.on) return;
+    stage(
+      SPAN.queue,
+      ATTR.queueMs,
+      item.trace,
+      item.tracedAt!,
+      { ...this.spanAttributes(), [ATTR.rows]: item.rows },
+      err,
+    );
+  }
+
   private spanAttributes(): Record<string, string> {
     return this.options.model !== undefined ? { [ATTR.model]: this.options.model } : {};
   }
@@ -781,9 +792,9 @@ export class Batcher {
     if (item.done) return;
     item.done = true;
     // Still queued: refused before a batch took it (canceled, deadline, shutdown).
-    if (item.queueSpan !== undefined) {
-      endSpan(item.queueSpan, err);
-      item.queueSpan = undefined;
+    if (item.tracedAt !== undefined) {
+      this.queueStage(item, err);
+      item.tracedAt = undefined;
     }
     if (item.background) this.backgroundQueued--;
     item.detach?.();

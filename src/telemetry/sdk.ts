@@ -1,17 +1,19 @@
 // The OpenTelemetry SDK behind spans.ts, loaded by tracing.ts (a dynamic import) only when
 // tracing is on: a tracer provider with the sampler the environment names, a batch span
-// processor (OTEL_BSP_* apply) and the OTLP/HTTP protobuf exporter, which reads the endpoint,
-// headers, timeout and compression from OTEL_EXPORTER_OTLP_* itself.
+// processor (OTEL_BSP_* apply) whose batches go to the OTLP/HTTP protobuf exporter in a worker
+// thread (worker-exporter.ts; it reads the endpoint, headers, timeout and compression from
+// OTEL_EXPORTER_OTLP_* itself), so encoding and sending spans does not take the serving thread.
 import {
   type Attributes,
+  type Context,
   createTraceState,
   type Link,
   ROOT_CONTEXT,
+  type Span,
   type SpanContext,
   type SpanKind,
   trace,
 } from "@opentelemetry/api";
-import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-proto";
 import {
   defaultResource,
   detectResources,
@@ -31,6 +33,7 @@ import { VERSION } from "../version.js";
 import type { TraceParent } from "./propagation.js";
 import type { TracingSettings } from "./settings.js";
 import type { SpanFactory } from "./spans.js";
+import { WorkerSpanExporter } from "./worker-exporter.js";
 
 function sampler(settings: TracingSettings): Sampler {
   switch (settings.sampler) {
@@ -64,24 +67,61 @@ export function loadSdk(settings: TracingSettings): {
   flush(): Promise<void>;
   shutdown(): Promise<void>;
 } {
+  // OTEL_RESOURCE_ATTRIBUTES too; OTEL_SERVICE_NAME (default "modelport") wins over its service.name.
+  const resource = defaultResource()
+    .merge(detectResources({ detectors: [envDetector] }))
+    .merge(resourceFromAttributes({ "service.name": settings.serviceName, "service.version": VERSION }));
+  const exporter = new WorkerSpanExporter({
+    resource: resource.attributes,
+    scope: { name: "modelport", version: VERSION },
+  });
   const provider = new BasicTracerProvider({
-    // OTEL_RESOURCE_ATTRIBUTES too; OTEL_SERVICE_NAME (default "modelport") wins over its service.name.
-    resource: defaultResource()
-      .merge(detectResources({ detectors: [envDetector] }))
-      .merge(resourceFromAttributes({ "service.name": settings.serviceName, "service.version": VERSION })),
+    resource,
     sampler: sampler(settings),
-    spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter())],
+    spanProcessors: [new BatchSpanProcessor(exporter)],
   });
   const tracer = provider.getTracer("modelport", VERSION);
+  // The span behind each parent made by parentOf(), and the context its children start in (made
+  // on the first child, once per parent rather than once per child).
+  const spans = new WeakMap<TraceParent, Span>();
+  const contexts = new WeakMap<TraceParent, Context>();
+  const contextOf = (parent: TraceParent): Context => {
+    let c = contexts.get(parent);
+    if (c === undefined) {
+      const span = spans.get(parent);
+      c = span ? trace.setSpan(ROOT_CONTEXT, span) : trace.setSpanContext(ROOT_CONTEXT, spanContext(parent));
+      contexts.set(parent, c);
+    }
+    return c;
+  };
   const factory: SpanFactory = {
-    start(name: string, kind: SpanKind, parent, attributes: Attributes | undefined, links) {
-      const context = parent ? trace.setSpanContext(ROOT_CONTEXT, spanContext(parent)) : ROOT_CONTEXT;
+    start(name: string, kind: SpanKind, parent, attributes: Attributes | undefined, links, startTime) {
       const linked: Link[] | undefined = links?.map((l) => ({ context: spanContext(l) }));
       return tracer.startSpan(
         name,
-        { kind, ...(attributes ? { attributes } : {}), ...(linked ? { links: linked } : {}) },
-        context,
+        {
+          kind,
+          ...(attributes ? { attributes } : {}),
+          ...(linked ? { links: linked } : {}),
+          ...(startTime !== undefined ? { startTime } : {}),
+        },
+        parent ? contextOf(parent) : ROOT_CONTEXT,
       );
+    },
+    parentOf(span: Span): TraceParent {
+      const c = span.spanContext();
+      const state = c.traceState?.serialize();
+      const parent: TraceParent = {
+        traceId: c.traceId,
+        spanId: c.spanId,
+        flags: c.traceFlags,
+        ...(state ? { state } : {}),
+      };
+      spans.set(parent, span);
+      return parent;
+    },
+    annotate(parent: TraceParent, key: string, value: number): void {
+      spans.get(parent)?.setAttribute(key, value);
     },
   };
   return { factory, flush: () => provider.forceFlush(), shutdown: () => provider.shutdown() };

@@ -26,7 +26,12 @@ export interface TracingSettings {
   sampler: SamplerName;
   /** The ratio of the *traceidratio samplers, 0..1. */
   ratio: number;
+  /** MODELPORT_TRACE_STAGE_MS: decode, queue and encode shorter than this are attributes, not spans. */
+  stageMs: number;
 }
+
+/** The default of MODELPORT_TRACE_STAGE_MS (docs/Tracing.md, "What is traced"). */
+export const DEFAULT_STAGE_MS = 10;
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
@@ -61,5 +66,9 @@ export function tracingSettings(env: Env = process.env): TracingSettings | undef
   const ratio = arg ? Number(arg) : 1;
   if (!(ratio >= 0 && ratio <= 1))
     throw invalid(`OTEL_TRACES_SAMPLER_ARG=${arg}: a sampling ratio from 0 to 1`);
-  return { serviceName: env.OTEL_SERVICE_NAME?.trim() || "modelport", sampler, ratio };
+  const stageArg = env.MODELPORT_TRACE_STAGE_MS?.trim();
+  const stageMs = stageArg ? Number(stageArg) : DEFAULT_STAGE_MS;
+  if (!(stageMs >= 0))
+    throw invalid(`MODELPORT_TRACE_STAGE_MS=${stageArg}: milliseconds, 0 or more (0: always a span)`);
+  return { serviceName: env.OTEL_SERVICE_NAME?.trim() || "modelport", sampler, ratio, stageMs };
 }

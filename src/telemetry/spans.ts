@@ -32,6 +32,10 @@ export const ATTR = {
   inline: "modelport.inline",
   jobId: "modelport.job.id",
   jobAttempt: "modelport.job.attempt",
+  /** decode, queue and encode shorter than tracing.stageMs: their duration on the request's span. */
+  decodeMs: "modelport.decode.duration_ms",
+  queueMs: "modelport.queue.duration_ms",
+  encodeMs: "modelport.encode.duration_ms",
   promptTokens: "gen_ai.usage.input_tokens",
   completionTokens: "gen_ai.usage.output_tokens",
 } as const;
@@ -52,11 +56,24 @@ export interface SpanFactory {
     parent: TraceParent | undefined,
     attributes: Attributes | undefined,
     links: readonly TraceParent[] | undefined,
+    startTime?: number,
   ): Span;
+  /** Sets an attribute on the span that made `parent` (via parentOf), while it is open. */
+  annotate(parent: TraceParent, key: string, value: number): void;
+  /** The parent `span` makes for the spans and calls under it. */
+  parentOf(span: Span): TraceParent;
 }
 
-/** `on` is true once the SDK is loaded and exporting; read it before calling anything below. */
-export const tracing: { on: boolean; factory: SpanFactory | undefined } = { on: false, factory: undefined };
+/**
+ * `on` is true once the SDK is loaded and exporting; read it before calling anything below.
+ * `stageMs`: decode, queue and encode taking less than this (ms, MODELPORT_TRACE_STAGE_MS) are
+ * recorded as a duration attribute on the request's span instead of a span of their own.
+ */
+export const tracing: { on: boolean; factory: SpanFactory | undefined; stageMs: number } = {
+  on: false,
+  factory: undefined,
+  stageMs: 0,
+};
 
 /**
  * Starts a span (call only when `tracing.on`): a child of `parent`, or the root of a new trace
@@ -73,15 +90,38 @@ export function startSpan(
   return tracing.factory!.start(name, kind, parent, attributes, links);
 }
 
+/**
+ * A request's stage (decode, queue, encode) that began at `startedAt` (performance.now()) and
+ * ends now (call only when `tracing.on`): its own span, back-dated, when it failed or took at
+ * least `tracing.stageMs`; otherwise `durationKey` (ms) on the span of `parent`. Spans cost the
+ * serving thread several microseconds each, so the common, fast stages cost an attribute.
+ */
+export function stage(
+  name: string,
+  durationKey: string,
+  parent: TraceParent | undefined,
+  startedAt: number,
+  attributes?: Attributes,
+  err?: unknown,
+): void {
+  const now = performance.now();
+  const ms = now - startedAt;
+  if (err === undefined && ms < tracing.stageMs) {
+    if (parent !== undefined) tracing.factory!.annotate(parent, durationKey, Math.round(ms * 1000) / 1000);
+    return;
+  }
+  const span = tracing.factory!.start(name, KIND.internal, parent, attributes, undefined, startedAt);
+  if (err !== undefined) endSpan(span, err, now);
+  else span.end(now);
+}
+
 /** The parent that `span` makes for the spans and calls under it. */
 export function parentOf(span: Span): TraceParent {
-  const c = span.spanContext();
-  const state = c.traceState?.serialize();
-  return { traceId: c.traceId, spanId: c.spanId, flags: c.traceFlags, ...(state ? { state } : {}) };
+  return tracing.factory!.parentOf(span);
 }
 
 /** Ends `span`, marked as an error (status ERROR, the exception recorded) when `err` is given. */
-export function endSpan(span: Span, err?: unknown): void {
+export function endSpan(span: Span, err?: unknown, endTime?: number): void {
   if (err !== undefined) {
     const e = err instanceof Error ? err : new Error(String(err));
     span.recordException(e);
@@ -89,7 +129,7 @@ export function endSpan(span: Span, err?: unknown): void {
     if (typeof code === "string") span.setAttribute("error.type", code);
     span.setStatus({ code: 2, message: e.message });
   }
-  span.end();
+  span.end(endTime);
 }
 
 /** Runs `work` inside a span under `parent` when tracing is on (a plain call otherwise). */

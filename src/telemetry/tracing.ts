@@ -23,6 +23,7 @@ export async function startTracing(env: Env = process.env): Promise<boolean> {
     const { loadSdk } = await import("./sdk.js");
     const sdk = loadSdk(settings);
     tracing.factory = sdk.factory;
+    tracing.stageMs = settings.stageMs;
     tracing.on = true;
     return sdk;
   })();

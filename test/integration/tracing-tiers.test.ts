@@ -87,6 +87,13 @@ describe("a predict through both tiers", () => {
     // The request id travels too, so both tiers' spans carry it.
     assert.equal(runnerSpan.attributes["modelport.request_id"], "tiers-1");
     const under = spans.filter((x) => x.parentSpanId === runnerSpan.spanId).map((x) => x.name);
-    assert.ok(under.includes("modelport.decode") && under.includes("modelport.batch"), under.join(", "));
+    assert.ok(under.includes("modelport.batch"), under.join(", "));
+    // The default MODELPORT_TRACE_STAGE_MS (10): a fast decode is an attribute of the server span,
+    // a slow one (a loaded machine) its own span; one of the two, never neither.
+    assert.ok(
+      under.includes("modelport.decode") ||
+        typeof runnerSpan.attributes["modelport.decode.duration_ms"] === "number",
+      `decode as a span or an attribute: ${under.join(", ")} ${JSON.stringify(runnerSpan.attributes)}`,
+    );
   });
 });

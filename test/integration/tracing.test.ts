@@ -26,6 +26,9 @@ before(async () => {
   process.env.OTEL_EXPORTER_OTLP_ENDPOINT = receiver.url;
   process.env.OTEL_SERVICE_NAME = "modelport-test";
   process.env.OTEL_BSP_SCHEDULE_DELAY = "50";
+  // Every decode, queue and encode as a span, however short (the default makes the ones under
+  // 10 ms attributes of the request's span; tracing-tiers.test.ts checks that shape).
+  process.env.MODELPORT_TRACE_STAGE_MS = "0";
   const models = await testModels();
   const dir = mkdtempSync(join(tmpdir(), "modelport-tracing-"));
   const config = join(dir, "modelport.yaml");

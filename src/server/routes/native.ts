@@ -12,7 +12,7 @@ import {
   wantsOctetStream,
 } from "../../protocol/raw-tensor.js";
 import { requestedOutputs } from "../../protocol/requested-outputs.js";
-import { ATTR, endSpan, SPAN, startSpan, tracing } from "../../telemetry/spans.js";
+import { ATTR, SPAN, stage, tracing } from "../../telemetry/spans.js";
 import { mayUse } from "../../tenants/tenants.js";
 import type { TensorMap } from "../../tensor.js";
 import { acquire, infer } from "../context.js";
@@ -113,26 +113,27 @@ export const nativeRoutes: FastifyPluginAsync = async (app) => {
       // A Buffer is a raw application/octet-stream tensor (protocol/raw-tensor.ts); anything else is JSON.
       const raw = Buffer.isBuffer(req.body) ? req.body : undefined;
       const body = raw ? undefined : (req.body as Record<string, unknown> | undefined);
-      const decode = tracing.on ? startSpan(SPAN.decode, req.trace, { [ATTR.model]: host.name }) : undefined;
+      const decodeAt = tracing.on ? performance.now() : 0;
       let inputs: TensorMap;
       try {
         inputs = raw
           ? decodeRawTensor(raw, req.headers, signature, host.config.limits)
           : decodeNative(body, signature, host.config.limits);
       } catch (err) {
-        if (decode) endSpan(decode, err);
+        if (tracing.on)
+          stage(SPAN.decode, ATTR.decodeMs, req.trace, decodeAt, { [ATTR.model]: host.name }, err);
         throw err;
       }
-      decode?.end();
+      if (tracing.on) stage(SPAN.decode, ATTR.decodeMs, req.trace, decodeAt, { [ATTR.model]: host.name });
       const names = requestedOutputs(body?.outputs ?? outputsQuery(req.query.outputs), signature);
       const rawOut = wantsOctetStream(req.headers.accept) ? rawOutputName(names, signature) : undefined;
       const { outputs, version: answered } = await infer(host, inputs, req);
       captureVersion(req, answered);
       // The JSON text itself is written by Fastify's serializer after this span (part of the server span).
-      const encode = tracing.on ? startSpan(SPAN.encode, req.trace, { [ATTR.model]: host.name }) : undefined;
+      const encodeAt = tracing.on ? performance.now() : 0;
       if (rawOut) {
         const res = encodeRawTensor(rawOut, outputs[rawOut]!);
-        encode?.end();
+        if (tracing.on) stage(SPAN.encode, ATTR.encodeMs, req.trace, encodeAt, { [ATTR.model]: host.name });
         return reply.headers(res.headers).send(res.body);
       }
       const answer = {
@@ -141,7 +142,7 @@ export const nativeRoutes: FastifyPluginAsync = async (app) => {
         ...(body && "id" in body ? { id: body.id } : {}),
         outputs: encodeNative(outputs, names),
       };
-      encode?.end();
+      if (tracing.on) stage(SPAN.encode, ATTR.encodeMs, req.trace, encodeAt, { [ATTR.model]: host.name });
       return answer;
     });
 };

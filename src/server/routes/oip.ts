@@ -7,7 +7,7 @@ import { INFERENCE_HEADER, OCTET_STREAM } from "../../protocol/headers.js";
 import { decodeOip, encodeOip } from "../../protocol/oip-body.js";
 import { modelMetadata, serverMetadata } from "../../protocol/oip-metadata.js";
 import { requestedOutputs } from "../../protocol/requested-outputs.js";
-import { ATTR, endSpan, SPAN, startSpan, tracing } from "../../telemetry/spans.js";
+import { ATTR, SPAN, stage, tracing } from "../../telemetry/spans.js";
 import type { TensorMap } from "../../tensor.js";
 import { acquire, infer } from "../context.js";
 import { errorHandler } from "../plugins/errors.js";
@@ -51,9 +51,7 @@ export const oipRoutes: FastifyPluginAsync = async (app) => {
         const host = await acquire(ctx, req, reply, req.params.model, "predict", req.params.version);
         const signature = host.signature;
         if (!signature) throw host.notReadyError();
-        const decode = tracing.on
-          ? startSpan(SPAN.decode, req.trace, { [ATTR.model]: host.name })
-          : undefined;
+        const decodeAt = tracing.on ? performance.now() : 0;
         let decoded: { body: ReturnType<typeof splitOipBody>["body"]; inputs: TensorMap };
         try {
           const { body, binary } = splitOipBody(
@@ -63,18 +61,17 @@ export const oipRoutes: FastifyPluginAsync = async (app) => {
           );
           decoded = { body, inputs: decodeOip(body, signature, host.config.limits, binary) };
         } catch (err) {
-          if (decode) endSpan(decode, err);
+          if (tracing.on)
+            stage(SPAN.decode, ATTR.decodeMs, req.trace, decodeAt, { [ATTR.model]: host.name }, err);
           throw err;
         }
-        decode?.end();
+        if (tracing.on) stage(SPAN.decode, ATTR.decodeMs, req.trace, decodeAt, { [ATTR.model]: host.name });
         const { body, inputs } = decoded;
         const names = requestedOutputs(body?.outputs, signature);
         const binaryNames = binaryOutputs(body, signature);
         const { outputs, version: answered } = await infer(host, inputs, req);
         captureVersion(req, answered);
-        const encode = tracing.on
-          ? startSpan(SPAN.encode, req.trace, { [ATTR.model]: host.name })
-          : undefined;
+        const encodeAt = tracing.on ? performance.now() : 0;
         const meta = {
           model_name: host.config.name,
           model_version: answered,
@@ -82,11 +79,11 @@ export const oipRoutes: FastifyPluginAsync = async (app) => {
         };
         if (!binaryNames) {
           const answer = { ...meta, outputs: encodeOip(outputs, names) };
-          encode?.end();
+          if (tracing.on) stage(SPAN.encode, ATTR.encodeMs, req.trace, encodeAt, { [ATTR.model]: host.name });
           return answer;
         }
         const res = encodeOipBinary(meta, outputs, names, binaryNames);
-        encode?.end();
+        if (tracing.on) stage(SPAN.encode, ATTR.encodeMs, req.trace, encodeAt, { [ATTR.model]: host.name });
         return reply.headers(res.headers).send(res.body);
       },
     );
