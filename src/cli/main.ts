@@ -1,16 +1,6 @@
 // The modelport command line: one file per command; this one only dispatches.
 import { VERSION } from "../version.js";
 import { UsageError } from "./args.js";
-import { BENCH_HELP, bench } from "./bench.js";
-import { CHECK_HELP, check } from "./check.js";
-import { COST_HELP, cost } from "./cost.js";
-import { GOLDEN_HELP, golden } from "./golden.js";
-import { JOBS_HELP, jobs } from "./jobs.js";
-import { KEYS_HELP, keys } from "./keys.js";
-import { MODELS_HELP, models } from "./models.js";
-import { SERVE_HELP, serve } from "./serve.js";
-import { TUNE_HELP, tune } from "./tune.js";
-import { TYPES_HELP, types } from "./types.js";
 
 const HELP = `modelport ${VERSION}: serve ONNX models and TypeScript handlers over HTTP.
 
@@ -32,31 +22,32 @@ Commands:
 Run 'modelport <command> --help' for a command's options. Docs: docs/ in the repository.
 `;
 
+type Command = (args: string[]) => Promise<number>;
+
+/**
+ * Each command's module, loaded only when it runs: `modelport version` or `jobs list` does not
+ * pay for loading the server, the backends and every other command (a second or so at start).
+ */
+const COMMANDS: Record<string, () => Promise<Command>> = {
+  serve: async () => (await import("./serve.js")).serve,
+  check: async () => (await import("./check.js")).check,
+  golden: async () => (await import("./golden.js")).golden,
+  jobs: async () => (await import("./jobs.js")).jobs,
+  keys: async () => (await import("./keys.js")).keys,
+  models: async () => (await import("./models.js")).models,
+  bench: async () => (await import("./bench.js")).bench,
+  tune: async () => (await import("./tune.js")).tune,
+  cost: async () => (await import("./cost.js")).cost,
+  types: async () => (await import("./types.js")).types,
+};
+
 /** Runs the CLI; resolves to the exit code (serve resolves only when the process stops). */
 export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   try {
+    const load = COMMANDS[command ?? ""];
+    if (load) return await (await load())(rest);
     switch (command) {
-      case "serve":
-        return await serve(rest);
-      case "check":
-        return await check(rest);
-      case "golden":
-        return await golden(rest);
-      case "jobs":
-        return await jobs(rest);
-      case "keys":
-        return await keys(rest);
-      case "models":
-        return await models(rest);
-      case "bench":
-        return await bench(rest);
-      case "tune":
-        return await tune(rest);
-      case "cost":
-        return await cost(rest);
-      case "types":
-        return await types(rest);
       case "version":
       case "--version":
       case "-v":
@@ -79,16 +70,3 @@ export async function main(argv: string[]): Promise<number> {
     throw err;
   }
 }
-
-export {
-  BENCH_HELP,
-  CHECK_HELP,
-  COST_HELP,
-  GOLDEN_HELP,
-  JOBS_HELP,
-  KEYS_HELP,
-  MODELS_HELP,
-  SERVE_HELP,
-  TUNE_HELP,
-  TYPES_HELP,
-};
