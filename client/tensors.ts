@@ -1,38 +1,14 @@
 // Tensors as the client sends and receives them in binary: typed arrays with a shape, and their
 // wire bytes as modelport's binary protocol lays them out (little-endian, row-major; BOOL one
 // byte 0/1; FP16 IEEE half, carried as Float32Array values; a BYTES element a 4-byte
-// little-endian length and its UTF-8 bytes). Mirrors src/protocol/tensor-bytes.ts without
-// importing it: the client has no dependency on the server's code.
+// little-endian length and its UTF-8 bytes). Mirrors src/protocol/tensor-bytes.ts with the
+// client's own errors; it shares only the two modules of src/ that import nothing (the tensor
+// types and the half-float conversion), which run in browsers as they are.
+import { fromHalfBits, toHalfBits } from "../src/protocol/float16.js";
+import type { Datatype, TensorData } from "../src/tensor.js";
 
-/** The Open Inference Protocol's datatypes, as modelport names them. */
-export type Datatype =
-  | "BOOL"
-  | "UINT8"
-  | "UINT16"
-  | "UINT32"
-  | "UINT64"
-  | "INT8"
-  | "INT16"
-  | "INT32"
-  | "INT64"
-  | "FP16"
-  | "FP32"
-  | "FP64"
-  | "BYTES";
-
-/** Every kind of tensor data: one typed array per datatype, strings for BYTES. */
-export type TensorData =
-  | Float32Array
-  | Float64Array
-  | Int8Array
-  | Int16Array
-  | Int32Array
-  | BigInt64Array
-  | Uint8Array
-  | Uint16Array
-  | Uint32Array
-  | BigUint64Array
-  | string[];
+/** The Open Inference Protocol's datatypes and their data kinds, shared with the server (types only). */
+export type { Datatype, TensorData };
 
 /** The data array a datatype travels in: BOOL as 0/1 bytes, FP16 as float32, 64-bit as BigInt arrays. */
 export type DataFor<D extends Datatype> = D extends "FP32" | "FP16"
@@ -137,64 +113,6 @@ const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
 function swapBytes(bytes: Uint8Array, size: number): void {
   for (let i = 0; i < bytes.length; i += size) bytes.subarray(i, i + size).reverse();
-}
-
-const f32 = new Float32Array(1);
-const u32 = new Uint32Array(f32.buffer);
-
-/** float32 values → IEEE half bits, rounding to nearest even. */
-export function toHalfBits(values: Float32Array): Uint16Array {
-  const out = new Uint16Array(values.length);
-  for (let i = 0; i < values.length; i++) {
-    f32[0] = values[i]!;
-    const x = u32[0]!;
-    const sign = (x >>> 16) & 0x8000;
-    const exp = (x >>> 23) & 0xff;
-    let mant = x & 0x7fffff;
-    if (exp === 0xff) {
-      out[i] = sign | 0x7c00 | (mant ? 0x200 : 0);
-      continue;
-    }
-    const e = exp - 127 + 15;
-    if (e >= 0x1f) {
-      out[i] = sign | 0x7c00;
-      continue;
-    }
-    if (e <= 0) {
-      if (e < -10) {
-        out[i] = sign;
-        continue;
-      }
-      mant |= 0x800000;
-      const shift = 14 - e;
-      let half = mant >>> shift;
-      const rest = mant & ((1 << shift) - 1);
-      const midpoint = 1 << (shift - 1);
-      if (rest > midpoint || (rest === midpoint && half & 1)) half++;
-      out[i] = sign | half;
-      continue;
-    }
-    let half = (e << 10) | (mant >>> 13);
-    const rest = mant & 0x1fff;
-    if (rest > 0x1000 || (rest === 0x1000 && half & 1)) half++;
-    out[i] = sign | half;
-  }
-  return out;
-}
-
-/** IEEE half bits → float32 values. */
-export function fromHalfBits(bits: Uint16Array): Float32Array {
-  const out = new Float32Array(bits.length);
-  for (let i = 0; i < bits.length; i++) {
-    const h = bits[i]!;
-    const sign = h & 0x8000 ? -1 : 1;
-    const exp = (h >>> 10) & 0x1f;
-    const mant = h & 0x3ff;
-    if (exp === 0) out[i] = sign * 2 ** -14 * (mant / 1024);
-    else if (exp === 0x1f) out[i] = mant ? Number.NaN : sign * Number.POSITIVE_INFINITY;
-    else out[i] = sign * 2 ** (exp - 15) * (1 + mant / 1024);
-  }
-  return out;
 }
 
 /** A tensor's data as wire bytes for `datatype` (a view without copying where the host is little-endian). */

@@ -1,5 +1,6 @@
 // modelport/client must run in browsers as well as on Node 20+: no import of a node: module (or
-// of a bare Node built-in) anywhere in client/, nothing from src/, and client/ type-checks with
+// of a bare Node built-in) anywhere in client/, from src/ only two modules that import nothing
+// (the tensor types, the half-float conversion), and client/ type-checks with
 // only the DOM and ES2022 libraries (client/tsconfig.json: no Node types, so no Buffer or process).
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
@@ -21,8 +22,11 @@ function sources(): Map<string, string> {
   return out;
 }
 
+/** Modules of src/ that import nothing and run anywhere, shared with the server instead of copied. */
+const SHARED = ["../src/protocol/float16.js", "../src/tensor.js"];
+
 describe("client/ is portable", () => {
-  it("imports no node: module, no Node built-in, nothing outside client/ and no package", () => {
+  it("imports no node: module, no Node built-in, no package and from src/ only the dependency-free shared modules", () => {
     const files = sources();
     assert.ok(files.size >= 8, `only ${files.size} files in ${CLIENT}`);
     const builtins = new Set(builtinModules);
@@ -33,8 +37,18 @@ describe("client/ is portable", () => {
         const spec = (m[1] ?? m[2])!;
         imports++;
         assert.ok(!builtins.has(spec), `${file} imports the Node built-in '${spec}'`);
+        if (SHARED.includes(spec)) continue;
         assert.match(spec, /^\.\/[\w-]+\.js$/, `${file} imports '${spec}': only sibling files of client/`);
       }
+    }
+    // The two modules of src/ the client shares import nothing themselves.
+    for (const spec of SHARED) {
+      const text = readFileSync(join(CLIENT, spec.replace(/\.js$/, ".ts")), "utf8");
+      assert.doesNotMatch(
+        text.replace(/^\s*\/\/.*$/gm, ""),
+        /^\s*(import|export .* from)\s/m,
+        `${spec} imports something`,
+      );
     }
     assert.ok(imports > 10, `only ${imports} imports seen: is the scanner reading the files?`);
   });
