@@ -2,6 +2,7 @@
 // tensor model in `export interface Models` (its inputs as nested arrays or {data, shape}, its
 // rows, its JSON outputs, and its datatypes for predictTensors), so that
 // createClient<Models>(...).model("m").predict(...) is checked by the compiler (docs/Client.md#types).
+import { DATATYPES } from "../tensor.js";
 
 /** One tensor as GET /v1/models/{m} declares it. */
 export interface DeclaredTensor {
@@ -23,19 +24,8 @@ export interface ModelListing {
   }[];
 }
 
-const NUMERIC = new Set([
-  "UINT8",
-  "UINT16",
-  "UINT32",
-  "UINT64",
-  "INT8",
-  "INT16",
-  "INT32",
-  "INT64",
-  "FP16",
-  "FP32",
-  "FP64",
-]);
+/** Datatypes whose JSON elements are numbers: every one but BOOL and BYTES. */
+const NUMERIC = new Set<string>(DATATYPES.filter((d) => d !== "BOOL" && d !== "BYTES"));
 
 /** The JSON element type of a datatype: what a request may send, or what an answer holds. */
 function element(datatype: string, side: "in" | "out"): string {

@@ -3,7 +3,7 @@
 // (unnamed keys of the command line, named api-key-N and admin-key-N). A key is looked up by its
 // SHA-256, so the time taken says nothing about how close a wrong key came.
 import { createHash } from "node:crypto";
-import { type StatWatcher, unwatchFile, watchFile } from "node:fs";
+import { unwatchFile, watchFile } from "node:fs";
 import type { Logger } from "pino";
 import { ModelportError } from "../errors.js";
 import { keyHash, principalOf, readKeyFile } from "./key-file.js";
@@ -119,8 +119,7 @@ export class Tenants {
     const listener = (cur: { mtimeMs: number; size: number }, prev: { mtimeMs: number; size: number }) => {
       if (cur.mtimeMs !== prev.mtimeMs || cur.size !== prev.size) this.reload();
     };
-    const watcher: StatWatcher = watchFile(file, { interval: intervalMs, persistent: false }, listener);
-    void watcher;
+    watchFile(file, { interval: intervalMs, persistent: false }, listener);
     return () => {
       process.off("SIGHUP", onHup);
       unwatchFile(file, listener);
