@@ -1,4 +1,8 @@
 # modelport's container image: docker build -t modelport:0.1.0 .
+# The GPU image (onnxruntime's CUDA execution provider, for `device: cuda`; runner-gpu.yaml):
+#   docker build -t modelport:0.1.0-cuda \
+#     --build-arg RUNTIME_IMAGE=nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04 \
+#     --build-arg ONNXRUNTIME_NODE_INSTALL=cuda12 --build-arg MODELPORT_INSTALL=cuda .
 # Two stages: the build (compilers, dev dependencies, tsc) and the runtime (Node, tini and the
 # production dependencies only). The runtime runs as uid 10001 with a read-only root filesystem:
 # it writes only to /tmp and /var/lib/modelport (its working folder: the SQLite job store and
@@ -6,6 +10,8 @@
 # manifests in deploy/kubernetes/ do. Checked by test/unit/container-image.test.ts; built and run
 # by test/integration/container-image.test.ts where a container engine answers.
 ARG NODE_VERSION=24
+# The runtime stage's base: Node's slim image, or a CUDA runtime with cuDNN (Node is copied in).
+ARG RUNTIME_IMAGE=node:${NODE_VERSION}-bookworm-slim
 
 FROM node:${NODE_VERSION}-bookworm-slim AS build
 # better-sqlite3 compiles from source when no prebuilt binary can be fetched.
@@ -13,25 +19,27 @@ RUN apt-get update \
   && apt-get install -y --no-install-recommends python3 make g++ \
   && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-# onnxruntime-node's CPU build ships in its package; its install script would fetch CUDA files.
-ENV ONNXRUNTIME_NODE_INSTALL=skip
+# onnxruntime-node's CPU build ships in its package; its install script fetches its CUDA
+# provider from nuget.org only when asked (cuda12).
+ARG ONNXRUNTIME_NODE_INSTALL=skip
+# The install's lean step (bin/lean-install.js, the package's postinstall) removes what CPU serving
+# never loads: llama.cpp's GPU and other-platform builds, onnxruntime's other-platform binaries and
+# onnxruntime-web's browser bundles. MODELPORT_INSTALL (cuda, vulkan, full) keeps them.
+ARG MODELPORT_INSTALL=
 COPY package.json package-lock.json .npmrc ./
+COPY bin/lean-install.js ./bin/
 RUN npm ci --no-audit --no-fund
 COPY . .
-# Production dependencies only, without what CPU serving never loads: llama.cpp's CUDA, Vulkan and
-# ARM builds, onnxruntime-node's macOS and Windows binaries, and better-sqlite3's sources and
-# intermediate build files (its one .node file stays). node_modules is then under 500 MB.
+# Production dependencies only, without better-sqlite3's sources and intermediate build files (its
+# one .node file stays). node_modules is then under 500 MB.
 RUN npm run build \
   && npm prune --omit=dev --no-audit --no-fund \
-  && rm -rf node_modules/@node-llama-cpp/linux-x64-cuda node_modules/@node-llama-cpp/linux-x64-cuda-ext \
-    node_modules/@node-llama-cpp/linux-x64-vulkan node_modules/@node-llama-cpp/linux-arm64 \
-    node_modules/@node-llama-cpp/linux-armv7l \
-    node_modules/onnxruntime-node/bin/napi-v6/darwin node_modules/onnxruntime-node/bin/napi-v6/win32 \
-    node_modules/better-sqlite3/deps node_modules/better-sqlite3/build/Release/obj \
+  && rm -rf node_modules/better-sqlite3/deps node_modules/better-sqlite3/build/Release/obj \
     node_modules/better-sqlite3/build/Release/obj.target node_modules/better-sqlite3/build/Release/.deps \
     node_modules/better-sqlite3/build/Release/sqlite3.a node_modules/better-sqlite3/build/Release/test_extension.node
 
-FROM node:${NODE_VERSION}-bookworm-slim
+FROM ${RUNTIME_IMAGE}
+COPY --from=build /usr/local/bin/node /usr/local/bin/node
 # tini: PID 1 that forwards SIGTERM to modelport (its graceful drain) and reaps zombies.
 RUN apt-get update \
   && apt-get install -y --no-install-recommends tini \

@@ -2,8 +2,8 @@
 // none does (this machine: no daemon, and base images cannot be pulled), the test says so and
 // skips that part. Either way it replays the image's install steps (Dockerfile): the runtime
 // stage's files (package.json, bin/, dist/src, dist/client, dist/ui and node_modules pruned
-// with `npm prune --omit=dev` and without the GPU, foreign-platform and intermediate build files,
-// at most 500 MB) in a clean folder
+// with `npm prune --omit=dev`, the install's lean step (bin/lean-install.js) and the
+// Dockerfile's own removals of build leftovers, at most 500 MB) in a clean folder
 // owned by root, served by an unprivileged user (nobody) from a writable state folder, models
 // and config in a folder it can only read: the example ONNX model, TypeScript handler, GGUF and
 // embeddings folder answer, /livez is what the HEALTHCHECK asks, and SIGTERM drains to exit 0.
@@ -14,12 +14,12 @@ import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rm
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { testModels } from "../helpers/models.js";
+import { assertServesExamples, stageExamples } from "../helpers/examples.js";
 import { freePort, REPO_ROOT, waitReady } from "../helpers/server.js";
 import { until } from "../helpers/until.js";
 
-// What the Dockerfile's build stage removes after `npm prune --omit=dev`, read from it: the replay
-// removes the same.
+// What the Dockerfile's build stage removes itself (better-sqlite3's build leftovers), read from
+// it: the replay removes the same.
 const PRUNED = [
   ...readFileSync(join(REPO_ROOT, "Dockerfile"), "utf8")
     .replace(/\\\n/g, " ")
@@ -66,13 +66,13 @@ describe("the image's install steps, replayed in a clean folder as an unprivileg
       cwd: app,
       stdio: "ignore",
     });
+    // The lean step as `npm ci` ran it in the build stage (the checkout's own node_modules may
+    // have been installed without it).
+    execFileSync(process.execPath, [join(app, "bin", "lean-install.js")], { stdio: "ignore" });
     for (const p of PRUNED) rmSync(join(app, "node_modules", p), { recursive: true, force: true });
     // Models and config: readable, not writable, by the server's user.
     const mount = join(root, "models");
-    mkdirSync(join(mount, "models"), { recursive: true });
-    cpSync(join(REPO_ROOT, "examples", "modelport.yaml"), join(mount, "modelport.yaml"));
-    cpSync(join(REPO_ROOT, "examples", "handlers"), join(mount, "handlers"), { recursive: true });
-    cpSync(await testModels(), join(mount, "models"), { recursive: true });
+    const config = await stageExamples(mount);
     execFileSync("chmod", ["-R", "a+rX,go-w", root]);
     const state = join(root, "state");
     mkdirSync(state);
@@ -80,13 +80,7 @@ describe("the image's install steps, replayed in a clean folder as an unprivileg
     if (asRoot) execFileSync("chown", ["nobody", state]);
     const port = await freePort();
     url = `http://127.0.0.1:${port}`;
-    const cmd = [
-      process.execPath,
-      join(app, "bin", "modelport.js"),
-      "serve",
-      "-c",
-      join(mount, "modelport.yaml"),
-    ];
+    const cmd = [process.execPath, join(app, "bin", "modelport.js"), "serve", "-c", config];
     cmd.push("--port", String(port), "--log-format", "json");
     // As root: the server runs as nobody (spawn's uid and gid, so SIGTERM reaches it directly).
     const user = asRoot
@@ -110,8 +104,14 @@ describe("the image's install steps, replayed in a clean folder as an unprivileg
 
   it("the pruned install holds no dev dependency and no GPU build, in at most 500 MB", () => {
     const app = join(root, "app", "node_modules");
-    assert.ok(PRUNED.includes("@node-llama-cpp/linux-x64-cuda"), PRUNED.join(" "));
-    for (const p of ["@biomejs/biome", "playwright-core", "preact", ...PRUNED])
+    assert.ok(PRUNED.includes("better-sqlite3/deps"), PRUNED.join(" "));
+    for (const p of [
+      "@biomejs/biome",
+      "playwright-core",
+      "preact",
+      "@node-llama-cpp/linux-x64-cuda/bins",
+      ...PRUNED,
+    ])
       assert.ok(!existsSync(join(app, p)), `${p} is not installed`);
     const kib = Number(execFileSync("du", ["-sk", app], { encoding: "utf8" }).split("\t")[0]);
     assert.ok(kib <= 500 * 1024, `node_modules is ${Math.round(kib / 1024)} MiB`);
@@ -131,23 +131,7 @@ describe("the image's install steps, replayed in a clean folder as an unprivileg
     const ready = await waitReady(url, 180_000);
     assert.equal(ready.status, 200, JSON.stringify(ready.body));
     assert.equal((await fetch(`${url}/livez`)).status, 200, "the HEALTHCHECK's probe");
-    const post = async (path: string, body: unknown) => {
-      const res = await fetch(`${url}${path}`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify(body),
-      });
-      return { status: res.status, body: (await res.json()) as Record<string, unknown> };
-    };
-    assert.equal((await post("/v1/models/churn-tree/predict", { rows: [[3, 95, 4, 1, 0, 20]] })).status, 200);
-    const inputs = JSON.parse(
-      readFileSync(join(REPO_ROOT, "examples", "handlers", "churn-handler.inputs.json"), "utf8"),
-    );
-    assert.equal((await post("/v1/models/churn/predict", inputs)).status, 200);
-    const text = await post("/v1/completions", { model: "tiny-llama", prompt: "hello", max_tokens: 3 });
-    assert.equal(text.status, 200, JSON.stringify(text.body));
-    const emb = await post("/v1/embeddings", { model: "tiny-embed", input: "hello cat" });
-    assert.equal(emb.status, 200, JSON.stringify(emb.body));
+    await assertServesExamples(url);
   });
 
   it("drains and exits 0 on SIGTERM", async () => {

@@ -57,12 +57,16 @@ describe("Dockerfile", () => {
     assert.ok(copies.length > 0);
     for (const c of copies) {
       assert.match(c, /--from=build/, `${c}: everything comes from the build stage`);
-      const from = c.split(/\s+/)[2]!.replace(/^\/src\/?/, "");
+      const src = c.split(/\s+/)[2]!;
+      if (src === "/usr/local/bin/node") continue; // Node itself, for a base image without it
+      const from = src.replace(/^\/src\/?/, "");
       if (from !== "node_modules")
         assert.ok(existsSync(join(REPO_ROOT, from)), `${from} exists after npm run build`);
     }
     assert.ok(!runtime.some((l) => /npm (ci|install)/.test(l)), "no install in the runtime stage");
     assert.match(stages[0]!.join("\n"), /npm prune --omit=dev/);
+    // The install's lean step runs in `npm ci`: the script is there before it.
+    assert.match(stages[0]!.join("\n"), /COPY bin\/lean-install\.js .*\nRUN npm ci/);
   });
 
   it("works from the folder the manifests mount writable, on a read-only root", () => {
@@ -72,6 +76,40 @@ describe("Dockerfile", () => {
       assert.ok(mounts.includes("/var/lib/modelport") && mounts.includes("/tmp"), mounts.join(", "));
       assert.equal(pod.containers[0].securityContext.readOnlyRootFilesystem, true);
     }
+  });
+
+  it("builds the GPU image runner-gpu.yaml names from the build arguments its header gives", () => {
+    const { version } = JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8"));
+    const gpu = parseAllDocuments(
+      readFileSync(join(REPO_ROOT, "deploy", "kubernetes", "runner-gpu.yaml"), "utf8"),
+    )
+      .map((d) => d.toJS())
+      .find((m) => m?.kind === "Deployment");
+    const tag = `modelport:${version}-cuda`;
+    assert.equal(gpu.spec.template.spec.containers[0].image, tag);
+    const header = dockerfile
+      .split("\n")
+      .filter((l) => l.startsWith("#"))
+      .join("\n")
+      .replace(/\\\n#/g, " ");
+    const command = header.match(new RegExp(`docker build -t ${tag}[^\n]*`))?.[0];
+    assert.ok(command, `the Dockerfile's header shows how to build ${tag}`);
+    const args = [...command!.matchAll(/--build-arg (\w+)=(\S+)/g)].map((m) => [m[1]!, m[2]!] as const);
+    assert.deepEqual(args.map((a) => a[0]).sort(), [
+      "MODELPORT_INSTALL",
+      "ONNXRUNTIME_NODE_INSTALL",
+      "RUNTIME_IMAGE",
+    ]);
+    // Each is declared where it is used: the runtime base before the first FROM, the install
+    // switches in the build stage.
+    assert.ok(lines.some((l) => /^ARG RUNTIME_IMAGE=node:\$\{NODE_VERSION\}-bookworm-slim$/.test(l)));
+    assert.match(runtime[0]!, /^FROM \$\{RUNTIME_IMAGE\}$/);
+    for (const a of ["ONNXRUNTIME_NODE_INSTALL", "MODELPORT_INSTALL"])
+      assert.ok(
+        stages[0]!.some((l) => l.startsWith(`ARG ${a}=`)),
+        a,
+      );
+    assert.equal(new Map(args).get("MODELPORT_INSTALL"), "cuda");
   });
 
   it("is the image the manifests name, and its build context leaves local state out", () => {
