@@ -134,7 +134,8 @@ export class RemoteTensorModel implements ServedModel {
         enabled: c.batching.enabled ?? true,
         maxBatchRows: c.batching.maxBatchRows,
         maxDelayMs: c.batching.maxDelayMs,
-        queuedRows: 0,
+        // As each runner's last health poll said: the queues are in the runners' batchers.
+        queuedRows: this.pool.queuedRows(this.config.name),
         inFlight: runners.reduce((n, r) => n + r.inFlight, 0),
       },
     };

@@ -108,6 +108,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly runnerQueueDepth = new Gauge({
+    name: "modelport_runner_queue_depth_rows",
+    help: "API tier: rows waiting in a model's batch queues on the runners in the rotation, as their last health poll reported (the sum of their modelport_queue_depth_rows).",
+    labelNames: ["model"] as const,
+    registers: [this.registry],
+  });
+
   readonly runnerForwardDuration = new Histogram({
     name: "modelport_runner_forward_duration_seconds",
     help: "API tier: time from forwarding a request to a runner to its answer, by model.",

@@ -5,23 +5,27 @@
 // the jobs browser (list, filter, cancel, retry, result) on a keyless server. The screenshot in
 // docs/ui.png is taken here (UPDATE_SCREENSHOT=1). Without /usr/bin/chromium this test fails, it does not skip.
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { type Browser, chromium, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import { parse, stringify } from "yaml";
 import { defaultText, predictBody, type TensorSpec } from "../../ui/src/forms.js";
+import {
+  launchChromium,
+  shownNumber as number,
+  openDashboard,
+  chartPeak as peak,
+  WAIT,
+} from "../helpers/browser.js";
 import { createGate } from "../helpers/gate.js";
 import { testModels } from "../helpers/models.js";
 import { type InProcessServer, postJson, REPO_ROOT, startInProcess } from "../helpers/server.js";
 import { until } from "../helpers/until.js";
 
-const CHROMIUM = "/usr/bin/chromium";
 const KEY = "dashboard-test-key-0123";
 const auth = { authorization: `Bearer ${KEY}` };
-/** Generous: a busy 2-core machine only makes these waits longer, never fails them. */
-const WAIT = 60_000;
 
 let browser: Browser;
 let srv: InProcessServer;
@@ -54,36 +58,10 @@ function examplesConfig(models: string, dir: string): string {
   return file;
 }
 
-async function launch(): Promise<Browser> {
-  assert.ok(
-    existsSync(CHROMIUM),
-    `${CHROMIUM} is missing: the dashboard test drives Debian's chromium; install it with \`apt-get install -y chromium\` (.ci/run does)`,
-  );
-  return chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ["--no-sandbox", "--disable-background-networking"],
-  });
-}
-
-/** A fresh page on `url`/ui; page errors fail the test that reads `errors`. */
-async function open(url: string): Promise<{ page: Page; errors: string[] }> {
-  const p = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-  p.setDefaultTimeout(WAIT);
-  const errors: string[] = [];
-  p.on("pageerror", (e) => errors.push(e.message));
-  await p.goto(`${url}/ui`);
-  return { page: p, errors };
-}
-
-/** The highest value a live chart shows (its last 90 points). */
-const peak = async (p: Page, chart: string) =>
-  Number(await p.locator(`[data-test=${chart}]`).getAttribute("data-peak"));
-
-const number = async (p: Page, selector: string) => Number(await p.locator(selector).first().textContent());
+const open = (url: string) => openDashboard(browser, url);
 
 before(async () => {
-  browser = await launch();
+  browser = await launchChromium();
   const models = await testModels();
   srv = await startInProcess({ file: examplesConfig(models, mkdtempSync(join(tmpdir(), "modelport-ui-"))) });
 });
@@ -159,7 +137,7 @@ describe("dashboard at /ui", () => {
     }
   });
 
-  it("live: the request counter and the request-rate chart move after traffic", async () => {
+  it("live: the request counter, the request-rate and batch-size charts move after traffic", async () => {
     await page.locator("[data-test=requests-total]").waitFor();
     await until(
       "a first metrics point",
@@ -182,6 +160,11 @@ describe("dashboard at /ui", () => {
     await until("a request rate above zero", async () => (await peak(page, "chart-rps")) > 0, WAIT);
     const latency = (await page.locator("[data-test=chart-latency] path.series.a").getAttribute("d")) ?? "";
     assert.match(latency, /^M/);
+    // One process batches its own requests: the batch chart is drawn here (on an API tier it says
+    // the runners measure it: ui-tiers.test.ts).
+    await until("a mean batch size", async () => (await peak(page, "chart-batch")) >= 1, WAIT);
+    assert.equal(await page.locator("[data-test=chart-batch-elsewhere]").count(), 0);
+    assert.equal(await page.locator("[data-test=cost-elsewhere]").count(), 0);
   });
 
   it("chat: a streamed reply from the tiny GGUF model", async () => {

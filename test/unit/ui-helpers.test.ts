@@ -22,6 +22,7 @@ import {
   parseMetrics,
   quantile,
   rates,
+  serverRole,
   total,
 } from "../../ui/src/metrics.js";
 
@@ -159,6 +160,20 @@ describe("ui metrics helpers", () => {
     const r = rates({ t: 0, samples: s }, { t: 2000, samples: s });
     assert.equal(r.rps, 0);
     assert.ok(Number.isNaN(r.p50) && Number.isNaN(r.batchRows) && Number.isNaN(r.ttft));
+  });
+
+  it("on an API tier, queue depth is the runners' (modelport_runner_queue_depth_rows), and the role is read from the labels", () => {
+    const api = parseMetrics(
+      [
+        'modelport_requests_total{model="",route="/v1/models",status="200",role="api",instance_id="a:1"} 1',
+        'modelport_runner_queue_depth_rows{model="churn-tree",role="api",instance_id="a:1"} 5',
+        'modelport_runner_queue_depth_rows{model="gate",role="api",instance_id="a:1"} 2',
+      ].join("\n"),
+    );
+    assert.equal(rates({ t: 0, samples: api }, { t: 2000, samples: api }).queueDepth, 7);
+    assert.equal(serverRole(api), "api");
+    assert.equal(serverRole(parseMetrics('modelport_model_ready{model="m",role="runner"} 1')), "runner");
+    assert.equal(serverRole(parseMetrics(SCRAPE_2)), "all");
   });
 
   it("cost per model from the modelport_cost_* counters", () => {

@@ -159,7 +159,10 @@ export interface Rates {
   errors4xx: number;
   /** Mean rows per batch run in the window; NaN without batches. */
   batchRows: number;
-  /** Rows waiting in the batch queues now (a gauge). */
+  /**
+   * Rows waiting in the batch queues now (a gauge): this process's own, or on an API tier the
+   * runners' as its last health poll of each said.
+   */
   queueDepth: number;
   /** LLM tokens generated per second. */
   tokensPerSec: number;
@@ -199,11 +202,20 @@ export function rates(before: Snapshot, after: Snapshot): Rates {
     errors5xx: grew(REQUESTS, status("5")) / dt,
     errors4xx: grew(REQUESTS, status("4")) / dt,
     batchRows: windowMean(a, b, "modelport_batch_rows"),
-    queueDepth: total(b, "modelport_queue_depth_rows"),
+    queueDepth: total(b, "modelport_queue_depth_rows") + total(b, "modelport_runner_queue_depth_rows"),
     tokensPerSec: grew("modelport_llm_generated_tokens_total") / dt,
     ttft: windowMean(a, b, "modelport_llm_time_to_first_token_seconds"),
     requestsTotal: total(b, REQUESTS, notDashboard),
   };
+}
+
+/**
+ * The role of the server that answered the scrape: in a split deployment every series carries
+ * `role` (api or runner); a single process (role all) sets no such label.
+ */
+export function serverRole(samples: readonly Sample[]): "all" | "api" | "runner" {
+  for (const s of samples) if (s.labels.role === "api" || s.labels.role === "runner") return s.labels.role;
+  return "all";
 }
 
 /** Cost figures of one model since the server started (modelport_cost_*; docs/Cost.md). */

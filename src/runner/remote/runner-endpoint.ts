@@ -27,6 +27,8 @@ export interface RunnerModelReport {
   limits?: Record<string, unknown>;
   /** Why the model is not ready on that runner. */
   reason?: string;
+  /** Tensor models: rows waiting in the model's batch queue there, when it polled. */
+  queuedRows?: number;
 }
 
 export interface RunnerResponse {
@@ -246,6 +248,7 @@ interface ListedModel {
   outputs?: TensorSpec[];
   batchable?: boolean;
   limits?: Record<string, unknown>;
+  batching?: { queuedRows?: number };
 }
 
 /** An entry of GET /v1/models `data` (OpenAI's model list, with modelport's kind, state and versions). */
@@ -288,6 +291,7 @@ function tensorReport(m: ListedModel): RunnerModelReport {
     signature,
     ...(m.limits && typeof m.limits === "object" ? { limits: m.limits } : {}),
     ...(m.status?.reason ? { reason: m.status.reason } : {}),
+    ...(typeof m.batching?.queuedRows === "number" ? { queuedRows: m.batching.queuedRows } : {}),
   };
 }
 

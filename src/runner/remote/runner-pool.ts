@@ -110,7 +110,25 @@ export class RunnerPool {
           this.log.info({ runner: ep.url, instance: ep.instance }, `runner ${ep.url} is in the rotation`);
       }),
     );
+    this.countQueuedRows();
     for (const listener of this.polledListeners) listener();
+  }
+
+  /**
+   * modelport_runner_queue_depth_rows: per tensor model, the rows queued on the runners that
+   * answer; a model no runner reports any more loses its series.
+   */
+  private countQueuedRows(): void {
+    const gauge = this.metrics?.runnerQueueDepth;
+    if (!gauge) return;
+    const rows = new Map<string, number>();
+    for (const ep of this.all()) {
+      if (!ep.healthy) continue;
+      for (const [name, report] of ep.models)
+        if (report.kind === "tensor") rows.set(name, (rows.get(name) ?? 0) + (report.queuedRows ?? 0));
+    }
+    gauge.reset();
+    for (const [model, n] of rows) gauge.set({ model }, n);
   }
 
   /** The configured URLs, with each dns+http:// URL expanded to one URL per address its name resolves to. */
@@ -155,6 +173,13 @@ export class RunnerPool {
   }
 
   /** Runners answer, and none holds `version` of `model` ready (or loads it on its next call). */
+  /** Rows waiting in `model`'s batch queues on the runners that answer, as their last poll said. */
+  queuedRows(model: string): number {
+    let rows = 0;
+    for (const ep of this.all()) if (ep.healthy) rows += ep.models.get(model)?.queuedRows ?? 0;
+    return rows;
+  }
+
   lacksVersion(model: string, version: string): boolean {
     const up = this.all().filter((ep) => ep.healthy);
     return up.length > 0 && !up.some((ep) => ep.serves(model, version));
