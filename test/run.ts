@@ -1,5 +1,5 @@
 // `npm test` after the build: runs every dist/test/**/*.test.js (helpers and conformance
-// modules are not tests) one file at a time with node's test runner and its usual reporter,
+// modules are not tests) two files at a time with node's test runner and its usual reporter,
 // with test/assertion-guard.ts loaded (a test without an assertion fails), then prints every
 // skipped test with its reason. Fails when a test file ran no test at all. A whole run then
 // runs the client-library suite (test/clients/*.test.mjs) on the Node 24 installed there.
@@ -12,6 +12,12 @@ import { fileURLToPath } from "node:url";
 import type { RunRecord } from "./reporter.js";
 
 const HERE = dirname(fileURLToPath(import.meta.url)); // dist/test
+/**
+ * Test files run side by side, each in its own process (MODELPORT_TEST_CONCURRENCY, default 2):
+ * most of a file's time is spent waiting on servers, children and timers, and every test uses
+ * its own ports, folders and Redis key prefix, and bounds that hold on a busy machine.
+ */
+const CONCURRENCY = Math.max(1, Number(process.env["MODELPORT_TEST_CONCURRENCY"] ?? 2) || 1);
 const ROOT = join(HERE, "..", "..");
 
 /** Every *.test.js under the given files and folders, sorted. */
@@ -97,7 +103,7 @@ function projectSuite(): number {
         "--import",
         join(HERE, "assertion-guard.js"),
         "--test",
-        "--test-concurrency=1",
+        `--test-concurrency=${CONCURRENCY}`,
         // node's own choice when no reporter is named: spec on a terminal, TAP otherwise.
         `--test-reporter=${process.stdout.isTTY ? "spec" : "tap"}`,
         "--test-reporter-destination=stdout",
@@ -124,6 +130,13 @@ function projectSuite(): number {
         `  - ${source(s.file)}: ${s.path.join(" › ")}${s.suite ? " (whole suite)" : ""}: ${s.reason}`,
       );
     }
+    const slowest = Object.entries(record.fileMs)
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 12);
+    console.log(
+      `slowest test files (of ${Math.round(Object.values(record.fileMs).reduce((a, b) => a + b, 0) / 1000)} s):`,
+    );
+    for (const [f, ms] of slowest) console.log(`  ${(ms / 1000).toFixed(1).padStart(6)} s  ${source(f)}`);
     if (empty.length > 0) {
       console.log(`test files that ran no test: ${empty.length}`);
       for (const f of empty) console.log(`  - ${source(f)}`);

@@ -117,6 +117,7 @@ export class RemoteTensorModel implements ServedModel {
     const c = this.config;
     const runners = this.runners();
     const { state, ready, loadable } = this.runnerView.standing(this.closed);
+    const polled = this.pool.batching(c.name);
     return {
       name: c.name,
       version: this.version,
@@ -130,12 +131,12 @@ export class RemoteTensorModel implements ServedModel {
       restarts: 0,
       recycles: 0,
       runner: { placement: "remote", runners },
+      // As the runners' last health polls said: the batchers (settings and queues) are theirs.
       batching: {
-        enabled: c.batching.enabled ?? true,
-        maxBatchRows: c.batching.maxBatchRows,
-        maxDelayMs: c.batching.maxDelayMs,
-        // As each runner's last health poll said: the queues are in the runners' batchers.
-        queuedRows: this.pool.queuedRows(this.config.name),
+        enabled: polled?.enabled ?? c.batching.enabled ?? true,
+        maxBatchRows: polled?.maxBatchRows ?? c.batching.maxBatchRows,
+        maxDelayMs: polled?.maxDelayMs ?? c.batching.maxDelayMs,
+        queuedRows: polled?.queuedRows ?? 0,
         inFlight: runners.reduce((n, r) => n + r.inFlight, 0),
       },
     };

@@ -60,7 +60,8 @@ before(async () => {
       ...shared,
       "models:",
       `  - {name: churn-tree, version: "7", path: ${join(models, "churn-tree.onnx")}}`,
-      `  - {name: segment-mlp, path: ${join(models, "segment-mlp.onnx")}}`,
+      // A batching setting of the runner's own, which the API tier's table must show.
+      `  - {name: segment-mlp, path: ${join(models, "segment-mlp.onnx")}, batching: {maxDelayMs: 7}}`,
       // One call at a time: while the gate holds one, the next ones wait in the runner's batch queue.
       gate.modelYaml("gate").replace(/}$/, ", batching: {maxInFlight: 1}, limits: {timeoutMs: 600000}}"),
     ].join("\n"),
@@ -98,6 +99,13 @@ describe("dashboard on an API tier, with a runner and jobs on Redis", () => {
       assert.equal(await row.locator("td").nth(3).textContent(), version, name);
     }
     assert.equal(onRunner.models.find((m) => m.name === "churn-tree")?.version, "7");
+    // The batching column shows the runner's settings, not the API tier's defaults.
+    const batching = page.locator('[data-test=models] tr[data-model="segment-mlp"] td').nth(8);
+    await until(
+      "the runner's batching delay in the table",
+      async () => / 7 ms\b/.test((await batching.textContent()) ?? ""),
+      WAIT,
+    );
     assert.deepEqual(errors, []);
   });
 

@@ -37,7 +37,7 @@ export interface Served {
 function batching(d: ModelDetail | undefined): string {
   if (d?.batching) {
     const b = d.batching;
-    if (!b.enabled) return "off";
+    if (!b.enabled) return `off · queued ${b.queuedRows ?? 0}`;
     return `≤ ${b.maxBatchRows} rows / ${b.maxDelayMs} ms · queued ${b.queuedRows ?? 0}`;
   }
   if (d?.concurrency) {

@@ -27,7 +27,14 @@ export interface RunnerModelReport {
   limits?: Record<string, unknown>;
   /** Why the model is not ready on that runner. */
   reason?: string;
-  /** Tensor models: rows waiting in the model's batch queue there, when it polled. */
+  /** Tensor models: the runner's batching settings, and the rows waiting in its queue when it polled. */
+  batching?: RunnerBatching;
+}
+
+export interface RunnerBatching {
+  enabled?: boolean;
+  maxBatchRows?: number;
+  maxDelayMs?: number;
   queuedRows?: number;
 }
 
@@ -248,7 +255,7 @@ interface ListedModel {
   outputs?: TensorSpec[];
   batchable?: boolean;
   limits?: Record<string, unknown>;
-  batching?: { queuedRows?: number };
+  batching?: RunnerBatching;
 }
 
 /** An entry of GET /v1/models `data` (OpenAI's model list, with modelport's kind, state and versions). */
@@ -276,6 +283,15 @@ function readyVersions(
   return out;
 }
 
+/** The batching fields of a runner's listing that have the expected types (a runner is not trusted to be well formed). */
+function runnerBatching(b: RunnerBatching): RunnerBatching {
+  const out: RunnerBatching = {};
+  if (typeof b.enabled === "boolean") out.enabled = b.enabled;
+  for (const k of ["maxBatchRows", "maxDelayMs", "queuedRows"] as const)
+    if (typeof b[k] === "number" && Number.isFinite(b[k])) out[k] = b[k];
+  return out;
+}
+
 function tensorReport(m: ListedModel): RunnerModelReport {
   const ready = m.status?.ready === true;
   const version = m.version ?? "1";
@@ -291,7 +307,7 @@ function tensorReport(m: ListedModel): RunnerModelReport {
     signature,
     ...(m.limits && typeof m.limits === "object" ? { limits: m.limits } : {}),
     ...(m.status?.reason ? { reason: m.status.reason } : {}),
-    ...(typeof m.batching?.queuedRows === "number" ? { queuedRows: m.batching.queuedRows } : {}),
+    ...(m.batching && typeof m.batching === "object" ? { batching: runnerBatching(m.batching) } : {}),
   };
 }
 

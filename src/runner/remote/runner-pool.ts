@@ -13,7 +13,7 @@ import { REQUEST_ID_HEADER } from "../../protocol/headers.js";
 import type { TraceParent } from "../../telemetry/propagation.js";
 import type { TensorMap } from "../../tensor.js";
 import { decodeInferResponse, encodeInferRequest, errorFromRunner } from "./infer-codec.js";
-import { RunnerEndpoint, RunnerUnreachableError } from "./runner-endpoint.js";
+import { type RunnerBatching, RunnerEndpoint, RunnerUnreachableError } from "./runner-endpoint.js";
 
 export interface ForwardOptions {
   /** Absolute deadline on performance.now(). */
@@ -125,7 +125,8 @@ export class RunnerPool {
     for (const ep of this.all()) {
       if (!ep.healthy) continue;
       for (const [name, report] of ep.models)
-        if (report.kind === "tensor") rows.set(name, (rows.get(name) ?? 0) + (report.queuedRows ?? 0));
+        if (report.kind === "tensor")
+          rows.set(name, (rows.get(name) ?? 0) + (report.batching?.queuedRows ?? 0));
     }
     gauge.reset();
     for (const [model, n] of rows) gauge.set({ model }, n);
@@ -172,14 +173,22 @@ export class RunnerPool {
     return best;
   }
 
-  /** Runners answer, and none holds `version` of `model` ready (or loads it on its next call). */
-  /** Rows waiting in `model`'s batch queues on the runners that answer, as their last poll said. */
-  queuedRows(model: string): number {
-    let rows = 0;
-    for (const ep of this.all()) if (ep.healthy) rows += ep.models.get(model)?.queuedRows ?? 0;
-    return rows;
+  /**
+   * `model`'s batching as the runners that answer reported it at their last poll: the first one's
+   * settings, and the rows waiting in all their queues. Undefined when none reports it.
+   */
+  batching(model: string): RunnerBatching | undefined {
+    let out: RunnerBatching | undefined;
+    for (const ep of this.all()) {
+      const b = ep.healthy ? ep.models.get(model)?.batching : undefined;
+      if (b === undefined) continue;
+      out ??= { ...b, queuedRows: 0 };
+      out.queuedRows! += b.queuedRows ?? 0;
+    }
+    return out;
   }
 
+  /** Runners answer, and none holds `version` of `model` ready (or loads it on its next call). */
   lacksVersion(model: string, version: string): boolean {
     const up = this.all().filter((ep) => ep.healthy);
     return up.length > 0 && !up.some((ep) => ep.serves(model, version));
