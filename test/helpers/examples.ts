@@ -5,7 +5,8 @@ import assert from "node:assert/strict";
 import { cpSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { testModels } from "./models.js";
-import { REPO_ROOT } from "./server.js";
+import { REPO_ROOT, waitReady } from "./server.js";
+import { until } from "./until.js";
 
 /** Copies the example config, handlers and built models into `dir`; returns the config's path. */
 export async function stageExamples(dir: string): Promise<string> {
@@ -14,6 +15,21 @@ export async function stageExamples(dir: string): Promise<string> {
   cpSync(join(REPO_ROOT, "examples", "handlers"), join(dir, "handlers"), { recursive: true });
   cpSync(await testModels(), join(dir, "models"), { recursive: true });
   return join(dir, "modelport.yaml");
+}
+
+/**
+ * Waits until the server at `url` listens (a refused connection until then), then until it is
+ * ready, which it is only once every golden check passed; `output` is shown on a failure.
+ */
+export async function assertListensThenReady(url: string, output: () => string = () => ""): Promise<void> {
+  const live = () =>
+    fetch(`${url}/livez`).then(
+      (r) => r.ok,
+      () => false,
+    );
+  await until("the server to listen", live, 60_000);
+  const ready = await waitReady(url, 180_000);
+  assert.equal(ready.status, 200, `${JSON.stringify(ready.body)}\n${output().slice(-2000)}`);
 }
 
 /** One request to each kind of example model: the ONNX model, the handler, the GGUF, the embeddings. */

@@ -14,9 +14,8 @@ import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rm
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { assertServesExamples, stageExamples } from "../helpers/examples.js";
-import { freePort, REPO_ROOT, waitReady } from "../helpers/server.js";
-import { until } from "../helpers/until.js";
+import { assertListensThenReady, assertServesExamples, stageExamples } from "../helpers/examples.js";
+import { freePort, REPO_ROOT } from "../helpers/server.js";
 
 // What the Dockerfile's build stage removes itself (better-sqlite3's build leftovers), read from
 // it: the replay removes the same.
@@ -118,18 +117,7 @@ describe("the image's install steps, replayed in a clean folder as an unprivileg
   });
 
   it("serves an ONNX model, a TypeScript handler, a GGUF and an embeddings folder; ready only when all pass", async () => {
-    // Listening first (a refused connection until then), then ready once every golden check passed.
-    await until(
-      "the server to listen",
-      () =>
-        fetch(`${url}/livez`).then(
-          (r) => r.ok,
-          () => false,
-        ),
-      60_000,
-    );
-    const ready = await waitReady(url, 180_000);
-    assert.equal(ready.status, 200, JSON.stringify(ready.body));
+    await assertListensThenReady(url);
     assert.equal((await fetch(`${url}/livez`)).status, 200, "the HEALTHCHECK's probe");
     await assertServesExamples(url);
   });

@@ -18,9 +18,8 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { assertServesExamples, stageExamples } from "../helpers/examples.js";
-import { freePort, REPO_ROOT, waitReady } from "../helpers/server.js";
-import { until } from "../helpers/until.js";
+import { assertListensThenReady, assertServesExamples, stageExamples } from "../helpers/examples.js";
+import { freePort, REPO_ROOT } from "../helpers/server.js";
 
 /** The environment of a user's shell: none of the npm_* variables `npm test` sets for this run. */
 function userEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
@@ -134,17 +133,7 @@ describe("the packed package, installed with --omit=dev into an empty folder", (
     });
     child.stdout!.on("data", (d) => (output += d));
     child.stderr!.on("data", (d) => (output += d));
-    await until(
-      "the server to listen",
-      () =>
-        fetch(`${url}/livez`).then(
-          (r) => r.ok,
-          () => false,
-        ),
-      60_000,
-    );
-    const ready = await waitReady(url, 180_000);
-    assert.equal(ready.status, 200, `${JSON.stringify(ready.body)}\n${output.slice(-2000)}`);
+    await assertListensThenReady(url, () => output);
     await assertServesExamples(url);
     const exited = once(child, "exit");
     process.kill(-child.pid!, "SIGTERM");
