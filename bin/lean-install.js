@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // modelport's install step (package.json "postinstall"): removes what CPU serving on this machine
 // never loads from the installed dependencies, so that a default install stays under 500 MB
-// instead of ~1.4 GB:
+// (~300 MB on Linux x64) instead of ~1.33 GB:
 //   - llama.cpp's CUDA and Vulkan builds and its builds for other platforms (node-llama-cpp
 //     installs every build for the OS as optional packages; modelport runs GGUF models on the CPU);
 //   - onnxruntime-node's binaries for other platforms, and its CUDA execution provider when its
@@ -9,10 +9,10 @@
 //   - onnxruntime-web's browser bundles (@huggingface/transformers depends on it, but its Node build
 //     carries its own copy and loads onnxruntime-node).
 // Each package keeps its package.json (only binaries and bundles go), so npm still sees it
-// installed and later installs do not bring the files back. What to keep is chosen at install time with MODELPORT_INSTALL (a
-// comma-separated list): "cuda" keeps the CUDA builds (a GPU host with `device: cuda`), "vulkan"
-// the Vulkan build, "full" everything (an install copied to another platform). To change it,
-// remove node_modules and install again. This step never fails an install: a problem is printed
+// installed and later installs do not bring the files back. What to keep is chosen at install
+// time with MODELPORT_INSTALL (a comma-separated list): "cuda" keeps the CUDA builds (a GPU host
+// with `device: cuda`), "vulkan" the Vulkan build, "full" everything (an install copied to another
+// platform). To change it, remove node_modules and install again. This step never fails an install: a problem is printed
 // and the install goes on with the files in place. `node bin/lean-install.js --dry-run` lists
 // what it would remove.
 import { existsSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
