@@ -25,6 +25,12 @@ describe("the published package", () => {
     for (const t of targets) assert.ok(files.has(t.replace(/^\.\//, "")), `${t} is not packed`);
   });
 
+  it("holds the script its install step runs (a user's install fails without it)", () => {
+    const script = /^node (\S+)$/.exec(pkg.scripts.postinstall)?.[1];
+    assert.ok(script, `postinstall runs one node script: ${pkg.scripts.postinstall}`);
+    assert.ok(files.has(script!), `${script} is not packed`);
+  });
+
   it("holds the files read at run time, and no tests or benchmarks", () => {
     for (const f of [
       "dist/src/grpc/inference.proto",
