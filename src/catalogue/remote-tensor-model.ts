@@ -118,6 +118,7 @@ export class RemoteTensorModel implements ServedModel {
     const runners = this.runners();
     const { state, ready, loadable } = this.runnerView.standing(this.closed);
     const polled = this.pool.batching(c.name);
+    const loaded = this.pool.loaded(c.name);
     return {
       name: c.name,
       version: this.version,
@@ -127,6 +128,9 @@ export class RemoteTensorModel implements ServedModel {
       ready,
       ...(ready ? {} : { reason: this.runnerView.reason(), code: "MP_ERR_RUNNER_UNAVAILABLE" as const }),
       ...(loadable ? { loadable: true as const } : {}),
+      ...(loaded?.loadMs !== undefined ? { loadMs: loaded.loadMs } : {}),
+      ...(loaded?.memoryBytes !== undefined ? { memoryBytes: loaded.memoryBytes } : {}),
+      ...(loaded?.threads !== undefined ? { threads: loaded.threads } : {}),
       golden: "runner",
       restarts: 0,
       recycles: 0,

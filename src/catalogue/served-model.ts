@@ -78,6 +78,8 @@ export interface ModelStatus {
   bytes?: number;
   loadMs?: number;
   memoryBytes?: number;
+  /** Intra-op threads, when they are not the model's configured ones (API tier: a runner's). */
+  threads?: number;
   /** "runner": checked by each runner before it reports the model ready (API tier). */
   golden: "passed" | "failed" | "none" | "pending" | "runner";
   goldenDiff?: { output: string; problem: string }[];

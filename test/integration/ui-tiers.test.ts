@@ -57,11 +57,14 @@ before(async () => {
   writeFileSync(
     runnerConfig,
     [
-      ...shared,
+      ...shared.slice(0, 1),
+      // segment-mlp's 2 threads (shown in the tier's table) go over the 2-core thread budget.
+      "  allowOversubscription: true",
+      ...shared.slice(1),
       "models:",
       `  - {name: churn-tree, version: "7", path: ${join(models, "churn-tree.onnx")}}`,
       // A batching setting of the runner's own, which the API tier's table must show.
-      `  - {name: segment-mlp, path: ${join(models, "segment-mlp.onnx")}, batching: {maxDelayMs: 7}}`,
+      `  - {name: segment-mlp, path: ${join(models, "segment-mlp.onnx")}, threads: 2, batching: {maxDelayMs: 7}}`,
       // One call at a time: while the gate holds one, the next ones wait in the runner's batch queue.
       gate.modelYaml("gate").replace(/}$/, ", batching: {maxInFlight: 1}, limits: {timeoutMs: 600000}}"),
     ].join("\n"),
@@ -99,13 +102,18 @@ describe("dashboard on an API tier, with a runner and jobs on Redis", () => {
       assert.equal(await row.locator("td").nth(3).textContent(), version, name);
     }
     assert.equal(onRunner.models.find((m) => m.name === "churn-tree")?.version, "7");
-    // The batching column shows the runner's settings, not the API tier's defaults.
-    const batching = page.locator('[data-test=models] tr[data-model="segment-mlp"] td').nth(8);
+    // The load time, memory, threads and batching columns show the runner's, not the API tier's
+    // defaults (it loaded nothing).
+    const cells = page.locator('[data-test=models] tr[data-model="segment-mlp"] td');
     await until(
-      "the runner's batching delay in the table",
-      async () => / 7 ms\b/.test((await batching.textContent()) ?? ""),
+      "the runner's batching delay and threads in the table",
+      async () =>
+        / 7 ms\b/.test((await cells.nth(8).textContent()) ?? "") &&
+        (await cells.nth(7).textContent()) === "2",
       WAIT,
     );
+    for (const column of [5, 6])
+      assert.notEqual(await cells.nth(column).textContent(), "–", `column ${column}`);
     assert.deepEqual(errors, []);
   });
 

@@ -29,6 +29,8 @@ export interface RunnerModelReport {
   reason?: string;
   /** Tensor models: the runner's batching settings, and the rows waiting in its queue when it polled. */
   batching?: RunnerBatching;
+  /** Tensor models: how the runner loaded it (its describe's load_ms, memory_bytes, threads). */
+  loaded?: { loadMs?: number; memoryBytes?: number; threads?: number };
 }
 
 export interface RunnerBatching {
@@ -256,6 +258,9 @@ interface ListedModel {
   batchable?: boolean;
   limits?: Record<string, unknown>;
   batching?: RunnerBatching;
+  load_ms?: number;
+  memory_bytes?: number;
+  threads?: number;
 }
 
 /** An entry of GET /v1/models `data` (OpenAI's model list, with modelport's kind, state and versions). */
@@ -283,12 +288,25 @@ function readyVersions(
   return out;
 }
 
-/** The batching fields of a runner's listing that have the expected types (a runner is not trusted to be well formed). */
+/** `from`'s fields named in `keys` (renamed as `keys` maps them) that are finite numbers: a runner is not trusted to be well formed. */
+function numbers<K extends string>(
+  from: Record<string, unknown>,
+  keys: Record<string, K>,
+): Partial<Record<K, number>> {
+  const out: Partial<Record<K, number>> = {};
+  for (const [k, as] of Object.entries(keys))
+    if (typeof from[k] === "number" && Number.isFinite(from[k])) out[as] = from[k] as number;
+  return out;
+}
+
+/** The batching fields of a runner's listing that have the expected types. */
 function runnerBatching(b: RunnerBatching): RunnerBatching {
-  const out: RunnerBatching = {};
+  const out: RunnerBatching = numbers(b as unknown as Record<string, unknown>, {
+    maxBatchRows: "maxBatchRows",
+    maxDelayMs: "maxDelayMs",
+    queuedRows: "queuedRows",
+  });
   if (typeof b.enabled === "boolean") out.enabled = b.enabled;
-  for (const k of ["maxBatchRows", "maxDelayMs", "queuedRows"] as const)
-    if (typeof b[k] === "number" && Number.isFinite(b[k])) out[k] = b[k];
   return out;
 }
 
@@ -308,6 +326,11 @@ function tensorReport(m: ListedModel): RunnerModelReport {
     ...(m.limits && typeof m.limits === "object" ? { limits: m.limits } : {}),
     ...(m.status?.reason ? { reason: m.status.reason } : {}),
     ...(m.batching && typeof m.batching === "object" ? { batching: runnerBatching(m.batching) } : {}),
+    loaded: numbers(m as unknown as Record<string, unknown>, {
+      load_ms: "loadMs",
+      memory_bytes: "memoryBytes",
+      threads: "threads",
+    }),
   };
 }
 

@@ -13,7 +13,12 @@ import { REQUEST_ID_HEADER } from "../../protocol/headers.js";
 import type { TraceParent } from "../../telemetry/propagation.js";
 import type { TensorMap } from "../../tensor.js";
 import { decodeInferResponse, encodeInferRequest, errorFromRunner } from "./infer-codec.js";
-import { type RunnerBatching, RunnerEndpoint, RunnerUnreachableError } from "./runner-endpoint.js";
+import {
+  type RunnerBatching,
+  RunnerEndpoint,
+  type RunnerModelReport,
+  RunnerUnreachableError,
+} from "./runner-endpoint.js";
 
 export interface ForwardOptions {
   /** Absolute deadline on performance.now(). */
@@ -186,6 +191,15 @@ export class RunnerPool {
       out.queuedRows! += b.queuedRows ?? 0;
     }
     return out;
+  }
+
+  /** How the first runner that answers and reports `model` loaded it (load time, memory, threads). */
+  loaded(model: string): RunnerModelReport["loaded"] {
+    for (const ep of this.all()) {
+      const loaded = ep.healthy ? ep.models.get(model)?.loaded : undefined;
+      if (loaded !== undefined) return loaded;
+    }
+    return undefined;
   }
 
   /** Runners answer, and none holds `version` of `model` ready (or loads it on its next call). */

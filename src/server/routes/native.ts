@@ -54,7 +54,7 @@ export function describeModel(host: ServedModel): Record<string, unknown> {
     inputs: sig?.inputs ?? [],
     outputs: sig?.outputs ?? [],
     batchable: sig?.batchable ?? false,
-    threads: host.config.threads,
+    threads: s.threads ?? host.config.threads,
     limits: host.config.limits,
     file: { path: s.path, bytes: s.bytes, sha256: s.sha256 },
     load_ms: s.loadMs,
