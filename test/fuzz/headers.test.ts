@@ -165,7 +165,7 @@ describe("headers", () => {
           const head =
             `${route.method} ${route.path} HTTP/1.1\r\nHost: fuzz\r\nContent-Type: ${ct}\r\n` +
             `Content-Length: ${length}\r\n${extra.map(([k, v]) => `${k}: ${v.replace(/[\r\n]/g, "")}\r\n`).join("")}Connection: close\r\n\r\n`;
-          const raw = await rawExchange(Buffer.concat([Buffer.from(head, "utf8"), body]), 10_000);
+          const raw = await rawExchange(Buffer.concat([Buffer.from(head, "utf8"), body]), 10_000, delta <= 0);
           const first = parseFirstResponse(raw);
           const what = `${route.path} Content-Length ${length} for ${body.length} bytes, ${ct}, ${JSON.stringify(extra)} → ${raw.toString("latin1").slice(0, 300)}`;
           // A body shorter than its Content-Length never arrives in full: the server may close
@@ -190,15 +190,18 @@ describe("headers", () => {
 /**
  * Writes `request` and collects what the server sends until it closes. The client does not
  * half-close at once (Node's server takes a FIN as the client leaving and drops the request): it
- * ends its side once a whole response has come, or after 300 ms of silence (a body shorter
- * than its Content-Length leaves the server waiting for the rest).
+ * ends its side once a whole response has come. When the request is `complete` it waits for that
+ * (up to `timeoutMs`: however busy the machine, a complete request gets an answer); otherwise (a
+ * body shorter than its Content-Length leaves the server waiting for the rest) it also ends after
+ * 300 ms of silence.
  */
-function rawExchange(request: Buffer, timeoutMs: number): Promise<Buffer> {
+function rawExchange(request: Buffer, timeoutMs: number, complete: boolean): Promise<Buffer> {
   const url = new URL(server.url);
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     const socket = connect(Number(url.port), url.hostname, () => socket.write(request));
-    let idle = setTimeout(() => socket.end(), 300);
+    const idleEnd = () => (complete ? undefined : setTimeout(() => socket.end(), 300));
+    let idle = idleEnd();
     const timer = setTimeout(() => {
       socket.destroy();
       reject(new Error(`the server kept the connection open for ${timeoutMs} ms after the client ended it`));
@@ -207,7 +210,7 @@ function rawExchange(request: Buffer, timeoutMs: number): Promise<Buffer> {
       chunks.push(c);
       clearTimeout(idle);
       if (parseFirstResponse(Buffer.concat(chunks))?.complete) socket.end();
-      else idle = setTimeout(() => socket.end(), 300);
+      else idle = idleEnd();
     });
     socket.on("error", () => {});
     socket.on("close", () => {
