@@ -1,8 +1,9 @@
 // The OpenTelemetry SDK behind spans.ts, loaded by tracing.ts (a dynamic import) only when
-// tracing is on: a tracer provider with the sampler the environment names, a batch span
-// processor (OTEL_BSP_* apply) whose batches go to the OTLP/HTTP protobuf exporter in a worker
-// thread (worker-exporter.ts; it reads the endpoint, headers, timeout and compression from
-// OTEL_EXPORTER_OTLP_* itself), so encoding and sending spans does not take the serving thread.
+// tracing is on: a tracer provider with the sampler the environment names and our span processor
+// (span-processor.ts; OTEL_BSP_* apply), which encodes each span as OTLP protobuf when it ends and
+// hands batches of bytes to the export worker (worker-exporter.ts, export-worker.ts), which sends
+// them with the official OTLP/HTTP transport (it reads the endpoint, headers, timeout and
+// compression from OTEL_EXPORTER_OTLP_* itself), so sending spans does not take the serving thread.
 import {
   type Attributes,
   type Context,
@@ -24,7 +25,6 @@ import {
   AlwaysOffSampler,
   AlwaysOnSampler,
   BasicTracerProvider,
-  BatchSpanProcessor,
   ParentBasedSampler,
   type Sampler,
   TraceIdRatioBasedSampler,
@@ -32,8 +32,9 @@ import {
 import { VERSION } from "../version.js";
 import type { TraceParent } from "./propagation.js";
 import type { TracingSettings } from "./settings.js";
+import { OtlpSpanProcessor } from "./span-processor.js";
 import type { SpanFactory } from "./spans.js";
-import { WorkerSpanExporter } from "./worker-exporter.js";
+import { ExportWorker } from "./worker-exporter.js";
 
 function sampler(settings: TracingSettings): Sampler {
   switch (settings.sampler) {
@@ -71,14 +72,14 @@ export function loadSdk(settings: TracingSettings): {
   const resource = defaultResource()
     .merge(detectResources({ detectors: [envDetector] }))
     .merge(resourceFromAttributes({ "service.name": settings.serviceName, "service.version": VERSION }));
-  const exporter = new WorkerSpanExporter({
+  const worker = new ExportWorker({
     resource: resource.attributes,
     scope: { name: "modelport", version: VERSION },
   });
   const provider = new BasicTracerProvider({
     resource,
     sampler: sampler(settings),
-    spanProcessors: [new BatchSpanProcessor(exporter)],
+    spanProcessors: [new OtlpSpanProcessor(settings.batch, worker)],
   });
   const tracer = provider.getTracer("modelport", VERSION);
   // The span behind each parent made by parentOf(), and the context its children start in (made
