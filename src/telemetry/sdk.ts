@@ -54,14 +54,54 @@ function sampler(settings: TracingSettings): Sampler {
 }
 
 function spanContext(p: TraceParent): SpanContext {
-  return {
+  const c: SpanContext = {
     traceId: p.traceId,
     spanId: p.spanId,
     traceFlags: p.flags,
     isRemote: p.remote === true,
-    ...(p.state !== undefined ? { traceState: createTraceState(p.state) } : {}),
   };
+  if (p.state !== undefined) c.traceState = createTraceState(p.state);
+  return c;
 }
+
+/**
+ * A parent made by parentOf(): a TraceParent like any other (its private fields are not copied by
+ * JSON or structured clone), that also holds the span behind it and the context its children start
+ * in (made on the first child, once per parent rather than once per child).
+ */
+class SpanParent implements TraceParent {
+  readonly traceId: string;
+  readonly spanId: string;
+  readonly flags: number;
+  declare readonly state?: string;
+  readonly #span: Span;
+  #context: Context | undefined;
+
+  constructor(span: Span) {
+    const c = span.spanContext();
+    this.traceId = c.traceId;
+    this.spanId = c.spanId;
+    this.flags = c.traceFlags;
+    const state = c.traceState?.serialize();
+    if (state) (this as { state?: string }).state = state;
+    this.#span = span;
+  }
+
+  get span(): Span {
+    return this.#span;
+  }
+
+  get context(): Context {
+    this.#context ??= trace.setSpan(ROOT_CONTEXT, this.#span);
+    return this.#context;
+  }
+}
+
+const contextOf = (p: TraceParent): Context =>
+  p instanceof SpanParent ? p.context : trace.setSpanContext(ROOT_CONTEXT, spanContext(p));
+const linkTo = (p: TraceParent): Link => ({
+  context: p instanceof SpanParent ? p.span.spanContext() : spanContext(p),
+});
 
 export function loadSdk(settings: TracingSettings): {
   factory: SpanFactory;
@@ -82,47 +122,21 @@ export function loadSdk(settings: TracingSettings): {
     spanProcessors: [new OtlpSpanProcessor(settings.batch, worker)],
   });
   const tracer = provider.getTracer("modelport", VERSION);
-  // The span behind each parent made by parentOf(), and the context its children start in (made
-  // on the first child, once per parent rather than once per child).
-  const spans = new WeakMap<TraceParent, Span>();
-  const contexts = new WeakMap<TraceParent, Context>();
-  const contextOf = (parent: TraceParent): Context => {
-    let c = contexts.get(parent);
-    if (c === undefined) {
-      const span = spans.get(parent);
-      c = span ? trace.setSpan(ROOT_CONTEXT, span) : trace.setSpanContext(ROOT_CONTEXT, spanContext(parent));
-      contexts.set(parent, c);
-    }
-    return c;
-  };
   const factory: SpanFactory = {
     start(name: string, kind: SpanKind, parent, attributes: Attributes | undefined, links, startTime) {
-      const linked: Link[] | undefined = links?.map((l) => ({ context: spanContext(l) }));
-      return tracer.startSpan(
+      const span = tracer.startSpan(
         name,
-        {
-          kind,
-          ...(attributes ? { attributes } : {}),
-          ...(linked ? { links: linked } : {}),
-          ...(startTime !== undefined ? { startTime } : {}),
-        },
+        { kind, links: links?.map(linkTo), startTime },
         parent ? contextOf(parent) : ROOT_CONTEXT,
       );
+      // Set on the span rather than passed to startSpan, which sanitizes them twice over for the
+      // sampler: none of the samplers above reads attributes.
+      if (attributes !== undefined) span.setAttributes(attributes);
+      return span;
     },
-    parentOf(span: Span): TraceParent {
-      const c = span.spanContext();
-      const state = c.traceState?.serialize();
-      const parent: TraceParent = {
-        traceId: c.traceId,
-        spanId: c.spanId,
-        flags: c.traceFlags,
-        ...(state ? { state } : {}),
-      };
-      spans.set(parent, span);
-      return parent;
-    },
+    parentOf: (span: Span): TraceParent => new SpanParent(span),
     annotate(parent: TraceParent, key: string, value: number): void {
-      spans.get(parent)?.setAttribute(key, value);
+      if (parent instanceof SpanParent) parent.span.setAttribute(key, value);
     },
   };
   return { factory, flush: () => provider.forceFlush(), shutdown: () => provider.shutdown() };
