@@ -110,8 +110,10 @@ export class OtlpSpanProcessor implements SpanProcessor {
       length: w.pos,
       count: this.count,
     });
-    const size = Math.max(MIN_BUFFER, w.pos + (w.pos >>> 2));
-    this.writer = new ProtoWriter(size, this.sink.spare?.(size));
+    // A returned buffer that held a batch as long as this one (a new one costs page faults), or a
+    // new one with room to spare.
+    const spare = this.sink.spare?.(Math.max(MIN_BUFFER, w.pos));
+    this.writer = new ProtoWriter(Math.max(MIN_BUFFER, w.pos + (w.pos >>> 2)), spare);
     this.count = 0;
   }
 
