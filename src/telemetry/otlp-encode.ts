@@ -36,6 +36,7 @@ const IS_REMOTE = 0x200;
 
 /** Attribute keys and span names, length-prefixed UTF-8 (ProtoWriter.cached). */
 const encoded = new Map<string, Uint8Array>();
+/** Entries in each cache, and the longest string (or encoded attribute) kept. */
 const CACHE_MAX = 1024;
 const CACHE_LONGEST = 256;
 
@@ -312,7 +313,8 @@ export function writeAttributes(w: ProtoWriter, attributes: Attributes | undefin
     anyValue(w, v);
     w.finish(value);
     w.finish(kv);
-    if (typeof v === "object") continue;
+    // Arrays are not compared; long values are not kept.
+    if (typeof v === "object" || w.pos - kv > CACHE_LONGEST) continue;
     if (last === undefined) {
       if (lastValues.size < CACHE_MAX) lastValues.set(key, new LastValue(v, w.buf.slice(kv, w.pos)));
     } else if (++last.changes < 4 || (last.changes & 63) === 0) {
