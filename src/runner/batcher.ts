@@ -13,7 +13,17 @@
 import type { CancelHandle } from "../cancel.js";
 import { ModelportError } from "../errors.js";
 import type { TraceParent } from "../telemetry/propagation.js";
-import { ATTR, endSpan, parentOf, SPAN, type Span, stage, startSpan, tracing } from "../telemetry/spans.js";
+import {
+  ATTR,
+  type Attributes,
+  endSpan,
+  parentOf,
+  SPAN,
+  type Span,
+  stage,
+  startSpan,
+  tracing,
+} from "../telemetry/spans.js";
 import type { TensorMap } from "../tensor.js";
 import { ArrivalRate, type BatchSettings, CostModel, decide } from "./batch-policy.js";
 import { checkOutputs, concatBatch, joinable, sliceRows, splitBatch } from "./tensor-batch.js";
@@ -306,11 +316,7 @@ export class Batcher {
     const started = this.clock();
     let ok = false;
     const span = tracing.on
-      ? startSpan(SPAN.infer, opts.trace, {
-          ...this.spanAttributes(),
-          [ATTR.rows]: rows,
-          [ATTR.inline]: true,
-        })
+      ? startSpan(SPAN.infer, opts.trace, this.spanAttributes({ [ATTR.rows]: rows, [ATTR.inline]: true }))
       : undefined;
     try {
       const outputs = checkOutputs(await lane.predict(inputs));
@@ -665,10 +671,11 @@ export class Batcher {
   /** The runner call, in a modelport.infer span under the batch's span when there is one. */
   private call(inputs: TensorMap, batchSpan: Span | undefined): Promise<TensorMap> {
     if (batchSpan === undefined) return this.run(inputs);
-    const span = startSpan(SPAN.infer, parentOf(batchSpan), {
-      ...this.spanAttributes(),
-      [ATTR.rows]: rowCount(inputs, this.options.batchable),
-    });
+    const span = startSpan(
+      SPAN.infer,
+      parentOf(batchSpan),
+      this.spanAttributes({ [ATTR.rows]: rowCount(inputs, this.options.batchable) }),
+    );
     return this.run(inputs).then(
       (outputs) => {
         span.end();
@@ -689,13 +696,15 @@ export class Batcher {
       ATTR.queueMs,
       item.trace,
       item.tracedAt!,
-      { ...this.spanAttributes(), [ATTR.rows]: item.rows },
+      () => this.spanAttributes({ [ATTR.rows]: item.rows }),
       err,
     );
   }
 
-  private spanAttributes(): Record<string, string> {
-    return this.options.model !== undefined ? { [ATTR.model]: this.options.model } : {};
+  /** `attributes` and the model's name, for a span (added, not spread: `{ ...a, k: v }` costs ~1 µs on Node 20). */
+  private spanAttributes(attributes: Attributes): Attributes {
+    if (this.options.model !== undefined) attributes[ATTR.model] = this.options.model;
+    return attributes;
   }
 
   /**
@@ -710,7 +719,7 @@ export class Batcher {
     return startSpan(
       SPAN.batch,
       links[0],
-      { ...this.spanAttributes(), [ATTR.batchRows]: rows, [ATTR.batchRequests]: batch.length },
+      this.spanAttributes({ [ATTR.batchRows]: rows, [ATTR.batchRequests]: batch.length }),
       undefined,
       links,
     );

@@ -1,28 +1,49 @@
-// The export worker (a worker thread started by worker-exporter.ts when tracing is on): it turns
-// the packed batches the main thread posts back into span records and hands them to the official
-// OTLP/HTTP protobuf exporter, which encodes and POSTs them here, off the thread that serves
-// requests. The exporter reads OTEL_EXPORTER_OTLP_* from this thread's copy of the environment.
+// The export worker (a worker thread started by worker-exporter.ts when tracing is on): it takes
+// the batches of spans the serving thread encoded (otlp-encode.ts), wraps each in one
+// ExportTraceServiceRequest with this process's resource and scope, and sends it with the
+// official OTLP/HTTP transport: the export delegate OTLPTraceExporter is built on
+// (@opentelemetry/otlp-exporter-base), configured the same way from OTEL_EXPORTER_OTLP_*
+// (endpoint, headers, timeout, compression) in this thread's copy of the environment, with its
+// retries and its limit on concurrent exports; only the serializer differs, returning the bytes
+// already encoded instead of encoding span objects.
 import { parentPort, workerData } from "node:worker_threads";
-import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-proto";
-import { resourceFromAttributes } from "@opentelemetry/resources";
-import { type ExportInit, type FromWorker, type ToWorker, unpack } from "./export-wire.js";
+import {
+  convertLegacyHttpOptions,
+  createOtlpHttpExportDelegate,
+} from "@opentelemetry/otlp-exporter-base/node-http";
+import {
+  type IExportTraceServiceResponse,
+  type ISerializer,
+  ProtobufTraceSerializer,
+} from "@opentelemetry/otlp-transformer";
+import type { ExportInit, FromWorker, ToWorker } from "./export-wire.js";
+import { requestHead, wrapRequest } from "./otlp-encode.js";
+
+interface Batch {
+  spans: Uint8Array;
+  count: number;
+}
 
 const init = workerData as ExportInit;
 const port = parentPort!;
-const resource = resourceFromAttributes(init.resource);
-const exporter = new OTLPTraceExporter();
+const head = requestHead(init.resource, init.scope);
+const serializer: ISerializer<Batch, IExportTraceServiceResponse> = {
+  serializeRequest: (batch) => wrapRequest(head, batch.spans),
+  deserializeResponse: (data) => ProtobufTraceSerializer.deserializeResponse(data),
+};
+// As OTLPTraceExporter (@opentelemetry/exporter-trace-otlp-proto) builds its delegate.
+const delegate = createOtlpHttpExportDelegate(
+  convertLegacyHttpOptions({}, "TRACES", "v1/traces", { "Content-Type": "application/x-protobuf" }),
+  serializer,
+  "otlp_http_span_exporter",
+  { name: "span", countItems: (batch: Batch) => batch.count },
+  undefined,
+);
 const reply = (m: FromWorker) => port.postMessage(m);
 
 port.on("message", (m: ToWorker) => {
   if (m.type === "export") {
-    let spans: ReturnType<typeof unpack>;
-    try {
-      spans = unpack(m.spans, resource, init.scope);
-    } catch (err) {
-      reply({ type: "result", id: m.id, ok: false, error: String(err) });
-      return;
-    }
-    exporter.export(spans, (result) =>
+    delegate.export({ spans: new Uint8Array(m.buffer, 0, m.length), count: m.count }, (result) =>
       reply({
         type: "result",
         id: m.id,
@@ -30,8 +51,10 @@ port.on("message", (m: ToWorker) => {
         ...(result.error ? { error: result.error.message } : {}),
       }),
     );
+    // The delegate serializes (copies) the batch within export(); retries resend that request.
+    port.postMessage({ type: "free", buffer: m.buffer } satisfies FromWorker, [m.buffer]);
   } else {
-    exporter.shutdown().then(
+    delegate.shutdown().then(
       () => reply({ type: "closed" }),
       () => reply({ type: "closed" }),
     );

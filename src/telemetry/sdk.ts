@@ -1,8 +1,9 @@
 // The OpenTelemetry SDK behind spans.ts, loaded by tracing.ts (a dynamic import) only when
-// tracing is on: a tracer provider with the sampler the environment names, a batch span
-// processor (OTEL_BSP_* apply) whose batches go to the OTLP/HTTP protobuf exporter in a worker
-// thread (worker-exporter.ts; it reads the endpoint, headers, timeout and compression from
-// OTEL_EXPORTER_OTLP_* itself), so encoding and sending spans does not take the serving thread.
+// tracing is on: a tracer provider with the sampler the environment names and our span processor
+// (span-processor.ts; OTEL_BSP_* apply), which encodes each span as OTLP protobuf when it ends and
+// hands batches of bytes to the export worker (worker-exporter.ts, export-worker.ts), which sends
+// them with the official OTLP/HTTP transport (it reads the endpoint, headers, timeout and
+// compression from OTEL_EXPORTER_OTLP_* itself), so sending spans does not take the serving thread.
 import {
   type Attributes,
   type Context,
@@ -24,7 +25,6 @@ import {
   AlwaysOffSampler,
   AlwaysOnSampler,
   BasicTracerProvider,
-  BatchSpanProcessor,
   ParentBasedSampler,
   type Sampler,
   TraceIdRatioBasedSampler,
@@ -32,8 +32,9 @@ import {
 import { VERSION } from "../version.js";
 import type { TraceParent } from "./propagation.js";
 import type { TracingSettings } from "./settings.js";
+import { OtlpSpanProcessor } from "./span-processor.js";
 import type { SpanFactory } from "./spans.js";
-import { WorkerSpanExporter } from "./worker-exporter.js";
+import { ExportWorker } from "./worker-exporter.js";
 
 function sampler(settings: TracingSettings): Sampler {
   switch (settings.sampler) {
@@ -53,14 +54,54 @@ function sampler(settings: TracingSettings): Sampler {
 }
 
 function spanContext(p: TraceParent): SpanContext {
-  return {
+  const c: SpanContext = {
     traceId: p.traceId,
     spanId: p.spanId,
     traceFlags: p.flags,
     isRemote: p.remote === true,
-    ...(p.state !== undefined ? { traceState: createTraceState(p.state) } : {}),
   };
+  if (p.state !== undefined) c.traceState = createTraceState(p.state);
+  return c;
 }
+
+/**
+ * A parent made by parentOf(): a TraceParent like any other (its private fields are not copied by
+ * JSON or structured clone), that also holds the span behind it and the context its children start
+ * in (made on the first child, once per parent rather than once per child).
+ */
+class SpanParent implements TraceParent {
+  readonly traceId: string;
+  readonly spanId: string;
+  readonly flags: number;
+  declare readonly state?: string;
+  readonly #span: Span;
+  #context: Context | undefined;
+
+  constructor(span: Span) {
+    const c = span.spanContext();
+    this.traceId = c.traceId;
+    this.spanId = c.spanId;
+    this.flags = c.traceFlags;
+    const state = c.traceState?.serialize();
+    if (state) (this as { state?: string }).state = state;
+    this.#span = span;
+  }
+
+  get span(): Span {
+    return this.#span;
+  }
+
+  get context(): Context {
+    this.#context ??= trace.setSpan(ROOT_CONTEXT, this.#span);
+    return this.#context;
+  }
+}
+
+const contextOf = (p: TraceParent): Context =>
+  p instanceof SpanParent ? p.context : trace.setSpanContext(ROOT_CONTEXT, spanContext(p));
+const linkTo = (p: TraceParent): Link => ({
+  context: p instanceof SpanParent ? p.span.spanContext() : spanContext(p),
+});
 
 export function loadSdk(settings: TracingSettings): {
   factory: SpanFactory;
@@ -71,57 +112,31 @@ export function loadSdk(settings: TracingSettings): {
   const resource = defaultResource()
     .merge(detectResources({ detectors: [envDetector] }))
     .merge(resourceFromAttributes({ "service.name": settings.serviceName, "service.version": VERSION }));
-  const exporter = new WorkerSpanExporter({
+  const worker = new ExportWorker({
     resource: resource.attributes,
     scope: { name: "modelport", version: VERSION },
   });
   const provider = new BasicTracerProvider({
     resource,
     sampler: sampler(settings),
-    spanProcessors: [new BatchSpanProcessor(exporter)],
+    spanProcessors: [new OtlpSpanProcessor(settings.batch, worker)],
   });
   const tracer = provider.getTracer("modelport", VERSION);
-  // The span behind each parent made by parentOf(), and the context its children start in (made
-  // on the first child, once per parent rather than once per child).
-  const spans = new WeakMap<TraceParent, Span>();
-  const contexts = new WeakMap<TraceParent, Context>();
-  const contextOf = (parent: TraceParent): Context => {
-    let c = contexts.get(parent);
-    if (c === undefined) {
-      const span = spans.get(parent);
-      c = span ? trace.setSpan(ROOT_CONTEXT, span) : trace.setSpanContext(ROOT_CONTEXT, spanContext(parent));
-      contexts.set(parent, c);
-    }
-    return c;
-  };
   const factory: SpanFactory = {
     start(name: string, kind: SpanKind, parent, attributes: Attributes | undefined, links, startTime) {
-      const linked: Link[] | undefined = links?.map((l) => ({ context: spanContext(l) }));
-      return tracer.startSpan(
+      const span = tracer.startSpan(
         name,
-        {
-          kind,
-          ...(attributes ? { attributes } : {}),
-          ...(linked ? { links: linked } : {}),
-          ...(startTime !== undefined ? { startTime } : {}),
-        },
+        { kind, links: links?.map(linkTo), startTime },
         parent ? contextOf(parent) : ROOT_CONTEXT,
       );
+      // Set on the span rather than passed to startSpan, which sanitizes them twice over for the
+      // sampler: none of the samplers above reads attributes.
+      if (attributes !== undefined) span.setAttributes(attributes);
+      return span;
     },
-    parentOf(span: Span): TraceParent {
-      const c = span.spanContext();
-      const state = c.traceState?.serialize();
-      const parent: TraceParent = {
-        traceId: c.traceId,
-        spanId: c.spanId,
-        flags: c.traceFlags,
-        ...(state ? { state } : {}),
-      };
-      spans.set(parent, span);
-      return parent;
-    },
+    parentOf: (span: Span): TraceParent => new SpanParent(span),
     annotate(parent: TraceParent, key: string, value: number): void {
-      spans.get(parent)?.setAttribute(key, value);
+      if (parent instanceof SpanParent) parent.span.setAttribute(key, value);
     },
   };
   return { factory, flush: () => provider.forceFlush(), shutdown: () => provider.shutdown() };

@@ -28,6 +28,19 @@ export interface TracingSettings {
   ratio: number;
   /** MODELPORT_TRACE_STAGE_MS: decode, queue and encode shorter than this are attributes, not spans. */
   stageMs: number;
+  batch: BatchSettings;
+}
+
+/** OTEL_BSP_*: how finished spans are batched for export (span-processor.ts). */
+export interface BatchSettings {
+  /** OTEL_BSP_MAX_QUEUE_SIZE: spans waiting for export beyond this are dropped. */
+  maxQueueSize: number;
+  /** OTEL_BSP_MAX_EXPORT_BATCH_SIZE: spans per export, at most maxQueueSize. */
+  maxExportBatchSize: number;
+  /** OTEL_BSP_SCHEDULE_DELAY: ms a batch that is not full waits before it is exported. */
+  scheduledDelayMillis: number;
+  /** OTEL_BSP_EXPORT_TIMEOUT: ms after which an export is given up and the next one starts. */
+  exportTimeoutMillis: number;
 }
 
 /** The default of MODELPORT_TRACE_STAGE_MS (docs/Tracing.md, "What is traced"). */
@@ -41,7 +54,8 @@ function invalid(message: string): ModelportError {
 
 /**
  * The tracing settings the environment asks for, or undefined when tracing is off.
- * @throws ModelportError MP_ERR_CONFIG_INVALID for an exporter, protocol or sampler this server does not have.
+ * @throws ModelportError MP_ERR_CONFIG_INVALID for an exporter, protocol or sampler this server
+ * does not have, or a number out of range.
  */
 export function tracingSettings(env: Env = process.env): TracingSettings | undefined {
   if (env.OTEL_SDK_DISABLED?.trim().toLowerCase() === "true") return undefined;
@@ -70,5 +84,20 @@ export function tracingSettings(env: Env = process.env): TracingSettings | undef
   const stageMs = stageArg ? Number(stageArg) : DEFAULT_STAGE_MS;
   if (!(stageMs >= 0))
     throw invalid(`MODELPORT_TRACE_STAGE_MS=${stageArg}: milliseconds, 0 or more (0: always a span)`);
-  return { serviceName: env.OTEL_SERVICE_NAME?.trim() || "modelport", sampler, ratio, stageMs };
+  const whole = (name: string, fallback: number, min: number): number => {
+    const raw = env[name]?.trim();
+    if (!raw) return fallback;
+    const n = Number(raw);
+    if (!Number.isInteger(n) || n < min) throw invalid(`${name}=${raw}: a whole number, ${min} or more`);
+    return n;
+  };
+  // The OpenTelemetry SDK's defaults for its batch span processor.
+  const maxQueueSize = whole("OTEL_BSP_MAX_QUEUE_SIZE", 2048, 1);
+  const batch: BatchSettings = {
+    maxQueueSize,
+    maxExportBatchSize: Math.min(whole("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512, 1), maxQueueSize),
+    scheduledDelayMillis: whole("OTEL_BSP_SCHEDULE_DELAY", 5000, 0),
+    exportTimeoutMillis: whole("OTEL_BSP_EXPORT_TIMEOUT", 30_000, 1),
+  };
+  return { serviceName: env.OTEL_SERVICE_NAME?.trim() || "modelport", sampler, ratio, stageMs, batch };
 }

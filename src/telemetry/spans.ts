@@ -6,7 +6,7 @@
 import type { Attributes, Span, SpanKind } from "@opentelemetry/api";
 import type { TraceParent } from "./propagation.js";
 
-export type { Span } from "@opentelemetry/api";
+export type { Attributes, Span } from "@opentelemetry/api";
 
 /** Span names (docs/Tracing.md lists them; dashboards and tests depend on them: keep them stable). */
 export const SPAN = {
@@ -94,14 +94,15 @@ export function startSpan(
  * A request's stage (decode, queue, encode) that began at `startedAt` (performance.now()) and
  * ends now (call only when `tracing.on`): its own span, back-dated, when it failed or took at
  * least `tracing.stageMs`; otherwise `durationKey` (ms) on the span of `parent`. Spans cost the
- * serving thread several microseconds each, so the common, fast stages cost an attribute.
+ * serving thread several microseconds each, so the common, fast stages cost an attribute (and
+ * `attributes`, the span's, are only made for a span).
  */
 export function stage(
   name: string,
   durationKey: string,
   parent: TraceParent | undefined,
   startedAt: number,
-  attributes?: Attributes,
+  attributes?: () => Attributes,
   err?: unknown,
 ): void {
   const now = performance.now();
@@ -110,7 +111,7 @@ export function stage(
     if (parent !== undefined) tracing.factory!.annotate(parent, durationKey, Math.round(ms * 1000) / 1000);
     return;
   }
-  const span = tracing.factory!.start(name, KIND.internal, parent, attributes, undefined, startedAt);
+  const span = tracing.factory!.start(name, KIND.internal, parent, attributes?.(), undefined, startedAt);
   if (err !== undefined) endSpan(span, err, now);
   else span.end(now);
 }

@@ -1,39 +1,44 @@
-// A SpanExporter that sends each batch the BatchSpanProcessor hands it to the export worker
-// (export-worker.ts) as one flat array (export-wire.ts) and reports the worker's result: the
-// protobuf encoding and the HTTP POST, most of what a span costs the process, happen off the
-// thread that serves requests. The processor keeps its OTEL_BSP_* queue, batch size and drops.
+// The serving thread's end of the export worker (export-worker.ts): the span processor
+// (span-processor.ts) hands it each batch of encoded spans, whose ArrayBuffer is transferred to
+// the worker (no copy, no structured clone of span fields), and gets back the worker's result and
+// the buffer, to encode a later batch into. The HTTP POST, its retries and its gzip happen on the
+// worker, off the thread that serves requests.
 import { Worker } from "node:worker_threads";
-import type { ReadableSpan, SpanExporter } from "@opentelemetry/sdk-trace-base";
-import { type ExportInit, type FromWorker, pack, type ToWorker } from "./export-wire.js";
-
-type Done = Parameters<SpanExporter["export"]>[1];
+import type { ExportInit, FromWorker, ToWorker } from "./export-wire.js";
+import type { BatchSink } from "./span-processor.js";
 
 const WORKER_URL = new URL("./export-worker.js", import.meta.url);
+/** Buffers kept for reuse: one batch is exported at a time, so two are usually enough. */
+const SPARES = 2;
 /** How long shutdown waits for the worker's last exports. */
 const SHUTDOWN_MS = 10_000;
 
-export class WorkerSpanExporter implements SpanExporter {
+type Done = (err?: Error) => void;
+
+export class ExportWorker implements BatchSink {
   private readonly worker: Worker;
   private readonly pending = new Map<number, Done>();
   private nextId = 1;
   private closed: Promise<void> | undefined;
   private gone: Error | undefined;
-  private idle: (() => void)[] = [];
+  private readonly spares: ArrayBuffer[] = [];
 
   constructor(init: ExportInit) {
     this.worker = new Worker(WORKER_URL, { workerData: init, name: "otlp-export" });
     this.worker.on("message", (m: FromWorker) => {
+      if (m.type === "free") {
+        this.keep(m.buffer);
+        return;
+      }
       if (m.type !== "result") return;
       const done = this.pending.get(m.id);
       this.pending.delete(m.id);
-      done?.(m.ok ? { code: 0 } : { code: 1, error: new Error(m.error ?? "span export failed") });
-      if (this.pending.size === 0) for (const wake of this.idle.splice(0)) wake();
+      done?.(m.ok ? undefined : new Error(m.error ?? "span export failed"));
     });
     const fail = (err: Error) => {
       this.gone = err;
-      for (const done of this.pending.values()) done({ code: 1, error: err });
+      for (const done of this.pending.values()) done(err);
       this.pending.clear();
-      for (const wake of this.idle.splice(0)) wake();
     };
     this.worker.on("error", fail);
     this.worker.on("exit", (code) => fail(new Error(`the span export worker exited (${code})`)));
@@ -42,25 +47,32 @@ export class WorkerSpanExporter implements SpanExporter {
     this.worker.unref();
   }
 
-  export(spans: ReadableSpan[], done: Done): void {
-    if (this.gone || this.closed) {
-      done({ code: 1, error: this.gone ?? new Error("the span exporter is shut down") });
-      return;
-    }
-    const id = this.nextId++;
-    this.pending.set(id, done);
-    this.worker.postMessage({ type: "export", id, spans: pack(spans) } satisfies ToWorker);
+  spare(size: number): ArrayBuffer | undefined {
+    const i = this.spares.findIndex((b) => b.byteLength >= size);
+    return i < 0 ? undefined : this.spares.splice(i, 1)[0];
   }
 
-  /** Resolves once every batch handed over so far has been answered. */
-  forceFlush(): Promise<void> {
-    if (this.pending.size === 0) return Promise.resolve();
-    return new Promise((resolve) => this.idle.push(resolve));
+  /** Keeps the SPARES largest buffers the worker gave back. */
+  private keep(buffer: ArrayBuffer): void {
+    this.spares.push(buffer);
+    if (this.spares.length > SPARES) {
+      this.spares.sort((a, b) => b.byteLength - a.byteLength);
+      this.spares.length = SPARES;
+    }
+  }
+
+  export(buffer: ArrayBuffer, length: number, count: number): Promise<void> {
+    if (this.gone || this.closed)
+      return Promise.reject(this.gone ?? new Error("the span exporter is shut down"));
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, (err) => (err ? reject(err) : resolve()));
+      this.worker.postMessage({ type: "export", id, buffer, length, count } satisfies ToWorker, [buffer]);
+    });
   }
 
   shutdown(): Promise<void> {
     this.closed ??= (async () => {
-      await this.forceFlush();
       if (!this.gone) {
         const closed = new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, SHUTDOWN_MS);

@@ -4,17 +4,32 @@
 // tracing off only the caller's traceparent is read, to be passed on as received.
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { parseTraceParent } from "../../telemetry/propagation.js";
-import { ATTR, KIND, parentOf, startSpan, tracing } from "../../telemetry/spans.js";
+import { ATTR, type Attributes, KIND, parentOf, startSpan, tracing } from "../../telemetry/spans.js";
 
-/** Fastify's ":model" route parameters as the semantic conventions' "{model}" templates, memoized. */
-const templates = new Map<string, string>();
-function template(route: string): string {
-  let t = templates.get(route);
-  if (t === undefined) {
-    t = route.replace(/:([A-Za-z0-9_]+)/g, "{$1}");
-    templates.set(route, t);
+interface RouteNames {
+  /** Fastify's ":model" route parameters as the semantic conventions' "{model}" template. */
+  template: string;
+  /** The span name by method ("POST /v1/models/{model}/predict"). */
+  spans: Map<string, string>;
+}
+
+/** By route, memoized: one string per route and method, rather than one per request. */
+const routes = new Map<string, RouteNames>();
+function namesOf(route: string): RouteNames {
+  let r = routes.get(route);
+  if (r === undefined) {
+    r = { template: route.replace(/:([A-Za-z0-9_]+)/g, "{$1}"), spans: new Map() };
+    routes.set(route, r);
   }
-  return t;
+  return r;
+}
+function spanName(r: RouteNames, method: string): string {
+  let name = r.spans.get(method);
+  if (name === undefined) {
+    name = `${method} ${r.template}`;
+    r.spans.set(method, name);
+  }
+  return name;
 }
 
 /** onRequest: the request's trace, and with tracing on its server span and log fields. */
@@ -28,19 +43,23 @@ export function traceRequest(request: FastifyRequest, reply: FastifyReply): void
   const route = request.routeOptions.url;
   const path = request.url;
   const q = path.indexOf("?");
+  // Built up, not spread: this runs for every request.
+  const attributes: Attributes = {
+    "http.request.method": request.method,
+    "url.path": q < 0 ? path : path.slice(0, q),
+    "url.scheme": "http",
+    "network.protocol.version": request.raw.httpVersion,
+    "client.address": request.ip,
+  };
+  const names = route ? namesOf(route) : undefined;
+  if (names !== undefined) attributes["http.route"] = names.template;
+  const agent = headers["user-agent"];
+  if (agent) attributes["user_agent.original"] = agent;
+  attributes[ATTR.requestId] = request.id;
   const span = startSpan(
-    route ? `${request.method} ${template(route)}` : request.method,
+    names !== undefined ? spanName(names, request.method) : request.method,
     parseTraceParent(headers.traceparent, headers.tracestate),
-    {
-      "http.request.method": request.method,
-      "url.path": q < 0 ? path : path.slice(0, q),
-      "url.scheme": "http",
-      ...(route ? { "http.route": template(route) } : {}),
-      "network.protocol.version": request.raw.httpVersion,
-      ...(headers["user-agent"] ? { "user_agent.original": headers["user-agent"] } : {}),
-      "client.address": request.ip,
-      [ATTR.requestId]: request.id,
-    },
+    attributes,
     KIND.server,
   );
   request.span = span;

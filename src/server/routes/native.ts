@@ -121,10 +121,11 @@ export const nativeRoutes: FastifyPluginAsync = async (app) => {
           : decodeNative(body, signature, host.config.limits);
       } catch (err) {
         if (tracing.on)
-          stage(SPAN.decode, ATTR.decodeMs, req.trace, decodeAt, { [ATTR.model]: host.name }, err);
+          stage(SPAN.decode, ATTR.decodeMs, req.trace, decodeAt, () => ({ [ATTR.model]: host.name }), err);
         throw err;
       }
-      if (tracing.on) stage(SPAN.decode, ATTR.decodeMs, req.trace, decodeAt, { [ATTR.model]: host.name });
+      if (tracing.on)
+        stage(SPAN.decode, ATTR.decodeMs, req.trace, decodeAt, () => ({ [ATTR.model]: host.name }));
       const names = requestedOutputs(body?.outputs ?? outputsQuery(req.query.outputs), signature);
       const rawOut = wantsOctetStream(req.headers.accept) ? rawOutputName(names, signature) : undefined;
       const { outputs, version: answered } = await infer(host, inputs, req);
@@ -133,7 +134,8 @@ export const nativeRoutes: FastifyPluginAsync = async (app) => {
       const encodeAt = tracing.on ? performance.now() : 0;
       if (rawOut) {
         const res = encodeRawTensor(rawOut, outputs[rawOut]!);
-        if (tracing.on) stage(SPAN.encode, ATTR.encodeMs, req.trace, encodeAt, { [ATTR.model]: host.name });
+        if (tracing.on)
+          stage(SPAN.encode, ATTR.encodeMs, req.trace, encodeAt, () => ({ [ATTR.model]: host.name }));
         return reply.headers(res.headers).send(res.body);
       }
       const answer = {
@@ -142,7 +144,8 @@ export const nativeRoutes: FastifyPluginAsync = async (app) => {
         ...(body && "id" in body ? { id: body.id } : {}),
         outputs: encodeNative(outputs, names),
       };
-      if (tracing.on) stage(SPAN.encode, ATTR.encodeMs, req.trace, encodeAt, { [ATTR.model]: host.name });
+      if (tracing.on)
+        stage(SPAN.encode, ATTR.encodeMs, req.trace, encodeAt, () => ({ [ATTR.model]: host.name }));
       return answer;
     });
 };

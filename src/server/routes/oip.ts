@@ -62,10 +62,11 @@ export const oipRoutes: FastifyPluginAsync = async (app) => {
           decoded = { body, inputs: decodeOip(body, signature, host.config.limits, binary) };
         } catch (err) {
           if (tracing.on)
-            stage(SPAN.decode, ATTR.decodeMs, req.trace, decodeAt, { [ATTR.model]: host.name }, err);
+            stage(SPAN.decode, ATTR.decodeMs, req.trace, decodeAt, () => ({ [ATTR.model]: host.name }), err);
           throw err;
         }
-        if (tracing.on) stage(SPAN.decode, ATTR.decodeMs, req.trace, decodeAt, { [ATTR.model]: host.name });
+        if (tracing.on)
+          stage(SPAN.decode, ATTR.decodeMs, req.trace, decodeAt, () => ({ [ATTR.model]: host.name }));
         const { body, inputs } = decoded;
         const names = requestedOutputs(body?.outputs, signature);
         const binaryNames = binaryOutputs(body, signature);
@@ -79,11 +80,13 @@ export const oipRoutes: FastifyPluginAsync = async (app) => {
         };
         if (!binaryNames) {
           const answer = { ...meta, outputs: encodeOip(outputs, names) };
-          if (tracing.on) stage(SPAN.encode, ATTR.encodeMs, req.trace, encodeAt, { [ATTR.model]: host.name });
+          if (tracing.on)
+            stage(SPAN.encode, ATTR.encodeMs, req.trace, encodeAt, () => ({ [ATTR.model]: host.name }));
           return answer;
         }
         const res = encodeOipBinary(meta, outputs, names, binaryNames);
-        if (tracing.on) stage(SPAN.encode, ATTR.encodeMs, req.trace, encodeAt, { [ATTR.model]: host.name });
+        if (tracing.on)
+          stage(SPAN.encode, ATTR.encodeMs, req.trace, encodeAt, () => ({ [ATTR.model]: host.name }));
         return reply.headers(res.headers).send(res.body);
       },
     );
