@@ -11,7 +11,7 @@
 // The fields, their order and their presence follow the official serializer (0.223.1), so a
 // receiver sees the same messages; test/unit/otlp-encode.test.ts decodes both and compares them.
 // Only types come from OpenTelemetry here; both threads import this file.
-import type { Attributes, HrTime } from "@opentelemetry/api";
+import type { Attributes, HrTime, SpanContext } from "@opentelemetry/api";
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
 
 type Event = ReadableSpan["events"][number];
@@ -338,10 +338,8 @@ function writeEvent(w: ProtoWriter, e: Event): void {
   w.finish(at);
 }
 
-function writeLink(w: ProtoWriter, l: Link): void {
-  const c = l.context;
-  w.byte(0x6a); // Span.links
-  const at = w.begin();
+/** trace_id, span_id and trace_state: fields 1 to 3 of both Span and Span.Link. */
+function writeIds(w: ProtoWriter, c: SpanContext): void {
   w.byte(0x0a); // trace_id
   w.id(c.traceId);
   w.byte(0x12); // span_id
@@ -351,6 +349,13 @@ function writeLink(w: ProtoWriter, l: Link): void {
     w.byte(0x1a); // trace_state
     w.string(state);
   }
+}
+
+function writeLink(w: ProtoWriter, l: Link): void {
+  const c = l.context;
+  w.byte(0x6a); // Span.links
+  const at = w.begin();
+  writeIds(w, c);
   writeAttributes(w, l.attributes, 0x22);
   w.byte(0x28); // dropped_attributes_count
   w.varint(l.droppedAttributesCount ?? 0);
@@ -365,15 +370,7 @@ export function writeSpan(w: ProtoWriter, span: ReadableSpan): void {
   const parent = span.parentSpanContext;
   w.byte(0x12); // ScopeSpans.spans
   const at = w.begin(2); // most spans are 128 bytes to 16 KiB long
-  w.byte(0x0a); // trace_id
-  w.id(c.traceId);
-  w.byte(0x12); // span_id
-  w.id(c.spanId);
-  const state = c.traceState?.serialize();
-  if (state) {
-    w.byte(0x1a); // trace_state
-    w.string(state);
-  }
+  writeIds(w, c);
   if (parent?.spanId) {
     w.byte(0x22); // parent_span_id
     w.id(parent.spanId);
