@@ -1,7 +1,8 @@
 // The messages between the serving thread (worker-exporter.ts) and the export worker
 // (export-worker.ts). A batch crosses as the ArrayBuffer its spans were encoded into
-// (otlp-encode.ts), transferred rather than copied, and the buffer comes back the same way to be
-// reused (a fresh one costs page faults). Both sides import this file; it has no code.
+// (otlp-encode.ts), transferred rather than copied, with room in front of the spans for the
+// request's head, so the worker sends it from that buffer; the buffer comes back the same way with
+// the result, to be reused (a fresh one costs page faults). Both sides import this file; it has no code.
 import type { Attributes } from "@opentelemetry/api";
 
 /** What the worker is told once: the resource and scope every span of this process shares. */
@@ -11,11 +12,10 @@ export interface ExportInit {
 }
 
 export type ToWorker =
-  /** `length` bytes of `buffer`: `count` ScopeSpans.spans entries. */
-  { type: "export"; id: number; buffer: ArrayBuffer; length: number; count: number } | { type: "shutdown" };
+  /** `count` ScopeSpans.spans entries in `buffer` from `start` to `end` (headRoom() free before `start`). */
+  | { type: "export"; id: number; buffer: ArrayBuffer; start: number; end: number; count: number }
+  | { type: "shutdown" };
 
 export type FromWorker =
-  | { type: "result"; id: number; ok: boolean; error?: string }
-  /** A batch's buffer, back once the request has been made from it, to be filled again. */
-  | { type: "free"; buffer: ArrayBuffer }
-  | { type: "closed" };
+  /** The export's outcome, and the batch's buffer back, to be filled again. */
+  { type: "result"; id: number; ok: boolean; error?: string; buffer: ArrayBuffer } | { type: "closed" };

@@ -20,7 +20,9 @@ import type { ExportInit, FromWorker, ToWorker } from "./export-wire.js";
 import { requestHead, wrapRequest } from "./otlp-encode.js";
 
 interface Batch {
-  spans: Uint8Array;
+  bytes: Uint8Array;
+  start: number;
+  end: number;
   count: number;
 }
 
@@ -28,7 +30,7 @@ const init = workerData as ExportInit;
 const port = parentPort!;
 const head = requestHead(init.resource, init.scope);
 const serializer: ISerializer<Batch, IExportTraceServiceResponse> = {
-  serializeRequest: (batch) => wrapRequest(head, batch.spans),
+  serializeRequest: (batch) => wrapRequest(head, batch.bytes, batch.start, batch.end),
   deserializeResponse: (data) => ProtobufTraceSerializer.deserializeResponse(data),
 };
 // As OTLPTraceExporter (@opentelemetry/exporter-trace-otlp-proto) builds its delegate.
@@ -43,16 +45,16 @@ const reply = (m: FromWorker) => port.postMessage(m);
 
 port.on("message", (m: ToWorker) => {
   if (m.type === "export") {
-    delegate.export({ spans: new Uint8Array(m.buffer, 0, m.length), count: m.count }, (result) =>
-      reply({
-        type: "result",
-        id: m.id,
-        ok: result.code === 0,
-        ...(result.error ? { error: result.error.message } : {}),
-      }),
+    const { buffer } = m;
+    // The request is sent (and resent by retries) from the buffer itself, which goes back when done.
+    delegate.export(
+      { bytes: new Uint8Array(buffer), start: m.start, end: m.end, count: m.count },
+      (result) => {
+        const out: FromWorker = { type: "result", id: m.id, ok: result.code === 0, buffer };
+        if (result.error) out.error = result.error.message;
+        port.postMessage(out, [buffer]);
+      },
     );
-    // The delegate serializes (copies) the batch within export(); retries resend that request.
-    port.postMessage({ type: "free", buffer: m.buffer } satisfies FromWorker, [m.buffer]);
   } else {
     delegate.shutdown().then(
       () => reply({ type: "closed" }),

@@ -11,11 +11,9 @@
 // The fields, their order and their presence follow the official serializer (0.223.1), so a
 // receiver sees the same messages; test/unit/otlp-encode.test.ts decodes both and compares them.
 // Only types come from OpenTelemetry here; both threads import this file.
-import type { Attributes, HrTime, SpanContext } from "@opentelemetry/api";
-import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
-
-type Event = ReadableSpan["events"][number];
-type Link = ReadableSpan["links"][number];
+import type { Attributes, HrTime, Link } from "@opentelemetry/api";
+import type { TimedEvent } from "@opentelemetry/sdk-trace-base";
+import type { RecordedSpan } from "./span.js";
 
 /** Hex digit → value (0–15), by character code. */
 const HEX = new Uint8Array(128);
@@ -49,10 +47,14 @@ export class ProtoWriter {
   pos = 0;
   private view: DataView;
 
-  /** A new buffer of `size` bytes, or `reuse` (an earlier batch's buffer, to fill again). */
-  constructor(size = 65536, reuse?: ArrayBuffer) {
-    this.buf = reuse ? new Uint8Array(reuse) : new Uint8Array(size);
+  /**
+   * A new buffer of `size` bytes, or `reuse` (an earlier batch's buffer, to fill again); writing
+   * starts at `start` (the room wrapRequest() fills in front of a batch).
+   */
+  constructor(size = 65536, reuse?: ArrayBuffer, start = 0) {
+    this.buf = reuse ? new Uint8Array(reuse) : new Uint8Array(Math.max(size, start));
     this.view = new DataView(this.buf.buffer);
+    this.pos = start;
   }
 
   ensure(n: number): void {
@@ -325,7 +327,7 @@ export function writeAttributes(w: ProtoWriter, attributes: Attributes | undefin
   }
 }
 
-function writeEvent(w: ProtoWriter, e: Event): void {
+function writeEvent(w: ProtoWriter, e: TimedEvent): void {
   w.byte(0x5a); // Span.events
   const at = w.begin();
   w.byte(0x09); // time_unix_nano
@@ -339,12 +341,11 @@ function writeEvent(w: ProtoWriter, e: Event): void {
 }
 
 /** trace_id, span_id and trace_state: fields 1 to 3 of both Span and Span.Link. */
-function writeIds(w: ProtoWriter, c: SpanContext): void {
+function writeIds(w: ProtoWriter, traceId: string, spanId: string, state: string | undefined): void {
   w.byte(0x0a); // trace_id
-  w.id(c.traceId);
+  w.id(traceId);
   w.byte(0x12); // span_id
-  w.id(c.spanId);
-  const state = c.traceState?.serialize();
+  w.id(spanId);
   if (state) {
     w.byte(0x1a); // trace_state
     w.string(state);
@@ -355,7 +356,7 @@ function writeLink(w: ProtoWriter, l: Link): void {
   const c = l.context;
   w.byte(0x6a); // Span.links
   const at = w.begin();
-  writeIds(w, c);
+  writeIds(w, c.traceId, c.spanId, c.traceState?.serialize());
   writeAttributes(w, l.attributes, 0x22);
   w.byte(0x28); // dropped_attributes_count
   w.varint(l.droppedAttributesCount ?? 0);
@@ -365,13 +366,12 @@ function writeLink(w: ProtoWriter, l: Link): void {
 }
 
 /** Appends `span` as one ScopeSpans.spans entry (field 2: its tag, length and Span message). */
-export function writeSpan(w: ProtoWriter, span: ReadableSpan): void {
-  const c = span.spanContext();
-  const parent = span.parentSpanContext;
+export function writeSpan(w: ProtoWriter, span: RecordedSpan): void {
+  const parent = span.parent;
   w.byte(0x12); // ScopeSpans.spans
   const at = w.begin(2); // most spans are 128 bytes to 16 KiB long
-  writeIds(w, c);
-  if (parent?.spanId) {
+  writeIds(w, span.traceId, span.spanId, span.state);
+  if (parent !== undefined) {
     w.byte(0x22); // parent_span_id
     w.id(parent.spanId);
   }
@@ -406,7 +406,7 @@ export function writeSpan(w: ProtoWriter, span: ReadableSpan): void {
   w.finish(status);
   w.byte(0x85); // flags (field 16, fixed32: a two-byte tag)
   w.byte(0x01);
-  w.fixed32((c.traceFlags & 0xff) | HAS_IS_REMOTE | (parent?.isRemote ? IS_REMOTE : 0));
+  w.fixed32((span.flags & 0xff) | HAS_IS_REMOTE | (parent?.remote ? IS_REMOTE : 0));
   w.finish(at, 2);
 }
 
@@ -437,23 +437,31 @@ export function requestHead(resource: Attributes, scope: { name: string; version
   return { resource: r.buf.slice(0, r.pos), scope: s.buf.slice(0, s.pos) };
 }
 
+/** The bytes wrapRequest() may write in front of a batch's spans: reserve them when encoding it. */
+export function headRoom(head: RequestHead): number {
+  // Two tags, two lengths of at most five bytes, the resource and the scope.
+  return 12 + head.resource.length + head.scope.length;
+}
+
 /**
- * One ExportTraceServiceRequest: a ResourceSpans with this process's resource, holding one
- * ScopeSpans with its scope and `spans` (writeSpan's output, one or more spans).
+ * One ExportTraceServiceRequest around the spans in `buf` from `start` to `end` (writeSpan's
+ * output, one or more spans), written in place: a ResourceSpans with this process's resource,
+ * holding one ScopeSpans with its scope, goes in the headRoom() bytes before `start`, so a batch
+ * is sent from the buffer it was encoded into, without a copy.
  */
-export function wrapRequest(head: RequestHead, spans: Uint8Array): Uint8Array {
-  const scopeSpans = head.scope.length + spans.length;
+export function wrapRequest(head: RequestHead, buf: Uint8Array, start: number, end: number): Uint8Array {
+  const scopeSpans = head.scope.length + (end - start);
   const resourceSpans = head.resource.length + 1 + varintSize(scopeSpans) + scopeSpans;
-  const w = new ProtoWriter(1 + varintSize(resourceSpans) + resourceSpans);
+  const from =
+    start -
+    (2 + varintSize(resourceSpans) + head.resource.length + varintSize(scopeSpans) + head.scope.length);
+  if (from < 0) throw new RangeError("no room for the request's head before the spans");
+  const w = new ProtoWriter(0, buf.buffer as ArrayBuffer, buf.byteOffset + from);
   w.byte(0x0a); // ExportTraceServiceRequest.resource_spans
   w.varint(resourceSpans);
-  w.buf.set(head.resource, w.pos);
-  w.pos += head.resource.length;
+  w.raw(head.resource);
   w.byte(0x12); // ResourceSpans.scope_spans
   w.varint(scopeSpans);
-  w.buf.set(head.scope, w.pos);
-  w.pos += head.scope.length;
-  w.buf.set(spans, w.pos);
-  w.pos += spans.length;
-  return w.buf;
+  w.raw(head.scope);
+  return new Uint8Array(buf.buffer, buf.byteOffset + from, end - from);
 }

@@ -29,6 +29,26 @@ export interface TracingSettings {
   /** MODELPORT_TRACE_STAGE_MS: decode, queue and encode shorter than this are attributes, not spans. */
   stageMs: number;
   batch: BatchSettings;
+  limits: SpanLimits;
+}
+
+/**
+ * OTEL_SPAN_* and OTEL_ATTRIBUTE_* limits on what one span keeps (span.ts), with the SDK's
+ * defaults: beyond a count the rest is dropped and counted; strings are cut to the value length.
+ */
+export interface SpanLimits {
+  /** OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT, else OTEL_ATTRIBUTE_COUNT_LIMIT (128). */
+  attributeCount: number;
+  /** OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT, else OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT (no limit). */
+  attributeValueLength: number;
+  /** OTEL_SPAN_EVENT_COUNT_LIMIT (128): past it the oldest event goes. */
+  eventCount: number;
+  /** OTEL_SPAN_LINK_COUNT_LIMIT (128): past it the oldest link goes. */
+  linkCount: number;
+  /** OTEL_SPAN_ATTRIBUTE_PER_EVENT_COUNT_LIMIT (128). */
+  attributePerEvent: number;
+  /** OTEL_SPAN_ATTRIBUTE_PER_LINK_COUNT_LIMIT (128). */
+  attributePerLink: number;
 }
 
 /** OTEL_BSP_*: how finished spans are batched for export (span-processor.ts). */
@@ -99,5 +119,25 @@ export function tracingSettings(env: Env = process.env): TracingSettings | undef
     scheduledDelayMillis: whole("OTEL_BSP_SCHEDULE_DELAY", 5000, 0),
     exportTimeoutMillis: whole("OTEL_BSP_EXPORT_TIMEOUT", 30_000, 1),
   };
-  return { serviceName: env.OTEL_SERVICE_NAME?.trim() || "modelport", sampler, ratio, stageMs, batch };
+  const count = (name: string, fallback: number): number => whole(name, fallback, 0);
+  const attributeCount = count("OTEL_ATTRIBUTE_COUNT_LIMIT", 128);
+  const attributeValueLength = count("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", Number.POSITIVE_INFINITY);
+  const limits: SpanLimits = {
+    attributeCount: count("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", attributeCount),
+    // 0, like no value, means no limit (as in the SDK).
+    attributeValueLength:
+      count("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", attributeValueLength) || Number.POSITIVE_INFINITY,
+    eventCount: count("OTEL_SPAN_EVENT_COUNT_LIMIT", 128),
+    linkCount: count("OTEL_SPAN_LINK_COUNT_LIMIT", 128),
+    attributePerEvent: count("OTEL_SPAN_ATTRIBUTE_PER_EVENT_COUNT_LIMIT", 128),
+    attributePerLink: count("OTEL_SPAN_ATTRIBUTE_PER_LINK_COUNT_LIMIT", 128),
+  };
+  return {
+    serviceName: env.OTEL_SERVICE_NAME?.trim() || "modelport",
+    sampler,
+    ratio,
+    stageMs,
+    batch,
+    limits,
+  };
 }

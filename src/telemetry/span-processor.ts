@@ -1,20 +1,22 @@
-// The span processor behind the tracer (sdk.ts), in place of the SDK's BatchSpanProcessor: when a
+// The span processor behind the spans (sdk.ts), in place of the SDK's BatchSpanProcessor: when a
 // sampled span ends it is encoded at once as OTLP protobuf (otlp-encode.ts) into the current
-// batch's buffer, so the SDK's span object is garbage as soon as end() returns instead of waiting
+// batch's buffer, so the span object is garbage as soon as end() returns instead of waiting
 // in a queue. A batch is handed over, its ArrayBuffer transferred (not copied), when it holds
 // OTEL_BSP_MAX_EXPORT_BATCH_SIZE spans or OTEL_BSP_SCHEDULE_DELAY after its first span; like the
 // SDK's processor, one export runs at a time, what waits is bounded by OTEL_BSP_MAX_QUEUE_SIZE
 // (spans beyond it are dropped and counted), an export that takes longer than
 // OTEL_BSP_EXPORT_TIMEOUT is given up, and forceFlush/shutdown export every span ended before them.
-import { diag, TraceFlags } from "@opentelemetry/api";
-import type { ReadableSpan, SpanProcessor } from "@opentelemetry/sdk-trace-base";
+import { diag } from "@opentelemetry/api";
 import { ProtoWriter, writeSpan } from "./otlp-encode.js";
 import type { BatchSettings } from "./settings.js";
+import type { RecordedSpan } from "./span.js";
 
 /** Where batches go: the export worker (worker-exporter.ts). */
 export interface BatchSink {
-  /** Sends `length` bytes of `buffer` (`count` encoded spans; the buffer is transferred). */
-  export(buffer: ArrayBuffer, length: number, count: number): Promise<void>;
+  /** Bytes to leave free in front of a batch's spans (for the request's head). */
+  readonly headRoom: number;
+  /** Sends `count` encoded spans, `buffer` from `start` to `end` (the buffer is transferred). */
+  export(buffer: ArrayBuffer, start: number, end: number, count: number): Promise<void>;
   /** An exported batch's buffer of at least `size` bytes, to fill again, if one is back. */
   spare?(size: number): ArrayBuffer | undefined;
   shutdown(): Promise<void>;
@@ -23,15 +25,15 @@ export interface BatchSink {
 interface Batch {
   id: number;
   buffer: ArrayBuffer;
-  length: number;
+  end: number;
   count: number;
 }
 
 /** The smallest buffer a batch starts with; the next one is sized from the last batch. */
 const MIN_BUFFER = 16 * 1024;
 
-export class OtlpSpanProcessor implements SpanProcessor {
-  private writer = new ProtoWriter(MIN_BUFFER);
+export class OtlpSpanProcessor {
+  private writer: ProtoWriter;
   /** Spans in `writer`. */
   private count = 0;
   /** Cut batches waiting for the export before them. */
@@ -50,12 +52,13 @@ export class OtlpSpanProcessor implements SpanProcessor {
   constructor(
     private readonly settings: BatchSettings,
     private readonly sink: BatchSink,
-  ) {}
+  ) {
+    this.writer = new ProtoWriter(MIN_BUFFER, undefined, sink.headRoom);
+  }
 
-  onStart(): void {}
-
-  onEnd(span: ReadableSpan): void {
-    if (this.closed !== undefined || (span.spanContext().traceFlags & TraceFlags.SAMPLED) === 0) return;
+  /** A sampled span that has ended. */
+  onEnd(span: RecordedSpan): void {
+    if (this.closed !== undefined) return;
     if (this.queued >= this.settings.maxQueueSize) {
       if (this.dropped++ === 0) diag.debug("maxQueueSize reached, dropping spans");
       return;
@@ -107,13 +110,13 @@ export class OtlpSpanProcessor implements SpanProcessor {
     this.waiting.push({
       id: this.nextId++,
       buffer: w.buf.buffer as ArrayBuffer,
-      length: w.pos,
+      end: w.pos,
       count: this.count,
     });
     // A returned buffer that held a batch as long as this one (a new one costs page faults), or a
     // new one with room to spare.
     const spare = this.sink.spare?.(Math.max(MIN_BUFFER, w.pos));
-    this.writer = new ProtoWriter(Math.max(MIN_BUFFER, w.pos + (w.pos >>> 2)), spare);
+    this.writer = new ProtoWriter(Math.max(MIN_BUFFER, w.pos + (w.pos >>> 2)), spare, this.sink.headRoom);
     this.count = 0;
   }
 
@@ -127,7 +130,7 @@ export class OtlpSpanProcessor implements SpanProcessor {
     this.queued -= batch.count;
     let timeout: ReturnType<typeof setTimeout> | undefined;
     Promise.race([
-      this.sink.export(batch.buffer, batch.length, batch.count),
+      this.sink.export(batch.buffer, this.sink.headRoom, batch.end, batch.count),
       new Promise<never>((_, reject) => {
         timeout = setTimeout(() => reject(new Error("Timeout")), this.settings.exportTimeoutMillis);
       }),

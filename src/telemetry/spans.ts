@@ -3,7 +3,7 @@
 // site before anything else is done, so a server with tracing off makes no span objects and
 // runs no OpenTelemetry code: this file only imports OpenTelemetry's types, and the SDK behind
 // `tracing.factory` is loaded by tracing.ts only when tracing is configured.
-import type { Attributes, Span, SpanKind } from "@opentelemetry/api";
+import type { Attributes, Span, SpanKind, TimeInput } from "@opentelemetry/api";
 import type { TraceParent } from "./propagation.js";
 
 export type { Attributes, Span } from "@opentelemetry/api";
@@ -56,7 +56,7 @@ export interface SpanFactory {
     parent: TraceParent | undefined,
     attributes: Attributes | undefined,
     links: readonly TraceParent[] | undefined,
-    startTime?: number,
+    startTime?: TimeInput,
   ): Span;
   /** Sets an attribute on the span that made `parent` (via parentOf), while it is open. */
   annotate(parent: TraceParent, key: string, value: number): void;
@@ -78,7 +78,8 @@ export const tracing: { on: boolean; factory: SpanFactory | undefined; stageMs: 
 /**
  * Starts a span (call only when `tracing.on`): a child of `parent`, or the root of a new trace
  * without one; `links` name the other spans it relates to (the requests a batch joined, the
- * request that submitted a job).
+ * request that submitted a job). `attributes` may become the span's own object: pass a fresh one
+ * each time and do not change it afterwards.
  */
 export function startSpan(
   name: string,

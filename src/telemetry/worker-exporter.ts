@@ -1,10 +1,11 @@
 // The serving thread's end of the export worker (export-worker.ts): the span processor
 // (span-processor.ts) hands it each batch of encoded spans, whose ArrayBuffer is transferred to
-// the worker (no copy, no structured clone of span fields), and gets back the worker's result and
+// the worker (no copy, no structured clone of span fields), and gets back the worker's result with
 // the buffer, to encode a later batch into. The HTTP POST, its retries and its gzip happen on the
 // worker, off the thread that serves requests.
 import { Worker } from "node:worker_threads";
 import type { ExportInit, FromWorker, ToWorker } from "./export-wire.js";
+import { headRoom, requestHead } from "./otlp-encode.js";
 import type { BatchSink } from "./span-processor.js";
 
 const WORKER_URL = new URL("./export-worker.js", import.meta.url);
@@ -22,15 +23,15 @@ export class ExportWorker implements BatchSink {
   private closed: Promise<void> | undefined;
   private gone: Error | undefined;
   private readonly spares: ArrayBuffer[] = [];
+  readonly headRoom: number;
 
   constructor(init: ExportInit) {
+    // The worker writes the same head in front of each batch.
+    this.headRoom = headRoom(requestHead(init.resource, init.scope));
     this.worker = new Worker(WORKER_URL, { workerData: init, name: "otlp-export" });
     this.worker.on("message", (m: FromWorker) => {
-      if (m.type === "free") {
-        this.keep(m.buffer);
-        return;
-      }
       if (m.type !== "result") return;
+      this.keep(m.buffer);
       const done = this.pending.get(m.id);
       this.pending.delete(m.id);
       done?.(m.ok ? undefined : new Error(m.error ?? "span export failed"));
@@ -61,13 +62,13 @@ export class ExportWorker implements BatchSink {
     }
   }
 
-  export(buffer: ArrayBuffer, length: number, count: number): Promise<void> {
+  export(buffer: ArrayBuffer, start: number, end: number, count: number): Promise<void> {
     if (this.gone || this.closed)
       return Promise.reject(this.gone ?? new Error("the span exporter is shut down"));
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       this.pending.set(id, (err) => (err ? reject(err) : resolve()));
-      this.worker.postMessage({ type: "export", id, buffer, length, count } satisfies ToWorker, [buffer]);
+      this.worker.postMessage({ type: "export", id, buffer, start, end, count } satisfies ToWorker, [buffer]);
     });
   }
 

@@ -345,7 +345,7 @@ export class LlamaCppEngine implements LanguageEngine {
       if (promptSpan !== undefined) {
         promptSpan.end();
         promptSpan = undefined;
-        generateSpan = startSpan(SPAN.llmGenerate, structured.trace, spanAttributes);
+        generateSpan = startSpan(SPAN.llmGenerate, structured.trace, { ...spanAttributes });
       }
       if (request.logprobs) generated.push(...tokens);
     };
