@@ -3,13 +3,16 @@
 // `modelport serve <model>.onnx --grpc-port P` (default settings) answers both ModelInfer with
 // raw_input_contents and the overhead suite's OIP binary HTTP request, and onnxruntime runs the
 // model in this process as the baseline (`session.run` in a loop, 1 intra-op thread as modelport's
-// default); the three take turns going first. Each is one client sending one request after another
-// on one connection (gRPC: one @grpc/grpc-js channel, the message built once from the shipped
-// .proto, as the HTTP body is built once); p50 per point and CPU per call of the server and of this
-// process (/proc), ratios per round, reported as medians. Every answer is checked against
-// onnxruntime's first.
+// default); they take turns going first. Each is one client sending one request after another on
+// one connection. gRPC is called by two clients: @grpc/grpc-js in this process (one channel, the
+// message built once from the shipped .proto, as the HTTP body is built once), and, where Debian's
+// python3-grpcio and python3-grpc-tools are installed, Python's grpcio (gRPC's C core, the client
+// tritonclient and KServe's Python SDK use) with stubs generated from the same .proto, the message
+// built once. p50 per point and CPU per call of the server and of this process (/proc), ratios per
+// round, reported as medians. Every answer is checked against onnxruntime's first.
 // Usage: node dist/bench/overhead-grpc.js [--rounds N] [--warmup S] [--duration S] [--log-level L]
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import os, { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -42,7 +45,7 @@ const PROTO = path.resolve(here, "../src/grpc/inference.proto");
 type Case = (typeof CASES)[number];
 type Measure = Awaited<ReturnType<typeof sequential>>;
 type Values = ReturnType<typeof makeInputs>[number];
-type Who = "in-process" | "http-binary" | "grpc";
+type Who = "in-process" | "http-binary" | "grpc" | "grpc-python";
 
 /** The overhead suite's large-tensor cases over OIP binary: the image and the detector. */
 const GRPC_CASES = CASES.filter((c) => c.transport === "oip-binary");
@@ -111,6 +114,106 @@ async function sequentialGrpc(address: string, request: object, warmupS: number,
   }
 }
 
+const PYTHON = "/usr/bin/python3";
+
+/** Python stubs generated from the shipped .proto into a new folder, or why there are none. */
+function pythonStubs(): string | { skipped: string } {
+  const available =
+    existsSync(PYTHON) &&
+    spawnSync(PYTHON, ["-c", "import grpc, grpc_tools"], { encoding: "utf8" }).status === 0;
+  if (!available) return { skipped: "python3-grpcio and python3-grpc-tools are not installed" };
+  const dir = mkdtempSync(path.join(tmpdir(), "modelport-bench-grpc-py-"));
+  const gen = spawnSync(
+    PYTHON,
+    [
+      "-m",
+      "grpc_tools.protoc",
+      `-I${path.dirname(PROTO)}`,
+      `--python_out=${dir}`,
+      `--grpc_python_out=${dir}`,
+      PROTO,
+    ],
+    { encoding: "utf8" },
+  );
+  if (gen.status !== 0) throw new Error(`grpc_tools.protoc failed: ${gen.stderr}`);
+  // argv: address, request JSON (inputs without data), raw input files, warm-up s, duration s, output file.
+  writeFileSync(
+    path.join(dir, "client.py"),
+    `import json, sys, time
+import grpc
+import inference_pb2 as pb, inference_pb2_grpc as rpc
+address, spec, files, warmup, duration, out = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]), sys.argv[6]
+req = pb.ModelInferRequest(model_name=spec["model_name"])
+for i in spec["inputs"]:
+    t = req.inputs.add(); t.name = i["name"]; t.datatype = i["datatype"]; t.shape.extend(i["shape"])
+for f in files:
+    req.raw_input_contents.append(open(f, "rb").read())
+channel = grpc.insecure_channel(address, options=[("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)])
+stub = rpc.GRPCInferenceServiceStub(channel)
+open(out, "wb").write(stub.ModelInfer(req, timeout=60).raw_output_contents[0])
+def run(seconds, samples):
+    start = time.perf_counter(); now = start
+    while now < start + seconds:
+        t0 = time.perf_counter(); stub.ModelInfer(req, timeout=60); now = time.perf_counter()
+        if samples is not None: samples.append((now - t0) * 1000)
+    return now - start
+run(warmup, None)
+samples = []
+seconds = run(duration, samples)
+print(json.dumps({"seconds": seconds, "samples": samples}))
+`,
+  );
+  return dir;
+}
+
+/** The same calls from Python's grpcio (a child process), its first answer's first output as floats. */
+async function sequentialPython(
+  stubs: string,
+  address: string,
+  c: Case,
+  values: Values[],
+  warmupS: number,
+  durationS: number,
+) {
+  const files = values.map((v, i) => {
+    const f = path.join(stubs, `input-${c.model}-${i}.bin`);
+    writeFileSync(f, Buffer.from(v.buffer, v.byteOffset, v.byteLength));
+    return f;
+  });
+  const out = path.join(stubs, "output.bin");
+  const spec = {
+    model_name: c.model,
+    inputs: c.inputs.map(({ name, datatype, shape }) => ({ name, datatype, shape })),
+  };
+  const child = spawn(
+    PYTHON,
+    [
+      path.join(stubs, "client.py"),
+      address,
+      JSON.stringify(spec),
+      JSON.stringify(files),
+      String(warmupS),
+      String(durationS),
+      out,
+    ],
+    { cwd: stubs },
+  );
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (d) => (stdout += d));
+  child.stderr.on("data", (d) => (stderr += d));
+  const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+  if (code !== 0) throw new Error(`the Python gRPC client failed (${code}): ${stderr}`);
+  const r = JSON.parse(stdout) as { seconds: number; samples: number[] };
+  const samples = new Samples();
+  for (const ms of r.samples) samples.add(ms);
+  const raw = readFileSync(out);
+  const output = Array.from(
+    new Float32Array(raw.buffer.slice(raw.byteOffset, raw.byteOffset + raw.byteLength)),
+  );
+  return { measure: summary(samples, r.seconds), output };
+}
+
 function worstDifference(got: readonly number[], want: readonly number[]): number {
   if (got.length !== want.length) return Number.POSITIVE_INFINITY;
   return got.reduce((m, v, i) => Math.max(m, Math.abs(v - want[i]!)), 0);
@@ -141,6 +244,14 @@ async function main(): Promise<void> {
     otherPct: number | null;
   }[] = [];
   const commands = new Set<string>();
+  const stubs = pythonStubs();
+  if (typeof stubs !== "string") console.log(`gRPC from Python skipped: ${stubs.skipped}`);
+  const whos: Who[] = [
+    "in-process",
+    "http-binary",
+    "grpc",
+    ...(typeof stubs === "string" ? (["grpc-python"] as const) : []),
+  ];
   let turn = 0;
   for (let roundNo = 1; roundNo <= rounds; roundNo++) {
     for (const c of GRPC_CASES) {
@@ -154,8 +265,8 @@ async function main(): Promise<void> {
       });
       commands.add(server.command);
       try {
-        const order: Who[] = ["in-process", "http-binary", "grpc"];
-        for (let k = 0; k < turn % 3; k++) order.push(order.shift()!);
+        const order = [...whos];
+        for (let k = 0; k < turn % order.length; k++) order.push(order.shift()!);
         turn++;
         for (const who of order) {
           let measure: Measure;
@@ -165,21 +276,21 @@ async function main(): Promise<void> {
           else if (who === "http-binary")
             measure = await sequential(server.url, encodeRequest(c, values, "modelport"), warmupS, durationS);
           else {
-            const r = await sequentialGrpc(
-              `127.0.0.1:${grpcPort}`,
-              inferRequest(c, values),
-              warmupS,
-              durationS,
-            );
+            const address = `127.0.0.1:${grpcPort}`;
+            const r =
+              who === "grpc"
+                ? await sequentialGrpc(address, inferRequest(c, values), warmupS, durationS)
+                : await sequentialPython(stubs as string, address, c, values, warmupS, durationS);
             const worst = worstDifference(r.output, expected);
-            if (!(worst <= 1e-4)) throw new Error(`gRPC's answer differs from onnxruntime's by ${worst}`);
+            if (!(worst <= 1e-4)) throw new Error(`${who}'s answer differs from onnxruntime's by ${worst}`);
             measure = r.measure;
           }
           const cpu = cpuReport(before, cpuSnapshot(server.child.pid), os.cpus().length);
           // % of a core divided by calls per second: CPU ms per call.
           const perCall = (pct: number | null) => (pct === null ? null : round((pct * 10) / measure.rps));
           const serverCpuMs = who === "in-process" ? null : perCall(cpu.serverPct);
-          const clientCpuMs = perCall(cpu.benchPct);
+          // The Python client is another process: its CPU is not this process's.
+          const clientCpuMs = who === "grpc-python" ? null : perCall(cpu.benchPct);
           points.push({
             case: c.id,
             round: roundNo,
@@ -205,7 +316,12 @@ async function main(): Promise<void> {
   const rows = GRPC_CASES.map((c) => {
     const p50 = (who: Who) =>
       points.filter((p) => p.case === c.id && p.who === who).map((p) => p.measure.p50);
-    const [base, http, viaGrpc] = [p50("in-process"), p50("http-binary"), p50("grpc")];
+    const [base, http, viaGrpc, viaPython] = [
+      p50("in-process"),
+      p50("http-binary"),
+      p50("grpc"),
+      p50("grpc-python"),
+    ];
     const serverCpu = (who: Who) =>
       median(points.filter((p) => p.case === c.id && p.who === who).map((p) => p.serverCpuMs ?? Number.NaN));
     return {
@@ -219,6 +335,13 @@ async function main(): Promise<void> {
       httpOverInProcess: round(median(http.map((v, i) => v / base[i]!))),
       serverCpuMsHttp: round(serverCpu("http-binary")),
       serverCpuMsGrpc: round(serverCpu("grpc")),
+      grpcPython: viaPython.length > 0 ? round(median(viaPython)) : null,
+      grpcPythonOverInProcess:
+        viaPython.length > 0 ? round(median(viaPython.map((v, i) => v / base[i]!))) : null,
+      serverCpuMsGrpcPython: viaPython.length > 0 ? round(serverCpu("grpc-python")) : null,
+      bar: c.bar
+        ? `${c.bar.rule}: HTTP ${c.bar.holds(median(http), median(base)) ? "holds" : "missed"}, gRPC ${c.bar.holds(median(viaGrpc), median(base)) ? "holds" : "missed"}${viaPython.length > 0 ? `, gRPC from Python ${c.bar.holds(median(viaPython), median(base)) ? "holds" : "missed"}` : ""}`
+        : "",
     };
   });
   const m = machine();
@@ -237,14 +360,14 @@ async function main(): Promise<void> {
       `### Overhead over gRPC, ${date.slice(0, 10)}`,
       "",
       `Machine: ${m.cpuModel}, ${m.cpus} CPUs, Node ${m.node}. ${rounds} round(s), ${warmupS} s warm-up and ` +
-        `${durationS} s measured per point, one client, sequential; the three take turns going first. ` +
-        "p50 in ms; ratios per round, medians shown.",
+        `${durationS} s measured per point, one client, sequential; they take turns going first. ` +
+        "p50 in ms; ratios per round, medians shown. gRPC (grpc-js): @grpc/grpc-js in the bench process; gRPC (Python): grpcio, a child process.",
       "",
-      "| case | in-process | HTTP binary | gRPC raw | gRPC / in-process | gRPC / HTTP binary | HTTP binary / in-process | server CPU ms per call, HTTP / gRPC |",
-      "|---|--:|--:|--:|--:|--:|--:|--:|",
+      "| case | in-process | HTTP binary | gRPC (grpc-js) | gRPC (Python) | HTTP / in-process | gRPC (grpc-js) / in-process | gRPC (Python) / in-process | server CPU ms per call, HTTP / grpc-js / Python | bar |",
+      "|---|--:|--:|--:|--:|--:|--:|--:|--:|---|",
       ...rows.map(
         (r) =>
-          `| ${r.case}: ${r.about} | ${r.inProcess} | ${r.httpBinary} | ${r.grpc} | ${r.grpcOverInProcess} | ${r.grpcOverHttp} | ${r.httpOverInProcess} | ${r.serverCpuMsHttp} / ${r.serverCpuMsGrpc} |`,
+          `| ${r.case}: ${r.about} | ${r.inProcess} | ${r.httpBinary} | ${r.grpc} | ${r.grpcPython ?? "-"} | ${r.httpOverInProcess} | ${r.grpcOverInProcess} | ${r.grpcPythonOverInProcess ?? "-"} | ${r.serverCpuMsHttp} / ${r.serverCpuMsGrpc} / ${r.serverCpuMsGrpcPython ?? "-"} | ${r.bar} |`,
       ),
       "",
       `Command: \`npm run bench:grpc -- --rounds ${rounds} --warmup ${warmupS} --duration ${durationS}\`; results: ${path.relative(process.cwd(), out) || out}`,
