@@ -7,7 +7,7 @@
 // compression from OTEL_EXPORTER_OTLP_* itself), so sending spans does not take the serving thread.
 // The SDK's Tracer and SpanImpl are not used: per request they cost the serving thread more than
 // the rest of tracing together (docs/PERFORMANCE.md, "Tracing").
-import { createTraceState, type Link, ROOT_CONTEXT, type SpanContext } from "@opentelemetry/api";
+import { type Link, ROOT_CONTEXT } from "@opentelemetry/api";
 import {
   defaultResource,
   detectResources,
@@ -20,7 +20,7 @@ import { VERSION } from "../version.js";
 import { newSpanId, newTraceId } from "./ids.js";
 import type { TraceParent } from "./propagation.js";
 import type { TracingSettings } from "./settings.js";
-import { RecordedSpan, type SpanHome } from "./span.js";
+import { RecordedSpan, type SpanHome, spanContextOf } from "./span.js";
 import { OtlpSpanProcessor } from "./span-processor.js";
 import type { SpanFactory } from "./spans.js";
 import { ExportWorker } from "./worker-exporter.js";
@@ -53,17 +53,6 @@ export function sampling(
   }
 }
 
-function spanContext(p: TraceParent): SpanContext {
-  const c: SpanContext = {
-    traceId: p.traceId,
-    spanId: p.spanId,
-    traceFlags: p.flags,
-    isRemote: p.remote === true,
-  };
-  if (p.state !== undefined) c.traceState = createTraceState(p.state);
-  return c;
-}
-
 /**
  * A parent made by parentOf(): a TraceParent like any other (its private field is not copied by
  * JSON or structured clone) that also holds the span behind it, for annotate() and links.
@@ -89,7 +78,7 @@ class SpanParent implements TraceParent {
 }
 
 const linkTo = (p: TraceParent): Link => ({
-  context: p instanceof SpanParent ? p.span.spanContext() : spanContext(p),
+  context: p instanceof SpanParent ? p.span.spanContext() : spanContextOf(p),
 });
 
 /** The factory behind spans.ts: spans sampled by `sampled`, ended into `home`. */

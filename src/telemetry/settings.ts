@@ -12,7 +12,7 @@ export type SamplerName =
   | "parentbased_always_off"
   | "parentbased_traceidratio";
 
-const SAMPLERS: readonly SamplerName[] = [
+export const SAMPLERS: readonly SamplerName[] = [
   "always_on",
   "always_off",
   "traceidratio",

@@ -93,6 +93,18 @@ function validValue(v: unknown): v is AttributeValue {
   return true;
 }
 
+/** The API's SpanContext of a TraceParent (a link's, a parent's). */
+export function spanContextOf(p: TraceParent): SpanContext {
+  const c: SpanContext = {
+    traceId: p.traceId,
+    spanId: p.spanId,
+    traceFlags: p.flags,
+    isRemote: p.remote === true,
+  };
+  if (p.state !== undefined) c.traceState = createTraceState(p.state);
+  return c;
+}
+
 const hasOwn = Object.prototype.hasOwnProperty;
 const UNSET: SpanStatus = Object.freeze({ code: 0 });
 const NONE: readonly never[] = Object.freeze([]);
@@ -358,16 +370,7 @@ export class RecordedSpan implements Span, ReadableSpan {
     return this.stop !== undefined;
   }
   get parentSpanContext(): SpanContext | undefined {
-    const p = this.parent;
-    if (p === undefined) return undefined;
-    const c: SpanContext = {
-      traceId: p.traceId,
-      spanId: p.spanId,
-      traceFlags: p.flags,
-      isRemote: p.remote === true,
-    };
-    if (p.state !== undefined) c.traceState = createTraceState(p.state);
-    return c;
+    return this.parent === undefined ? undefined : spanContextOf(this.parent);
   }
   get droppedAttributesCount(): number {
     return this.droppedAttributes;

@@ -36,6 +36,7 @@ import type { TraceParent } from "../../src/telemetry/propagation.js";
 import { createSpanFactory, sampling } from "../../src/telemetry/sdk.js";
 import {
   type BatchSettings,
+  SAMPLERS,
   type SamplerName,
   type SpanLimits,
   tracingSettings,
@@ -529,15 +530,7 @@ describe("modelport's span against the SDK's", () => {
       { traceId: REMOTE.traceId, spanId: REMOTE.spanId, flags: 1 },
       { traceId: REMOTE.traceId, spanId: REMOTE.spanId, flags: 0 },
     ];
-    const names: SamplerName[] = [
-      "always_on",
-      "always_off",
-      "traceidratio",
-      "parentbased_always_on",
-      "parentbased_always_off",
-      "parentbased_traceidratio",
-    ];
-    for (const name of names) {
+    for (const name of SAMPLERS) {
       const ours = sampling({ sampler: name, ratio: 0.3 });
       const sdk = sdkSampler(name, 0.3);
       for (const parent of parents)
