@@ -631,7 +631,12 @@ describe("gRPC: deadlines, cancellation and metrics", () => {
 
   it("a call whose deadline passes is DEADLINE_EXCEEDED, counted 504; a bad x-request-timeout-ms is INVALID_ARGUMENT", async () => {
     const before = await requestCounts();
-    const late = await call("ModelInfer", x(7), { deadlineMs: 300 });
+    // The deadline passes while the model holds the call, so the call must reach the model first,
+    // which a busy machine may take a while to do: with a 300 ms deadline a CI run beside other
+    // work saw the call end before it was at the model, and never counted as 504.
+    const pending = call("ModelInfer", x(7), { deadlineMs: 5000 });
+    await gate.started(7);
+    const late = await pending;
     fails(late, grpc.status.DEADLINE_EXCEEDED);
     gate.open(7);
     // Counted once the server's side of the call has settled.
