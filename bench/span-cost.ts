@@ -126,7 +126,7 @@ const size = 287 * 1024;
 const send = async (n: number) => {
   for (let i = 0; i < n; i++) {
     const buffer = worker.spare(size) ?? new ArrayBuffer(size);
-    await worker.export(buffer, worker.headRoom, size, 512);
+    await worker.export(buffer, size, 512);
   }
 };
 await send(10); // the worker's start

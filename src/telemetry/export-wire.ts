@@ -12,9 +12,8 @@ export interface ExportInit {
 }
 
 export type ToWorker =
-  /** `count` ScopeSpans.spans entries in `buffer` from `start` to `end` (headRoom() free before `start`). */
-  | { type: "export"; id: number; buffer: ArrayBuffer; start: number; end: number; count: number }
-  | { type: "shutdown" };
+  /** `count` ScopeSpans.spans entries in `buffer` from headRoom() to `end` (the room before them free). */
+  { type: "export"; id: number; buffer: ArrayBuffer; end: number; count: number } | { type: "shutdown" };
 
 export type FromWorker =
   /** The export's outcome, and the batch's buffer back, to be filled again. */

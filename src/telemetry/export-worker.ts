@@ -17,11 +17,10 @@ import {
   ProtobufTraceSerializer,
 } from "@opentelemetry/otlp-transformer";
 import type { ExportInit, FromWorker, ToWorker } from "./export-wire.js";
-import { requestHead, wrapRequest } from "./otlp-encode.js";
+import { headRoom, requestHead, wrapRequest } from "./otlp-encode.js";
 
 interface Batch {
   bytes: Uint8Array;
-  start: number;
   end: number;
   count: number;
 }
@@ -29,8 +28,10 @@ interface Batch {
 const init = workerData as ExportInit;
 const port = parentPort!;
 const head = requestHead(init.resource, init.scope);
+// Where each batch's spans start: the serving thread left this much room in front of them.
+const room = headRoom(head);
 const serializer: ISerializer<Batch, IExportTraceServiceResponse> = {
-  serializeRequest: (batch) => wrapRequest(head, batch.bytes, batch.start, batch.end),
+  serializeRequest: (batch) => wrapRequest(head, batch.bytes, room, batch.end),
   deserializeResponse: (data) => ProtobufTraceSerializer.deserializeResponse(data),
 };
 // As OTLPTraceExporter (@opentelemetry/exporter-trace-otlp-proto) builds its delegate.
@@ -47,14 +48,11 @@ port.on("message", (m: ToWorker) => {
   if (m.type === "export") {
     const { buffer } = m;
     // The request is sent (and resent by retries) from the buffer itself, which goes back when done.
-    delegate.export(
-      { bytes: new Uint8Array(buffer), start: m.start, end: m.end, count: m.count },
-      (result) => {
-        const out: FromWorker = { type: "result", id: m.id, ok: result.code === 0, buffer };
-        if (result.error) out.error = result.error.message;
-        port.postMessage(out, [buffer]);
-      },
-    );
+    delegate.export({ bytes: new Uint8Array(buffer), end: m.end, count: m.count }, (result) => {
+      const out: FromWorker = { type: "result", id: m.id, ok: result.code === 0, buffer };
+      if (result.error) out.error = result.error.message;
+      port.postMessage(out, [buffer]);
+    });
   } else {
     delegate.shutdown().then(
       () => reply({ type: "closed" }),

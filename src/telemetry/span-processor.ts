@@ -15,8 +15,8 @@ import type { RecordedSpan } from "./span.js";
 export interface BatchSink {
   /** Bytes to leave free in front of a batch's spans (for the request's head). */
   readonly headRoom: number;
-  /** Sends `count` encoded spans, `buffer` from `start` to `end` (the buffer is transferred). */
-  export(buffer: ArrayBuffer, start: number, end: number, count: number): Promise<void>;
+  /** Sends `count` encoded spans, `buffer` from `headRoom` to `end` (the buffer is transferred). */
+  export(buffer: ArrayBuffer, end: number, count: number): Promise<void>;
   /** An exported batch's buffer of at least `size` bytes, to fill again, if one is back. */
   spare?(size: number): ArrayBuffer | undefined;
   shutdown(): Promise<void>;
@@ -130,7 +130,7 @@ export class OtlpSpanProcessor {
     this.queued -= batch.count;
     let timeout: ReturnType<typeof setTimeout> | undefined;
     Promise.race([
-      this.sink.export(batch.buffer, this.sink.headRoom, batch.end, batch.count),
+      this.sink.export(batch.buffer, batch.end, batch.count),
       new Promise<never>((_, reject) => {
         timeout = setTimeout(() => reject(new Error("Timeout")), this.settings.exportTimeoutMillis);
       }),

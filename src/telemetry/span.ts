@@ -50,7 +50,7 @@ function refreshClock(): void {
 }
 
 /** A performance.now() time as Unix time [seconds, nanoseconds]. */
-export function hrTimeOf(ms: number): HrTime {
+function hrTimeOf(ms: number): HrTime {
   const rest = offsetMs + ms;
   const seconds = Math.floor(rest / 1000);
   let ns = Math.round((rest - seconds * 1000) * 1e6);

@@ -62,13 +62,13 @@ export class ExportWorker implements BatchSink {
     }
   }
 
-  export(buffer: ArrayBuffer, start: number, end: number, count: number): Promise<void> {
+  export(buffer: ArrayBuffer, end: number, count: number): Promise<void> {
     if (this.gone || this.closed)
       return Promise.reject(this.gone ?? new Error("the span exporter is shut down"));
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       this.pending.set(id, (err) => (err ? reject(err) : resolve()));
-      this.worker.postMessage({ type: "export", id, buffer, start, end, count } satisfies ToWorker, [buffer]);
+      this.worker.postMessage({ type: "export", id, buffer, end, count } satisfies ToWorker, [buffer]);
     });
   }
 

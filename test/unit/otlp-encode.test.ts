@@ -269,8 +269,8 @@ function sink(options: { hold?: boolean } = {}) {
   let closed = false;
   const s: BatchSink = {
     headRoom: headRoom(head),
-    export(buffer, start, end, count) {
-      const req = decode(wrapRequest(head, new Uint8Array(buffer), start, end)) as {
+    export(buffer, end, count) {
+      const req = decode(wrapRequest(head, new Uint8Array(buffer), headRoom(head), end)) as {
         resourceSpans: { scopeSpans: { spans: { name: string }[] }[] }[];
       };
       batches.push({ count, names: req.resourceSpans[0]!.scopeSpans[0]!.spans.map((x) => x.name) });
