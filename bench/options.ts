@@ -20,9 +20,12 @@ export const USAGE = `Usage: node dist/bench/run.js [options]     (or: npm run b
                        added) and decode tokens/s (bar >= 90%) (npm run bench:llm)
                        overhead: what modelport adds where batching cannot help: a small
                        MLP (1 row at c=1, 32 rows at c=1 and 64) vs the naive server;
-                       large tensors (image- and detector-shaped, OIP JSON and binary)
-                       and a stateful 4-input model vs onnxruntime in-process; the
-                       --concurrency flag does not apply (npm run bench:overhead)
+                       large tensors (image- and detector-shaped, OIP JSON and binary,
+                       light and with the real families' arithmetic) and a stateful
+                       4-input model vs onnxruntime in-process; the --concurrency flag
+                       does not apply (npm run bench:overhead)
+  --cases LIST         overhead suite: only these cases (comma-separated ids, e.g.
+                       image-binary,detect-full-binary; default all)
   --tuned R/MS         batching suite: also modelport with --batch-max-rows R
                        --batch-max-delay-ms MS (default 64/1; "off" to skip)
   --duration S         measured seconds per load point (default 8; jobs suite 10)
@@ -68,6 +71,8 @@ export interface BenchOptions {
   /** null: bench/results in the repository. */
   outDir: string | null;
   quick: boolean;
+  /** Overhead suite: the case ids to run; null for all. */
+  cases: string[] | null;
 }
 
 function positive(flag: string, value: string): number {
@@ -102,6 +107,7 @@ function parse(argv: string[]) {
     args: argv,
     options: {
       suite: { type: "string" },
+      cases: { type: "string" },
       tuned: { type: "string" },
       duration: { type: "string" },
       warmup: { type: "string" },
@@ -148,5 +154,6 @@ export function parseOptions(argv: string[]): BenchOptions | null {
     logLevel: values["log-level"] ?? "info",
     outDir: values.out ?? null,
     quick,
+    cases: values.cases !== undefined ? values.cases.split(",").map((c) => c.trim()) : null,
   };
 }

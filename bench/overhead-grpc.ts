@@ -11,6 +11,7 @@
 // built once. p50 per point and CPU per call of the server and of this process (/proc), ratios per
 // round, reported as medians. Every answer is checked against onnxruntime's first.
 // Usage: node dist/bench/overhead-grpc.js [--rounds N] [--warmup S] [--duration S] [--log-level L]
+//        [--cases LIST] (the overhead suite's OIP binary case ids; default all of them)
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import os, { tmpdir } from "node:os";
@@ -22,12 +23,13 @@ import { loadSync } from "@grpc/proto-loader";
 import { freePort } from "../src/loadgen/serve-child.js";
 import { cpuReport, cpuSnapshot } from "./cpu.js";
 import {
-  CASES,
+  type CASES,
   encodeRequest,
   feeds,
   inProcess,
   makeInputs,
   openSession,
+  selectCases,
   sequential,
   summary,
   workloadFor,
@@ -46,9 +48,6 @@ type Case = (typeof CASES)[number];
 type Measure = Awaited<ReturnType<typeof sequential>>;
 type Values = ReturnType<typeof makeInputs>[number];
 type Who = "in-process" | "http-binary" | "grpc" | "grpc-python";
-
-/** The overhead suite's large-tensor cases over OIP binary: the image and the detector. */
-const GRPC_CASES = CASES.filter((c) => c.transport === "oip-binary");
 
 function inferRequest(c: Case, values: Values[]) {
   return {
@@ -226,8 +225,13 @@ async function main(): Promise<void> {
       warmup: { type: "string", default: "2" },
       duration: { type: "string", default: "5" },
       "log-level": { type: "string", default: "info" },
+      cases: { type: "string" },
     },
   });
+  // The overhead suite's large-tensor cases over OIP binary: the image and the detector.
+  const GRPC_CASES = selectCases(flags.cases?.split(",").map((c) => c.trim()) ?? null).filter(
+    (c) => c.transport === "oip-binary",
+  );
   const rounds = Number(flags.rounds);
   const warmupS = Number(flags.warmup);
   const durationS = Number(flags.duration);
@@ -370,7 +374,7 @@ async function main(): Promise<void> {
           `| ${r.case}: ${r.about} | ${r.inProcess} | ${r.httpBinary} | ${r.grpc} | ${r.grpcPython ?? "-"} | ${r.httpOverInProcess} | ${r.grpcOverInProcess} | ${r.grpcPythonOverInProcess ?? "-"} | ${r.serverCpuMsHttp} / ${r.serverCpuMsGrpc} / ${r.serverCpuMsGrpcPython ?? "-"} | ${r.bar} |`,
       ),
       "",
-      `Command: \`npm run bench:grpc -- --rounds ${rounds} --warmup ${warmupS} --duration ${durationS}\`; results: ${path.relative(process.cwd(), out) || out}`,
+      `Command: \`npm run bench:grpc -- --rounds ${rounds} --warmup ${warmupS} --duration ${durationS}${flags.cases ? ` --cases ${flags.cases}` : ""}\`; results: ${path.relative(process.cwd(), out) || out}`,
     ].join("\n"),
   );
 }

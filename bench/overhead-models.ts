@@ -8,6 +8,9 @@
 //                   and softmax; ~250 M multiply-adds)
 //   overhead-detect [batch, 3, 640, 640] FP32 in, [batch, 84, 6400] out: the shapes of a one-stage
 //                   object detector (three strided convolutions, a 1x1 head, sigmoid; ~310 M)
+//   overhead-image-full, overhead-detect-full: the same shapes with the arithmetic of the real
+//                   families (a text recogniser: ~1.9 G multiply-adds; a YOLOv8n-sized detector: ~3.9 G),
+//                   so that inference takes about as long as the issue's measured models (tens of ms)
 //   overhead-vad    a stateful audio model with fixed shapes: x [1, 512], h and c [2, 1, 64] (the
 //                   state carried between calls) and sr, an INT64 scalar; prob [1, 1], hn, cn out
 import { writeFileSync } from "node:fs";
@@ -26,7 +29,13 @@ import {
 } from "../examples/build/onnx-graph.js";
 import { Random } from "../examples/build/random.js";
 
-export type OverheadModel = "overhead-mlp" | "overhead-image" | "overhead-detect" | "overhead-vad";
+export type OverheadModel =
+  | "overhead-mlp"
+  | "overhead-image"
+  | "overhead-image-full"
+  | "overhead-detect"
+  | "overhead-detect-full"
+  | "overhead-vad";
 
 function normals(rng: Random, n: number, std: number): Float32Array {
   const out = new Float32Array(n);
@@ -95,18 +104,34 @@ function chain(
   return { nodes, initializers, output };
 }
 
-/** A CRNN-like recogniser without the recurrence: ~250 M multiply-adds per image. */
-function image(): Uint8Array {
-  const rng = new Random(3002);
+/**
+ * A CRNN-like recogniser without the recurrence: ~250 M multiply-adds per image, or with `full`
+ * (wider, with a stride-1 convolution after each downsampling) ~1.9 G.
+ */
+function image(full = false): Uint8Array {
+  const rng = new Random(full ? 3012 : 3002);
   // [b, 3, 48, 320] -> [b, 32, 48, 320] -> [b, 64, 24, 160] -> [b, 128, 12, 80] -> [b, 256, 1, 40]
-  const body = chain("x", [
-    (i) => conv(rng, "c1", i, 3, 32, [3, 3], [1, 1], 1),
-    (i) => conv(rng, "c2", i, 32, 64, [3, 3], [2, 2], 1),
-    (i) => conv(rng, "c3", i, 64, 128, [3, 3], [2, 2], 1),
-    (i) => conv(rng, "c4", i, 128, 256, [12, 2], [12, 2]),
-  ]);
+  // full: [b, 64, 48, 320] -> [b, 128, 24, 160] x2 -> [b, 256, 12, 80] x2 -> [b, 256, 1, 40]
+  const body = chain(
+    "x",
+    full
+      ? [
+          (i) => conv(rng, "c1", i, 3, 64, [3, 3], [1, 1], 1),
+          (i) => conv(rng, "c2", i, 64, 128, [3, 3], [2, 2], 1),
+          (i) => conv(rng, "c2b", i, 128, 128, [3, 3], [1, 1], 1),
+          (i) => conv(rng, "c3", i, 128, 256, [3, 3], [2, 2], 1),
+          (i) => conv(rng, "c3b", i, 256, 256, [3, 3], [1, 1], 1),
+          (i) => conv(rng, "c4", i, 256, 256, [12, 2], [12, 2]),
+        ]
+      : [
+          (i) => conv(rng, "c1", i, 3, 32, [3, 3], [1, 1], 1),
+          (i) => conv(rng, "c2", i, 32, 64, [3, 3], [2, 2], 1),
+          (i) => conv(rng, "c3", i, 64, 128, [3, 3], [2, 2], 1),
+          (i) => conv(rng, "c4", i, 128, 256, [12, 2], [12, 2]),
+        ],
+  );
   return encodeModel({
-    name: "overhead_image",
+    name: full ? "overhead_image_full" : "overhead_image",
     inputs: [tensorInfo("x", "FP32", [BATCH, 3, 48, 320])],
     outputs: [tensorInfo("probs", "FP32", [BATCH, 40, 6625])],
     nodes: [
@@ -126,17 +151,34 @@ function image(): Uint8Array {
   });
 }
 
-/** A one-stage detector's shapes: three strided convolutions and a 1x1 head, ~310 M multiply-adds. */
-function detect(): Uint8Array {
-  const rng = new Random(3003);
+/**
+ * A one-stage detector's shapes: three strided convolutions and a 1x1 head, ~310 M multiply-adds;
+ * with `full` (wider, with stride-1 convolutions as a YOLOv8n backbone has) ~3.9 G.
+ */
+function detect(full = false): Uint8Array {
+  const rng = new Random(full ? 3013 : 3003);
   // [b, 3, 640, 640] -> [b, 16, 320, 320] -> [b, 32, 160, 160] -> [b, 64, 80, 80] -> [b, 84, 6400]
-  const body = chain("images", [
-    (i) => conv(rng, "c1", i, 3, 16, [3, 3], [2, 2], 1),
-    (i) => conv(rng, "c2", i, 16, 32, [3, 3], [2, 2], 1),
-    (i) => conv(rng, "c3", i, 32, 64, [3, 3], [2, 2], 1),
-  ]);
+  // full: [b, 32, 320, 320] -> [b, 64, 160, 160] x2 -> [b, 128, 80, 80] x3 -> [b, 84, 6400]
+  const body = chain(
+    "images",
+    full
+      ? [
+          (i) => conv(rng, "c1", i, 3, 32, [3, 3], [2, 2], 1),
+          (i) => conv(rng, "c2", i, 32, 64, [3, 3], [2, 2], 1),
+          (i) => conv(rng, "c2b", i, 64, 64, [3, 3], [1, 1], 1),
+          (i) => conv(rng, "c3", i, 64, 128, [3, 3], [2, 2], 1),
+          (i) => conv(rng, "c3b", i, 128, 128, [3, 3], [1, 1], 1),
+          (i) => conv(rng, "c3c", i, 128, 128, [3, 3], [1, 1], 1),
+        ]
+      : [
+          (i) => conv(rng, "c1", i, 3, 16, [3, 3], [2, 2], 1),
+          (i) => conv(rng, "c2", i, 16, 32, [3, 3], [2, 2], 1),
+          (i) => conv(rng, "c3", i, 32, 64, [3, 3], [2, 2], 1),
+        ],
+  );
+  const width = full ? 128 : 64;
   return encodeModel({
-    name: "overhead_detect",
+    name: full ? "overhead_detect_full" : "overhead_detect",
     inputs: [tensorInfo("images", "FP32", [BATCH, 3, 640, 640])],
     outputs: [tensorInfo("output0", "FP32", [BATCH, 84, 6400])],
     nodes: [
@@ -147,7 +189,7 @@ function detect(): Uint8Array {
     ],
     initializers: [
       ...body.initializers,
-      floatTensor("head.w", [84, 64, 1, 1], normals(rng, 84 * 64, Math.sqrt(1 / 64))),
+      floatTensor("head.w", [84, width, 1, 1], normals(rng, 84 * width, Math.sqrt(1 / width))),
       floatTensor("head.b", [84], normals(rng, 84, 0.05)),
       int64Tensor("shape.flat", [3], [0, 84, 6400]),
     ],
@@ -197,8 +239,10 @@ function vad(): Uint8Array {
 
 const BUILDERS: Record<OverheadModel, () => Uint8Array> = {
   "overhead-mlp": mlp,
-  "overhead-image": image,
-  "overhead-detect": detect,
+  "overhead-image": () => image(),
+  "overhead-image-full": () => image(true),
+  "overhead-detect": () => detect(),
+  "overhead-detect-full": () => detect(true),
   "overhead-vad": vad,
 };
 

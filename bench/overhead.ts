@@ -6,7 +6,9 @@
 //   rows at concurrency 1 and 64 (requests/s);
 // - onnxruntime in this process (`session.run` in a loop, 1 intra-op thread as modelport's
 //   default) on large tensors (an image-shaped and a detector-shaped model, over OIP JSON and OIP
-//   binary) and on a stateful multi-input model with a scalar input (OIP JSON).
+//   binary) and on a stateful multi-input model with a scalar input (OIP JSON). The large-tensor
+//   models come twice: light (a few ms of inference, so the transport's own cost dominates) and
+//   "full", with the arithmetic of the real families (tens of ms, as the issue's measured models).
 // Concurrency-1 points use a sequential keep-alive node:http client (sub-millisecond latencies,
 // binary bodies); the concurrency-64 point uses the shared autocannon load generator. Models come
 // from bench/overhead-models.ts. Ratios are per round, reported as medians.
@@ -16,6 +18,7 @@ import { InferenceSession, Tensor } from "onnxruntime-node";
 import { Random } from "../examples/build/random.js";
 import { runLoad } from "../src/loadgen/load.js";
 import { loop } from "./in-process.js";
+import { UsageError } from "./options.js";
 import { type OverheadModel, writeOverheadModel } from "./overhead-models.js";
 import { type RunningServer, startModelport, startNaive } from "./servers.js";
 import { median, round, Samples } from "./stats.js";
@@ -120,6 +123,39 @@ export const CASES: readonly Case[] = [
     id: "detect-binary",
     about: "detector-shaped, 1x3x640x640 in, 1x84x6400 out, OIP binary",
     model: "overhead-detect",
+    inputs: DETECT_IN,
+    transport: "oip-binary",
+    concurrency: 1,
+    baseline: "in-process",
+    metric: "p50",
+    bar: largeBinary,
+  },
+  {
+    id: "image-full-json",
+    about: "image-shaped with a text recogniser's arithmetic (~1.9 G multiply-adds), OIP JSON",
+    model: "overhead-image-full",
+    inputs: IMAGE_IN,
+    transport: "oip-json",
+    concurrency: 1,
+    baseline: "in-process",
+    metric: "p50",
+    bar: { rule: "p50 <= 2x in-process", holds: (m, b) => m <= 2 * b },
+  },
+  {
+    id: "image-full-binary",
+    about: "the same over OIP binary tensors",
+    model: "overhead-image-full",
+    inputs: IMAGE_IN,
+    transport: "oip-binary",
+    concurrency: 1,
+    baseline: "in-process",
+    metric: "p50",
+    bar: largeBinary,
+  },
+  {
+    id: "detect-full-binary",
+    about: "detector-shaped with a YOLOv8n-sized arithmetic (~3.9 G multiply-adds), OIP binary",
+    model: "overhead-detect-full",
     inputs: DETECT_IN,
     transport: "oip-binary",
     concurrency: 1,
@@ -378,17 +414,29 @@ async function measureServer(
   }
 }
 
+/** The cases `ids` names (all when null). */
+export function selectCases(ids: readonly string[] | null): readonly Case[] {
+  if (ids === null) return CASES;
+  const unknown = ids.filter((id) => !CASES.some((c) => c.id === id));
+  if (unknown.length > 0)
+    throw new UsageError(
+      `--cases: no case ${unknown.join(", ")}; the cases are ${CASES.map((c) => c.id).join(", ")}`,
+    );
+  return CASES.filter((c) => ids.includes(c.id));
+}
+
 export async function runOverhead(ctx: SuiteContext, commandLine: string): Promise<string> {
   const { opts, log } = ctx;
   const points: Point[] = [];
   const commands = new Map<string, string>();
+  const cases = selectCases(opts.cases);
   const files = new Map<OverheadModel, string>();
-  for (const c of CASES)
+  for (const c of cases)
     if (!files.has(c.model)) files.set(c.model, writeOverheadModel(ctx.modelDir, c.model));
 
   let turn = 0;
   for (let roundNo = 1; roundNo <= opts.rounds; roundNo++) {
-    for (const c of CASES) {
+    for (const c of cases) {
       const values = makeInputs(c);
       const session = await openSession(files.get(c.model)!);
       const f = feeds(c, values);
@@ -412,7 +460,7 @@ export async function runOverhead(ctx: SuiteContext, commandLine: string): Promi
     }
   }
 
-  const rows = CASES.map((c) => {
+  const rows = cases.map((c) => {
     const pick = (who: string) =>
       points.filter((p) => p.case === c.id && p.server === who).map((p) => p.measure[c.metric]);
     const m = pick("modelport");
