@@ -21,6 +21,7 @@ import { resolveWebhookSecret } from "../notify/webhook.js";
 import { INSTANCE_HEADER, OCTET_STREAM, REQUEST_ID_HEADER } from "../protocol/headers.js";
 import type { BlobStore } from "../storage/blob-store.js";
 import { createBlobStore } from "../storage/create-blob-store.js";
+import { TRACE_LOG_OPTIONS } from "../telemetry/log-fields.js";
 import { flushTracing, startTracing } from "../telemetry/tracing.js";
 import { checkAccess } from "../tenants/tenants.js";
 import { asciiBody } from "./ascii-body.js";
@@ -99,7 +100,7 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   // Which tier and which process answered: on every response, metric and (split tiers) log line.
   const role = config.server.role;
   const instance = config.server.instanceId ?? `${hostname()}:${process.pid}`;
-  const baseLogger = options.logger ?? pino({ level: config.server.logLevel });
+  const baseLogger = options.logger ?? pino({ level: config.server.logLevel, ...TRACE_LOG_OPTIONS });
   const logger = role === "all" ? baseLogger : baseLogger.child({ role, instance });
   const maxBodyBytes = config.limits.maxBodyBytes;
   const app: FastifyInstance = Fastify({

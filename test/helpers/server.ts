@@ -9,6 +9,7 @@ import { fileURLToPath } from "node:url";
 import { pino } from "pino";
 import { type LoadConfigOptions, loadConfig } from "../../src/config/load.js";
 import { type BuildOptions, buildApp, type ModelportApp } from "../../src/server/app.js";
+import { TRACE_LOG_OPTIONS } from "../../src/telemetry/log-fields.js";
 
 export const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 export const CLI = join(REPO_ROOT, "bin", "modelport.js");
@@ -40,7 +41,9 @@ export async function startInProcess(
       cb();
     },
   });
-  const server = buildApp(config, { ...extra.build, logger: pino({ level: "info" }, sink) });
+  // modelport's logger options, as the CLI's logger has them (trace ids on request lines).
+  const logger = pino({ level: "info", ...TRACE_LOG_OPTIONS }, sink);
+  const server = buildApp(config, { ...extra.build, logger });
   const url = await server.app.listen({ host: "127.0.0.1", port: 0 });
   // Loaded only here, so the many tests without gRPC do not load grpc-js.
   const grpc = extra.grpc

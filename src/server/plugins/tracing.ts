@@ -3,6 +3,7 @@
 // traceparent when one came; the request's log lines then carry trace_id and span_id. With
 // tracing off only the caller's traceparent is read, to be passed on as received.
 import type { FastifyReply, FastifyRequest } from "fastify";
+import { withTrace } from "../../telemetry/log-fields.js";
 import { parseTraceParent } from "../../telemetry/propagation.js";
 import { ATTR, type Attributes, KIND, parentOf, startSpan, tracing } from "../../telemetry/spans.js";
 
@@ -65,15 +66,11 @@ export function traceRequest(request: FastifyRequest, reply: FastifyReply): void
   request.span = span;
   const parent = parentOf(span);
   request.trace = parent;
-  const bindings = { trace_id: parent.traceId, span_id: parent.spanId };
-  // request.log is this request's own child logger (Fastify makes one per request): adding the
-  // fields to it (pino's setBindings) costs a fraction of another child logger per request.
-  const log = request.log as typeof request.log & { setBindings?: (b: Record<string, string>) => void };
-  if (typeof log.setBindings === "function") log.setBindings(bindings);
-  else {
-    const child = request.log.child(bindings);
-    request.log = child;
-    reply.log = child;
+  // The ids on the request's log lines (telemetry/log-fields.ts).
+  const log = withTrace(request.log, parent);
+  if (log !== request.log) {
+    request.log = log;
+    reply.log = log;
   }
 }
 
