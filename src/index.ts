@@ -13,5 +13,6 @@ export { ERRORS, type ErrorCode, ModelportError } from "./errors.js";
 export type { GoldenFile, ModelManifest } from "./golden.js";
 export { signWebhook, verifyWebhook } from "./notify/webhook.js";
 export { buildApp, type ModelportApp } from "./server/app.js";
+export { TRACE_LOG_OPTIONS } from "./telemetry/log-fields.js";
 export type { Datatype, ModelSignature, Tensor, TensorMap, TensorSpec } from "./tensor.js";
 export { VERSION } from "./version.js";

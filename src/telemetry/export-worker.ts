@@ -6,6 +6,8 @@
 // (endpoint, headers, timeout, compression) in this thread's copy of the environment, with its
 // retries and its limit on concurrent exports; only the serializer differs, returning the bytes
 // already encoded instead of encoding span objects.
+import { readlinkSync } from "node:fs";
+import { setPriority } from "node:os";
 import { parentPort, workerData } from "node:worker_threads";
 import {
   convertLegacyHttpOptions,
@@ -24,6 +26,21 @@ interface Batch {
   end: number;
   count: number;
 }
+
+/**
+ * Sending spans waits for no request, so this thread yields its core to the ones that serve: on
+ * Linux it lowers its own scheduling priority to the lowest (nice 19; /proc/thread-self names the
+ * thread, and setpriority on a thread id applies to that thread alone). A busy machine then runs
+ * it in the time the serving threads leave; elsewhere, or where that fails, it keeps its priority.
+ */
+function yieldToServing(): void {
+  try {
+    setPriority(Number(readlinkSync("/proc/thread-self").split("/").pop()), 19);
+  } catch {
+    // Not Linux, or no /proc: the default priority.
+  }
+}
+yieldToServing();
 
 const init = workerData as ExportInit;
 const port = parentPort!;

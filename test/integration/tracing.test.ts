@@ -1,9 +1,10 @@
 // OpenTelemetry traces (docs/Tracing.md) from a server in this process, exported over OTLP/HTTP
 // protobuf to a real receiver (helpers/otlp-receiver.ts): the span tree of a predict, of two
 // requests joined in one batch (the batch links to both), of a job (its attempt links to the
-// submit), a caller's traceparent honoured, and trace ids on the request's log line.
+// submit), a caller's traceparent honoured, trace ids on the request's log line, and the export
+// worker's low scheduling priority.
 import assert from "node:assert/strict";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingHttpHeaders } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -250,5 +251,39 @@ describe("an upstream call", () => {
     assert.equal(client.attributes["http.response.status_code"], 200);
     const sent = stub.requests.filter((r) => r.path.endsWith("/chat/completions")).at(-1)!;
     assert.equal(sent.headers.traceparent, `00-${client.traceId}-${client.spanId}-01`);
+  });
+});
+
+describe("the export worker", () => {
+  it("sends spans from a thread at the lowest scheduling priority, the serving thread's unchanged (Linux)", {
+    skip: process.platform !== "linux" && "thread priorities are read from /proc",
+  }, async () => {
+    // A span exported proves the worker has started (it lowers its priority first thing).
+    const res = await postJson(
+      `${srv.url}/v1/models/churn-tree/predict`,
+      { rows: [ROW] },
+      { "x-request-id": "nice-1" },
+    );
+    assert.equal(res.status, 200);
+    await receiver.waitFor((s) => server(s, "nice-1") !== undefined);
+    // /proc/<pid>/task/<tid>/stat: the 19th field is the thread's nice value.
+    const niceOf = (tid: string): number | undefined => {
+      try {
+        const stat = readFileSync(`/proc/self/task/${tid}/stat`, "utf8");
+        return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16]);
+      } catch {
+        return undefined; // the thread ended meanwhile
+      }
+    };
+    const serving = niceOf(String(process.pid));
+    if (serving === 19) return; // the whole process already runs at the lowest priority
+    const threads = readdirSync("/proc/self/task")
+      .map((tid) => ({ tid, nice: niceOf(tid) }))
+      .filter((t) => t.nice !== undefined);
+    assert.equal(threads.filter((t) => t.nice === 19).length, 1, JSON.stringify(threads));
+    assert.ok(
+      threads.filter((t) => t.nice !== 19).every((t) => t.nice === serving),
+      JSON.stringify(threads),
+    );
   });
 });
