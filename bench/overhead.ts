@@ -63,6 +63,45 @@ const largeBinary = {
   holds: (m: number, b: number) => m <= b * 1.1 + 2,
 };
 
+/**
+ * The large-tensor cases of one pair of models (`overhead-image<variant>`, `overhead-detect<variant>`):
+ * the image over OIP JSON and OIP binary, the detector over OIP binary, each against onnxruntime
+ * in this process.
+ */
+function largeTensorCases(variant: "" | "-full", about: { image: string; detector: string }): Case[] {
+  const image = `overhead-image${variant}` as OverheadModel;
+  const common = { concurrency: 1, baseline: "in-process", metric: "p50" } as const;
+  return [
+    {
+      id: `image${variant}-json`,
+      about: `${about.image}, OIP JSON`,
+      model: image,
+      inputs: IMAGE_IN,
+      transport: "oip-json",
+      ...common,
+      bar: { rule: "p50 <= 2x in-process", holds: (m, b) => m <= 2 * b },
+    },
+    {
+      id: `image${variant}-binary`,
+      about: "the same over OIP binary tensors",
+      model: image,
+      inputs: IMAGE_IN,
+      transport: "oip-binary",
+      ...common,
+      bar: largeBinary,
+    },
+    {
+      id: `detect${variant}-binary`,
+      about: `${about.detector}, OIP binary`,
+      model: `overhead-detect${variant}` as OverheadModel,
+      inputs: DETECT_IN,
+      transport: "oip-binary",
+      ...common,
+      bar: largeBinary,
+    },
+  ];
+}
+
 export const CASES: readonly Case[] = [
   {
     id: "mlp-1row-c1",
@@ -97,72 +136,14 @@ export const CASES: readonly Case[] = [
     metric: "rps",
     bar: { rule: "requests/s >= 110% of naive", holds: (m, b) => m >= 1.1 * b },
   },
-  {
-    id: "image-json",
-    about: "image-shaped, 1x3x48x320 in, 1x40x6625 out, OIP JSON",
-    model: "overhead-image",
-    inputs: IMAGE_IN,
-    transport: "oip-json",
-    concurrency: 1,
-    baseline: "in-process",
-    metric: "p50",
-    bar: { rule: "p50 <= 2x in-process", holds: (m, b) => m <= 2 * b },
-  },
-  {
-    id: "image-binary",
-    about: "the same over OIP binary tensors",
-    model: "overhead-image",
-    inputs: IMAGE_IN,
-    transport: "oip-binary",
-    concurrency: 1,
-    baseline: "in-process",
-    metric: "p50",
-    bar: largeBinary,
-  },
-  {
-    id: "detect-binary",
-    about: "detector-shaped, 1x3x640x640 in, 1x84x6400 out, OIP binary",
-    model: "overhead-detect",
-    inputs: DETECT_IN,
-    transport: "oip-binary",
-    concurrency: 1,
-    baseline: "in-process",
-    metric: "p50",
-    bar: largeBinary,
-  },
-  {
-    id: "image-full-json",
-    about: "image-shaped with a text recogniser's arithmetic (~1.9 G multiply-adds), OIP JSON",
-    model: "overhead-image-full",
-    inputs: IMAGE_IN,
-    transport: "oip-json",
-    concurrency: 1,
-    baseline: "in-process",
-    metric: "p50",
-    bar: { rule: "p50 <= 2x in-process", holds: (m, b) => m <= 2 * b },
-  },
-  {
-    id: "image-full-binary",
-    about: "the same over OIP binary tensors",
-    model: "overhead-image-full",
-    inputs: IMAGE_IN,
-    transport: "oip-binary",
-    concurrency: 1,
-    baseline: "in-process",
-    metric: "p50",
-    bar: largeBinary,
-  },
-  {
-    id: "detect-full-binary",
-    about: "detector-shaped with a YOLOv8n-sized arithmetic (~3.9 G multiply-adds), OIP binary",
-    model: "overhead-detect-full",
-    inputs: DETECT_IN,
-    transport: "oip-binary",
-    concurrency: 1,
-    baseline: "in-process",
-    metric: "p50",
-    bar: largeBinary,
-  },
+  ...largeTensorCases("", {
+    image: "image-shaped, 1x3x48x320 in, 1x40x6625 out",
+    detector: "detector-shaped, 1x3x640x640 in, 1x84x6400 out",
+  }),
+  ...largeTensorCases("-full", {
+    image: "image-shaped with a text recogniser's arithmetic (~1.9 G multiply-adds)",
+    detector: "detector-shaped with a YOLOv8n-sized arithmetic (~3.9 G multiply-adds)",
+  }),
   {
     id: "vad-json",
     about: "stateful audio-shaped, 4 inputs (one an INT64 scalar), OIP JSON",
