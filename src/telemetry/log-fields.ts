@@ -4,8 +4,7 @@
 // Instead the request's logger holds its trace parent under TRACE_LOG, and modelport's loggers
 // carry `traceLogFields` as their pino mixin, which reads it when a line is written (child loggers
 // inherit both). A logger made elsewhere (one passed to buildApp) gets them bound as before.
-import type { Logger } from "pino";
-import { pino } from "pino";
+import { type Logger, pino } from "pino";
 import type { TraceParent } from "./propagation.js";
 
 /** The request logger's trace parent (its server span's ids). */
