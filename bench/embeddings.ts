@@ -159,7 +159,8 @@ async function measureModel(
   const folder = path.join(ctx.modelDir, model.name);
   const bin = path.join(ctx.repoRoot, "bin/modelport.js");
   const points: Point[] = [];
-  const sameBatchPoints: Point[] = [];
+  /** This round's batching-on point, to pair with the backend in-process once its server has stopped. */
+  let pair: Point | undefined;
   for (let round = 1; round <= opts.rounds; round++) {
     const order = round % 2 === 1 ? variants : [...variants].reverse();
     for (const c of opts.concurrency) {
@@ -224,7 +225,7 @@ async function measureModel(
             serverThreads: cpu?.serverThreads?.map((t) => ({ name: t.name, pct: t.pct })) ?? null,
           };
           points.push(p);
-          if (v.name === "batching-on" && p.meanBatchRows !== null) sameBatchPoints.push(p);
+          if (v.name === "batching-on" && p.meanBatchRows !== null) pair = p;
           const threads = (p.serverThreads ?? [])
             .slice(0, 3)
             .map((t) => `${t.name} ${t.pct}`)
@@ -239,7 +240,9 @@ async function measureModel(
           await child.stop();
         }
         // The same batches in-process, once the server has stopped: the round's pair.
-        for (const p of sameBatchPoints.splice(0)) {
+        if (pair) {
+          const p = pair;
+          pair = undefined;
           p.sameBatch = await inProcess(
             model.name,
             folder,

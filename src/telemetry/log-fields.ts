@@ -8,13 +8,13 @@ import { type Logger, pino } from "pino";
 import type { TraceParent } from "./propagation.js";
 
 /** The request logger's trace parent (its server span's ids). */
-export const TRACE_LOG = Symbol("modelport.traceLog");
+const TRACE_LOG = Symbol("modelport.traceLog");
 
 /** What the mixin returns for a logger without a trace: merged into nothing (see below). */
 const NONE = Object.freeze({});
 
 /** pino's `mixin`: a request logger's trace ids, when it has them. */
-export function traceLogFields(_merge: object, _level: number, logger: Logger): object {
+function traceLogFields(_merge: object, _level: number, logger: Logger): object {
   const p = (logger as Logger & { [TRACE_LOG]?: TraceParent })[TRACE_LOG];
   return p === undefined ? NONE : { trace_id: p.traceId, span_id: p.spanId };
 }
