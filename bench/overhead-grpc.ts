@@ -77,9 +77,12 @@ async function sequentialGrpc(address: string, request: object, warmupS: number,
   >;
   const { requestSerialize, responseDeserialize } = method.ModelInfer!;
   const message = requestSerialize(request);
-  // Outputs of a few MB: past grpc-js's 4 MiB default for what a client receives.
+  // Outputs of a few MB: past grpc-js's 4 MiB default for what a client receives, and far past its
+  // 64 KiB default receive window, which would make the answer wait on a WINDOW_UPDATE every 64 KiB
+  // (docs/API.md#grpc advises grpc-js clients to set the window).
   const client = new grpc.Client(address, grpc.credentials.createInsecure(), {
     "grpc.max_receive_message_length": -1,
+    "grpc-node.flow_control_window": 16 * 1024 * 1024,
   });
   const identity = (b: Buffer) => b;
   const call = () =>

@@ -6,6 +6,7 @@
 import { Server, ServerCredentials } from "@grpc/grpc-js";
 import type { Logger } from "pino";
 import type { CallEnv, GrpcContext } from "./call.js";
+import { FLOW_CONTROL_OPTION, setConnectionWindow, setStreamWindow, windowFor } from "./flow-control.js";
 import { inferenceService } from "./proto.js";
 import { inferenceHandlers } from "./service.js";
 
@@ -46,8 +47,14 @@ export async function startGrpcServer(
     inFlight: 0,
   };
   // The body limit of HTTP is the message limit here: grpc-js refuses a larger message by its
-  // length prefix, before buffering it (RESOURCE_EXHAUSTED).
-  const server = new Server({ "grpc.max_receive_message_length": config.limits.maxBodyBytes });
+  // length prefix, before buffering it (RESOURCE_EXHAUSTED). The flow-control windows let a
+  // message of that size arrive without waiting on WINDOW_UPDATEs (flow-control.ts).
+  const window = windowFor(config.limits.maxBodyBytes);
+  const server = new Server({
+    "grpc.max_receive_message_length": config.limits.maxBodyBytes,
+    [FLOW_CONTROL_OPTION]: window,
+  });
+  const widened = setStreamWindow(server, window);
   server.addService(inferenceService(), inferenceHandlers(env));
   const asked = target(where.host, where.port);
   const port = await new Promise<number>((resolve, reject) =>
@@ -55,6 +62,12 @@ export async function startGrpcServer(
       err ? reject(new Error(`gRPC: cannot listen on ${asked}: ${err.message}`)) : resolve(bound),
     ),
   );
+  if (!(setConnectionWindow(server, window) && widened)) {
+    app.logger.warn(
+      { window },
+      "gRPC: this @grpc/grpc-js has no fields for HTTP/2 windows; large messages wait on 64 KiB windows",
+    );
+  }
 
   app.addSurface({
     async drain(deadline) {

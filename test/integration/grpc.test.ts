@@ -10,6 +10,7 @@ import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
 import { once } from "node:events";
 import { existsSync, mkdtempSync, writeFileSync } from "node:fs";
+import { connect, type Settings } from "node:http2";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -614,6 +615,33 @@ describe("gRPC: refusals, each with its code; the server keeps answering", () =>
     assert.match(huge.err!.details, new RegExp(`larger than max \\(\\d+ vs\\.? ${MAX_BODY}\\)`));
     assert.deepEqual((await call("ServerLive", {})).res, { live: true });
     assert.equal((await call("ModelInfer", raw("tree", TREE))).err, null);
+  });
+});
+
+describe("gRPC: HTTP/2 flow control", () => {
+  it("a message up to limits.maxBodyBytes fits the stream and connection windows the server opens with", async () => {
+    // What a client may send before the server's first WINDOW_UPDATE: with Node's 64 KiB windows a
+    // large tensor would stop every 64 KiB for a round trip. Read off the connection by a plain
+    // node:http2 client: the SETTINGS frame's initial window, and the connection window after the
+    // server's opening WINDOW_UPDATE.
+    const session = connect(`http://${srv.grpc!}`);
+    try {
+      const settings = await new Promise<Settings>((resolve, reject) => {
+        session.once("remoteSettings", resolve);
+        session.once("error", reject);
+      });
+      assert.ok(settings.initialWindowSize! >= MAX_BODY + 5, `stream window ${settings.initialWindowSize}`);
+      // The WINDOW_UPDATE follows the SETTINGS frame on the same connection.
+      const deadline = Date.now() + 5000;
+      while ((session.state.remoteWindowSize ?? 0) < MAX_BODY + 5 && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 10));
+      assert.ok(
+        session.state.remoteWindowSize! >= MAX_BODY + 5,
+        `connection window ${session.state.remoteWindowSize}`,
+      );
+    } finally {
+      session.close();
+    }
   });
 });
 
