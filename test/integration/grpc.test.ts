@@ -619,7 +619,7 @@ describe("gRPC: refusals, each with its code; the server keeps answering", () =>
 });
 
 describe("gRPC: HTTP/2 flow control", () => {
-  it("a message up to limits.maxBodyBytes fits the stream and connection windows the server opens with", async () => {
+  it("each connection opens with stream and connection windows that hold a message of limits.maxBodyBytes", async () => {
     // What a client may send before the server's first WINDOW_UPDATE: with Node's 64 KiB windows a
     // large tensor would stop every 64 KiB for a round trip. Read off the connection by a plain
     // node:http2 client: the SETTINGS frame's initial window, and the connection window after the
