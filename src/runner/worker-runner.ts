@@ -6,6 +6,7 @@
 // With `inline`, a small model also gets a copy in the server's thread (inline-lane.ts), loaded
 // once after the first worker load and kept across worker restarts.
 import { Worker } from "node:worker_threads";
+import { ortTelemetryOffByDefault } from "../backends/ort-telemetry.js";
 import { ModelportError, reviveError } from "../errors.js";
 import type { TensorMap } from "../tensor.js";
 import { openInlineLane } from "./inline-lane.js";
@@ -46,6 +47,8 @@ export class WorkerRunner implements Runner {
     // A fresh generation: close() or terminate() applied to the thread they found.
     this.closing = undefined;
     const data: WorkerData = { spec: this.spec };
+    // The thread's backend may load onnxruntime, which reads this process's environment.
+    ortTelemetryOffByDefault();
     const worker = new Worker(WORKER_URL, { workerData: data, name: `model:${this.spec.name}` });
     this.worker = worker;
     return new Promise<RunnerLoadInfo>((resolve, reject) => {

@@ -6,6 +6,7 @@ import { ModelportError } from "../../errors.js";
 import { fromHalfBits, toHalfBits } from "../../protocol/float16.js";
 import type { Datatype, ModelSignature, Tensor, TensorMap, TensorSpec } from "../../tensor.js";
 import type { Backend, LoadedModel, LoadOptions } from "../backend.js";
+import { ortTelemetryOffByDefault } from "../ort-telemetry.js";
 
 type Ort = typeof import("onnxruntime-node");
 type OrtTensor = import("onnxruntime-node").Tensor;
@@ -46,6 +47,7 @@ const DATATYPE_TO_ORT: Record<Datatype, OrtType> = {
 let ortPromise: Promise<Ort> | undefined;
 /** onnxruntime-node loads lazily: a process that serves no ONNX model never pays for it. */
 function loadOrt(): Promise<Ort> {
+  ortTelemetryOffByDefault();
   ortPromise ??= import("onnxruntime-node");
   return ortPromise;
 }

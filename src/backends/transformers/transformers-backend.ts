@@ -10,6 +10,7 @@ import { basename, dirname, join } from "node:path";
 import { ModelportError } from "../../errors.js";
 import type { ModelSignature, TensorMap } from "../../tensor.js";
 import type { Backend, LoadedModel, LoadOptions } from "../backend.js";
+import { ortTelemetryOffByDefault } from "../ort-telemetry.js";
 
 type Transformers = typeof import("@huggingface/transformers");
 
@@ -102,6 +103,7 @@ export class TransformersBackend implements Backend {
     }
     let tf: Transformers;
     try {
+      ortTelemetryOffByDefault();
       tf = await import("@huggingface/transformers");
     } catch (err) {
       throw new ModelportError(
