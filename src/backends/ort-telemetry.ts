@@ -1,7 +1,7 @@
 // onnxruntime's own telemetry, off unless the operator turns it on. Its official builds from 1.29
 // on record usage events on Linux too (Microsoft's 1DS SDK, in the libonnxruntime that
 // onnxruntime-node ships, which @huggingface/transformers uses as well): a database under
-// ~/.cache/Microsoft/DeveloperTools/.onnxruntime/, a /tmp/mat-debug-<pid>.log per process, and
+// ~/.cache/Microsoft/DeveloperTools/.onnxruntime/, a mat-debug-<pid>.log per process in TMPDIR, and
 // uploads to mobile.events.data.microsoft.com. A model server sends nothing anywhere its operator
 // did not configure, so modelport sets ORT_DISABLE_TELEMETRY=1 when it is unset or empty;
 // ORT_DISABLE_TELEMETRY=0 in the environment keeps onnxruntime's default (on).

@@ -1,8 +1,8 @@
 // onnxruntime's own telemetry (src/backends/ort-telemetry.ts) through `modelport serve`: off unless
 // the operator turns it on. The witness is onnxruntime's: it writes mat-debug-<pid>.log in the
-// process's TMPDIR when its telemetry starts there. ORT_DISABLE_TELEMETRY=0 keeps onnxruntime's default, which
-// also shows that this onnxruntime build writes the file (so its absence means something). An
-// empty value counts as unset: onnxruntime itself would leave telemetry on for it.
+// process's TMPDIR when its telemetry starts there. ORT_DISABLE_TELEMETRY=0 keeps onnxruntime's
+// default, which also shows that this onnxruntime build writes the file (so its absence means
+// something). An empty value counts as unset: onnxruntime itself would leave telemetry on for it.
 import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
