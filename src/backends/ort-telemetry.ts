@@ -4,7 +4,8 @@
 // ~/.cache/Microsoft/DeveloperTools/.onnxruntime/, a mat-debug-<pid>.log per process in TMPDIR, and
 // uploads to mobile.events.data.microsoft.com. A model server sends nothing anywhere its operator
 // did not configure, so modelport sets ORT_DISABLE_TELEMETRY=1 when it is unset or empty;
-// ORT_DISABLE_TELEMETRY=0 in the environment keeps onnxruntime's default (on).
+// ORT_DISABLE_TELEMETRY=0 in the environment keeps onnxruntime's default (on, except where a CI
+// variable such as CI or GITHUB_ACTIONS is set: there onnxruntime starts none).
 //
 // onnxruntime reads the variable with getenv() as it initializes, once per process. Assigning
 // process.env sets the process's environment only on a main thread (a worker thread's process.env
