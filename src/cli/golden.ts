@@ -4,10 +4,11 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { basename, dirname, extname, join, resolve } from "node:path";
 import { backendForPath } from "../config/backends.js";
 import type { GoldenFile, GoldenTensor } from "../golden.js";
+import { toJsonArray } from "../protocol/json-data.js";
 import { decodeNative } from "../protocol/native-body.js";
 import { decodeOip } from "../protocol/oip-body.js";
 import { WorkerRunner } from "../runner/worker-runner.js";
-import { type TensorMap, toJsonArray } from "../tensor.js";
+import type { TensorMap } from "../tensor.js";
 import { parse, UsageError } from "./args.js";
 
 export const GOLDEN_HELP = `Usage: modelport golden record MODEL --inputs FILE [--out FILE] [--tolerance T] [--threads N]

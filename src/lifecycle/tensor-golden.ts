@@ -4,8 +4,8 @@ import { readFile } from "node:fs/promises";
 import { ModelportError } from "../errors.js";
 import type { GoldenFile, GoldenTensor } from "../golden.js";
 import { decodeTensor } from "../protocol/decode-tensor.js";
-import type { ModelSignature } from "../tensor.js";
-import { type Tensor, type TensorMap, toJsonArray } from "../tensor.js";
+import { toJsonArray } from "../protocol/json-data.js";
+import type { ModelSignature, Tensor, TensorMap } from "../tensor.js";
 import type { GoldenVerdict } from "./model-lifecycle.js";
 
 export interface GoldenDiff {
@@ -67,12 +67,18 @@ function compareOne(
     return [{ output: name, problem: `shape [${actual.shape}] but golden expects [${expected.shape}]` }];
   }
   const got = toJsonArray(actual);
+  // An FP32 output compares as FP32: a golden value is the FP32 value it reads as, so a file
+  // written with the doubles FP32 values widen to and one written in their shortest text agree.
+  const narrow = actual.data instanceof Float32Array ? (actual.data as Float32Array) : undefined;
   const diffs: GoldenDiff[] = [];
   let worst = { index: -1, delta: 0 };
   let count = 0;
   for (let i = 0; i < expected.data.length; i++) {
-    const e = expected.data[i];
-    const a = got[i];
+    const e =
+      narrow && typeof expected.data[i] === "number"
+        ? Math.fround(expected.data[i] as number)
+        : expected.data[i];
+    const a = narrow ? narrow[i] : got[i];
     if (typeof e === "number" && typeof a === "number") {
       const delta = Math.abs(a - e);
       if (!(delta <= tol * Math.max(1, Math.abs(e)))) {

@@ -6,7 +6,7 @@ import type { ModelSignature, TensorMap } from "../tensor.js";
 import { BinarySection } from "./binary-section.js";
 import { INFERENCE_HEADER, OCTET_STREAM } from "./headers.js";
 import { jsonDepthExceeds } from "./json-depth.js";
-import { encodeOip } from "./oip-body.js";
+import { jsonOutputs, oipAnswerJson } from "./oip-body.js";
 import { tensorToBytes } from "./tensor-bytes.js";
 
 // Fastify's JSON parser refuses __proto__ keys; the JSON header of a binary body gets the same rule.
@@ -127,12 +127,11 @@ export interface BinaryBody {
   headers: Record<string, string>;
 }
 
-/** JSON header, then the chunks: the OIP binary layout, with its Inference-Header-Content-Length. */
-export function buildBinaryBody(header: unknown, chunks: readonly Uint8Array[]): BinaryBody {
-  const json = Buffer.from(JSON.stringify(header));
+/** The JSON header, then the chunks: the OIP binary layout, with its Inference-Header-Content-Length. */
+export function buildBinaryBody(header: Buffer, chunks: readonly Uint8Array[]): BinaryBody {
   return {
-    body: Buffer.concat([json, ...chunks]),
-    headers: { "content-type": OCTET_STREAM, [INFERENCE_HEADER]: String(json.length) },
+    body: Buffer.concat([header, ...chunks]),
+    headers: { "content-type": OCTET_STREAM, [INFERENCE_HEADER]: String(header.length) },
   };
 }
 
@@ -147,21 +146,11 @@ export function encodeOipBinary(
   binary: ReadonlySet<string>,
 ): BinaryBody {
   const chunks: Uint8Array[] = [];
-  const list: unknown[] = [];
-  for (const [name, t] of Object.entries(outputs)) {
-    if (names && !names.includes(name)) continue;
-    if (!binary.has(name)) {
-      list.push(encodeOip({ [name]: t })[0]);
-      continue;
-    }
-    const bytes = tensorToBytes(t);
+  const list = jsonOutputs(outputs, names).map((o) => {
+    if (!binary.has(o.name)) return o;
+    const bytes = tensorToBytes(o.tensor);
     chunks.push(bytes);
-    list.push({
-      name,
-      datatype: t.datatype,
-      shape: t.shape,
-      parameters: { binary_data_size: bytes.byteLength },
-    });
-  }
-  return buildBinaryBody({ ...meta, outputs: list }, chunks);
+    return { ...o, parameters: { binary_data_size: bytes.byteLength } };
+  });
+  return buildBinaryBody(oipAnswerJson(meta, list), chunks);
 }

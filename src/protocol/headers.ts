@@ -18,3 +18,5 @@ export const REQUEST_ID_HEADER = "x-request-id";
 export const INSTANCE_HEADER = "x-modelport-instance";
 /** On a response whose model had to be loaded first (lazy, idle-unloaded, evicted): the ms waited. */
 export const COLD_START_HEADER = "x-modelport-cold-start-ms";
+/** A JSON body modelport writes as bytes itself (the type Fastify gives the objects it serializes). */
+export const JSON_TYPE = "application/json; charset=utf-8";

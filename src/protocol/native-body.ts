@@ -1,8 +1,9 @@
 // The native API's bodies: `{rows}` or `{inputs}` into tensors checked against the model's
 // signature, and outputs back as `{name: nested array}`.
 import { ModelportError } from "../errors.js";
-import { type ModelSignature, nest, type TensorMap, toJsonArray } from "../tensor.js";
+import { type ModelSignature, nest, type TensorMap } from "../tensor.js";
 import { checkInputs, type DecodeLimits, decodeTensor, requireObject, tooManyRows } from "./decode-tensor.js";
+import { JsonWriter, toJsonArray } from "./json-data.js";
 import { pickOutputs } from "./requested-outputs.js";
 
 /** Rows of objects ({input: value}) become one tensor per input. */
@@ -93,9 +94,26 @@ export function decodeNative(body: unknown, signature: ModelSignature, limits: D
   return tensors;
 }
 
-/** Native form: `{name: nested array}` by the output's shape. */
+/** Native form: `{name: nested array}` by the output's shape (a job's result). */
 export function encodeNative(outputs: TensorMap, names?: readonly string[]): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [name, t] of pickOutputs(outputs, names)) out[name] = nest(toJsonArray(t), t.shape);
   return out;
+}
+
+/**
+ * A predict answer as JSON bytes: the fields of `meta`, then `outputs` in the native form, each
+ * output's data written by json-data.ts (the same values as encodeNative's, FP32 in its shortest text).
+ */
+export function nativeAnswerJson(
+  meta: Record<string, unknown>,
+  outputs: TensorMap,
+  names?: readonly string[],
+): Buffer {
+  const head = JSON.stringify(meta);
+  const w = new JsonWriter().text(`${head.slice(0, -1)}${head.length > 2 ? "," : ""}"outputs":{`);
+  pickOutputs(outputs, names).forEach(([name, t], i) => {
+    w.text(`${i ? "," : ""}${JSON.stringify(name)}:`).data(t, true);
+  });
+  return w.text("}}").finish();
 }

@@ -2,9 +2,10 @@
 // model's signature (binary inputs taken from a BinarySection), and outputs as flat row-major
 // data with shape and datatype.
 import { ModelportError } from "../errors.js";
-import { type ModelSignature, type TensorMap, type TensorSpec, toJsonArray } from "../tensor.js";
+import type { ModelSignature, Tensor, TensorMap, TensorSpec } from "../tensor.js";
 import type { BinarySection } from "./binary-section.js";
 import { checkInputs, type DecodeLimits, decodeTensor, requireObject } from "./decode-tensor.js";
+import { JsonWriter } from "./json-data.js";
 import { pickOutputs } from "./requested-outputs.js";
 
 /** An OIP input's `parameters.binary_data_size` (binary tensor extension); undefined when absent. */
@@ -107,19 +108,32 @@ export function decodeOip(
   return tensors;
 }
 
-export interface OipOutput {
+/** One output of an OIP infer answer; with `parameters` (binary data) its data is not in the JSON. */
+export interface OipAnswerOutput {
   name: string;
-  datatype: string;
-  shape: number[];
-  data: (number | boolean | string)[];
+  tensor: Tensor;
+  parameters?: Record<string, unknown>;
 }
 
-/** Open Inference Protocol form: flat row-major data with shape and datatype. */
-export function encodeOip(outputs: TensorMap, names?: readonly string[]): OipOutput[] {
-  return pickOutputs(outputs, names).map(([name, t]) => ({
-    name,
-    datatype: t.datatype,
-    shape: t.shape,
-    data: toJsonArray(t),
-  }));
+/**
+ * An OIP infer answer as JSON bytes: the fields of `meta`, then `outputs`, each with its name,
+ * datatype, shape, and its flat row-major data (json-data.ts) or its parameters.
+ */
+export function oipAnswerJson(meta: Record<string, unknown>, outputs: readonly OipAnswerOutput[]): Buffer {
+  const head = JSON.stringify(meta);
+  const w = new JsonWriter().text(`${head.slice(0, -1)}${head.length > 2 ? "," : ""}"outputs":[`);
+  outputs.forEach(({ name, tensor, parameters }, i) => {
+    const about = JSON.stringify({ name, datatype: tensor.datatype, shape: tensor.shape, parameters });
+    if (parameters) w.text(i ? `,${about}` : about);
+    else
+      w.text(`${i ? "," : ""}${about.slice(0, -1)},"data":`)
+        .data(tensor, false)
+        .text("}");
+  });
+  return w.text("]}").finish();
+}
+
+/** The outputs `names` asks for (all when undefined), each with its data in the JSON. */
+export function jsonOutputs(outputs: TensorMap, names?: readonly string[]): OipAnswerOutput[] {
+  return pickOutputs(outputs, names).map(([name, tensor]) => ({ name, tensor }));
 }

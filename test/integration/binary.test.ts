@@ -135,9 +135,15 @@ async function infer(
 }
 
 /** The response's outputs in JSON form: binary ones read from the bytes after the JSON header. */
-function outputsOf(res: Reply): { name: string; datatype: string; shape: number[]; data: Value[] }[] {
+type Output = { name: string; datatype: string; shape: number[]; data: Value[] };
+
+/** JSON writes an FP32 value as the shortest text that reads back as it: compare FP32 data as FP32. */
+const asFp32 = (o: Output): Output =>
+  o.datatype === "FP32" && o.data ? { ...o, data: o.data.map((v) => Math.fround(v as number)) } : o;
+
+function outputsOf(res: Reply): Output[] {
   assert.equal(res.status, 200, res.body ? JSON.stringify(res.body) : res.raw.toString());
-  if (res.body) return res.body.outputs;
+  if (res.body) return res.body.outputs.map(asFp32);
   assert.equal(res.headers.get("content-type"), "application/octet-stream");
   const len = Number(res.headers.get("inference-header-content-length"));
   const header = JSON.parse(res.raw.subarray(0, len).toString("utf8"));
@@ -152,7 +158,7 @@ function outputsOf(res: Reply): { name: string; datatype: string; shape: number[
     return { name: o.name, datatype: o.datatype, shape: o.shape, data };
   });
   assert.equal(at, res.raw.length, "no bytes after the last binary output");
-  return outputs;
+  return outputs.map(asFp32);
 }
 
 const MULTI: OipInput[] = [
@@ -336,7 +342,7 @@ describe("native route: raw application/octet-stream tensors", () => {
     assert.equal(proba.headers.get("x-tensor-shape"), `${rows},2`);
     assert.equal(proba.headers.get("x-tensor-datatype"), "FP32");
     assert.equal(proba.headers.get("x-tensor-name"), "probabilities");
-    assert.deepEqual(valuesOf("FP32", proba.raw), (json.probabilities as number[][]).flat());
+    assert.deepEqual(valuesOf("FP32", proba.raw), (json.probabilities as number[][]).flat().map(Math.fround));
 
     const label = await post("/v1/models/tree/predict?outputs=label", new Uint8Array(raw), accept);
     assert.equal(label.headers.get("x-tensor-datatype"), "INT64");
@@ -350,7 +356,7 @@ describe("native route: raw application/octet-stream tensors", () => {
       JSON.stringify({ inputs: { features: { data, shape: [rows, 6] } }, outputs: ["probabilities"] }),
       { "content-type": "application/json", accept: "application/octet-stream" },
     );
-    assert.deepEqual(valuesOf("FP32", res.raw), (json.probabilities as number[][]).flat());
+    assert.deepEqual(valuesOf("FP32", res.raw), (json.probabilities as number[][]).flat().map(Math.fround));
 
     const wideRows = floatRows(50, 32, 5).map((v) => Math.fround(v / 25));
     const wideJson = await postJson(`${srv.url}/v1/models/wide/predict`, {
@@ -361,7 +367,10 @@ describe("native route: raw application/octet-stream tensors", () => {
       accept: "application/octet-stream",
     });
     assert.equal(wide.headers.get("x-tensor-shape"), "50,2");
-    assert.deepEqual(valuesOf("FP32", wide.raw), (wideJson.body.outputs.probabilities as number[][]).flat());
+    assert.deepEqual(
+      valuesOf("FP32", wide.raw),
+      (wideJson.body.outputs.probabilities as number[][]).flat().map(Math.fround),
+    );
   });
 
   it("a plain JSON request still answers JSON (Accept */* or application/json first)", async () => {

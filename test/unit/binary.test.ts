@@ -167,13 +167,13 @@ const TWO: ModelSignature = {
 
 /** Builds a binary OIP request the way a client does. */
 function request(header: unknown, ...chunks: Buffer[]): { body: Buffer; length: string } {
-  const built = buildBinaryBody(header, chunks);
+  const built = buildBinaryBody(Buffer.from(JSON.stringify(header)), chunks);
   return { body: built.body, length: built.headers["inference-header-content-length"]! };
 }
 
 describe("OIP binary bodies", () => {
-  it("buildBinaryBody: JSON header, then the chunks, with its length and content type", () => {
-    const built = buildBinaryBody({ a: 1 }, [Buffer.from([1, 2]), Buffer.from([3])]);
+  it("buildBinaryBody: the JSON header, then the chunks, with its length and content type", () => {
+    const built = buildBinaryBody(Buffer.from('{"a":1}'), [Buffer.from([1, 2]), Buffer.from([3])]);
     assert.equal(built.headers["content-type"], "application/octet-stream");
     assert.equal(built.headers["inference-header-content-length"], "7");
     assert.deepEqual(built.body, Buffer.concat([Buffer.from('{"a":1}'), Buffer.from([1, 2, 3])]));

@@ -4,8 +4,9 @@ import { describe, it } from "node:test";
 import { ModelportError } from "../../src/errors.js";
 import { decodeTensor } from "../../src/protocol/decode-tensor.js";
 import { fromHalfBits, toHalfBits } from "../../src/protocol/float16.js";
+import { toJsonArray } from "../../src/protocol/json-data.js";
 import { decodeNative } from "../../src/protocol/native-body.js";
-import { nest, toJsonArray } from "../../src/tensor.js";
+import { nest } from "../../src/tensor.js";
 
 describe("tensor helpers", () => {
   it("nest builds row-major nested arrays and returns scalars bare", () => {

@@ -15,7 +15,10 @@ export function encodeInferRequest(inputs: TensorMap): BinaryBody {
     chunks.push(bytes);
     return { name, datatype: t.datatype, shape: t.shape, parameters: { binary_data_size: bytes.byteLength } };
   });
-  return buildBinaryBody({ inputs: list, parameters: { binary_data_output: true } }, chunks);
+  return buildBinaryBody(
+    Buffer.from(JSON.stringify({ inputs: list, parameters: { binary_data_output: true } })),
+    chunks,
+  );
 }
 
 function badResponse(why: string): ModelportError {

@@ -4,7 +4,8 @@
 import type { FastifyPluginAsync } from "fastify";
 import { captureVersion } from "../../capture/hook.js";
 import type { ServedModel } from "../../catalogue/served-model.js";
-import { decodeNative, encodeNative } from "../../protocol/native-body.js";
+import { JSON_TYPE } from "../../protocol/headers.js";
+import { decodeNative, nativeAnswerJson } from "../../protocol/native-body.js";
 import {
   decodeRawTensor,
   encodeRawTensor,
@@ -130,7 +131,6 @@ export const nativeRoutes: FastifyPluginAsync = async (app) => {
       const rawOut = wantsOctetStream(req.headers.accept) ? rawOutputName(names, signature) : undefined;
       const { outputs, version: answered } = await infer(host, inputs, req);
       captureVersion(req, answered);
-      // The JSON text itself is written by Fastify's serializer after this span (part of the server span).
       const encodeAt = tracing.on ? performance.now() : 0;
       if (rawOut) {
         const res = encodeRawTensor(rawOut, outputs[rawOut]!);
@@ -138,14 +138,14 @@ export const nativeRoutes: FastifyPluginAsync = async (app) => {
           stage(SPAN.encode, ATTR.encodeMs, req.trace, encodeAt, () => ({ [ATTR.model]: host.name }));
         return reply.headers(res.headers).send(res.body);
       }
-      const answer = {
+      const meta = {
         model: host.config.name,
         model_version: answered,
         ...(body && "id" in body ? { id: body.id } : {}),
-        outputs: encodeNative(outputs, names),
       };
+      const answer = nativeAnswerJson(meta, outputs, names);
       if (tracing.on)
         stage(SPAN.encode, ATTR.encodeMs, req.trace, encodeAt, () => ({ [ATTR.model]: host.name }));
-      return answer;
+      return reply.type(JSON_TYPE).send(answer);
     });
 };

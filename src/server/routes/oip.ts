@@ -3,8 +3,8 @@
 import type { FastifyPluginAsync, onRequestHookHandler } from "fastify";
 import { captureVersion } from "../../capture/hook.js";
 import { binaryOutputs, encodeOipBinary, splitOipBody } from "../../protocol/binary-body.js";
-import { INFERENCE_HEADER, OCTET_STREAM } from "../../protocol/headers.js";
-import { decodeOip, encodeOip } from "../../protocol/oip-body.js";
+import { INFERENCE_HEADER, JSON_TYPE, OCTET_STREAM } from "../../protocol/headers.js";
+import { decodeOip, jsonOutputs, oipAnswerJson } from "../../protocol/oip-body.js";
 import { modelMetadata, serverMetadata } from "../../protocol/oip-metadata.js";
 import { requestedOutputs } from "../../protocol/requested-outputs.js";
 import { ATTR, SPAN, stage, tracing } from "../../telemetry/spans.js";
@@ -79,10 +79,10 @@ export const oipRoutes: FastifyPluginAsync = async (app) => {
           id: typeof body?.id === "string" ? body.id : req.id,
         };
         if (!binaryNames) {
-          const answer = { ...meta, outputs: encodeOip(outputs, names) };
+          const answer = oipAnswerJson(meta, jsonOutputs(outputs, names));
           if (tracing.on)
             stage(SPAN.encode, ATTR.encodeMs, req.trace, encodeAt, () => ({ [ATTR.model]: host.name }));
-          return answer;
+          return reply.type(JSON_TYPE).send(answer);
         }
         const res = encodeOipBinary(meta, outputs, names, binaryNames);
         if (tracing.on)
