@@ -4,21 +4,23 @@
 // rounds it to FP32 (Float32Array, numpy's float32, a C float) and has the model's bits exactly.
 //
 // JSON.stringify of the same values writes the shortest text of the *double* each FP32 value
-// widens to (0.00008486588922096416 for what is here 0.00008486589): about twice the bytes, and
-// on 265,000 values 33–49 ms on this project's machine with the packed array it needs, against
-// 20–23 ms here (docs/PERFORMANCE.md).
+// widens to (0.00008486588922096416 for what is here 0.00008486589): about 1.7 times the bytes,
+// and on 265,000 of the image model's outputs 36–54 ms with the packed array it needs, against
+// 16–19 ms here (docs/PERFORMANCE.md).
 //
 // The method: scale the value and the edges of its rounding interval (halfway to the FP32
-// neighbours) to nine significant digits, take the largest power of ten whose multiple fits in the
-// interval, and the multiple nearest to the value. The scaling is a double multiplication, so each
-// result is checked by reading it back exactly as a client would; a value that fails the check (a
-// few per million random bit patterns near an interval's edge), a subnormal, or one out of the
-// fast range is written by the reference method: toPrecision with 1 to 9 digits until one reads
-// back. Number notation follows ECMAScript's Number::toString, as JSON.stringify writes it
-// (1e-7, 0.000001, 123.5, 1e+21). NaN and ±Infinity have no JSON form: `null`, as JSON.stringify.
+// neighbours) to nine significant digits, take the largest power of ten with a multiple in the
+// interval, and the multiple nearest to the value. The scaling is a double multiplication, so
+// each result is checked by reading it back as a client would (exact arithmetic up to 10^±22, the
+// text parsed beyond); a value that fails the check, and a subnormal, is written by the
+// reference method: toPrecision with 1 to 9 digits until one reads back. Number notation follows
+// ECMAScript's Number::toString, as JSON.stringify writes it (1e-7, 0.000001, 123.5, 1e+21).
+// NaN and ±Infinity have no JSON form: `null`, as JSON.stringify writes them.
 
 /** Powers of ten as doubles: exact up to 1e22, correctly rounded above. */
 const POW10 = Array.from({ length: 60 }, (_, i) => Number(`1e${i}`));
+/** 10^-i, to within a rounding. */
+const INVERSE10 = Array.from({ length: 12 }, (_, i) => 1 / POW10[i]!);
 /** 2^(i - 174): half an FP32 ulp is 2^(e2 - 24). */
 const POW2 = Float64Array.from({ length: 320 }, (_, i) => 2 ** (i - 174));
 /** "00" to "99" as character codes. */
@@ -74,18 +76,28 @@ function shortest(a: number, bits: number): boolean {
   const below = (bits & 0x7fffff) === 0 && field > 1 ? half / 2 : half;
   const lo = Math.ceil(scale(a - below, k));
   const hi = Math.floor(scale(a + half, k));
-  // The largest power of ten p with a multiple in [lo, hi].
-  let p = 1;
+  // The largest power of ten 10^j with a multiple in [lo, hi]: floor(hi / 10^j) > floor((lo - 1) / 10^j),
+  // found by integer division by 10 (a multiplication once compiled).
+  let under = (lo - 1) | 0;
+  let over = hi | 0;
   let j = 0;
-  while (j < 9) {
-    const next = p * 10;
-    if (Math.ceil(lo / next) * next > hi) break;
-    p = next;
+  for (;;) {
+    const u = (under / 10) | 0;
+    const o = (over / 10) | 0;
+    if (o <= u) break;
+    under = u;
+    over = o;
     j++;
   }
-  let r = Math.round(s / p) | 0;
-  if (r * p < lo) r++;
-  else if (r * p > hi) r--;
+  // The multiple of p = 10^j nearest to s: r × p, with under < r <= over.
+  const p = POW10[j]!;
+  let r = Math.round(s * INVERSE10[j]!);
+  const d = s - r * p;
+  if (d > p / 2) r++;
+  else if (d < -p / 2) r--;
+  if (r <= under) r = under + 1;
+  else if (r > over) r = over;
+  r |= 0;
   let e = k - j;
   for (;;) {
     const q = (r / 10) | 0;
