@@ -40,6 +40,12 @@ export class JsonWriter {
   readonly #parts: (string | { t: Tensor; nested: boolean; write: WriteRun })[] = [];
   #bound = 0;
 
+  /** Opens an object with the fields of `fields` (JSON.stringify's), then `"key":`. */
+  open(fields: Record<string, unknown>, key: string): this {
+    const head = JSON.stringify(fields);
+    return this.text(`${head.slice(0, -1)}${head.length > 2 ? "," : ""}${JSON.stringify(key)}:`);
+  }
+
   /** Appends `json`, text that is JSON already. */
   text(json: string): this {
     this.#parts.push(json);

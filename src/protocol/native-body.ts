@@ -110,8 +110,7 @@ export function nativeAnswerJson(
   outputs: TensorMap,
   names?: readonly string[],
 ): Buffer {
-  const head = JSON.stringify(meta);
-  const w = new JsonWriter().text(`${head.slice(0, -1)}${head.length > 2 ? "," : ""}"outputs":{`);
+  const w = new JsonWriter().open(meta, "outputs").text("{");
   pickOutputs(outputs, names).forEach(([name, t], i) => {
     w.text(`${i ? "," : ""}${JSON.stringify(name)}:`).data(t, true);
   });

@@ -120,8 +120,7 @@ export interface OipAnswerOutput {
  * datatype, shape, and its flat row-major data (json-data.ts) or its parameters.
  */
 export function oipAnswerJson(meta: Record<string, unknown>, outputs: readonly OipAnswerOutput[]): Buffer {
-  const head = JSON.stringify(meta);
-  const w = new JsonWriter().text(`${head.slice(0, -1)}${head.length > 2 ? "," : ""}"outputs":[`);
+  const w = new JsonWriter().open(meta, "outputs").text("[");
   outputs.forEach(({ name, tensor, parameters }, i) => {
     const about = JSON.stringify({ name, datatype: tensor.datatype, shape: tensor.shape, parameters });
     if (parameters) w.text(i ? `,${about}` : about);

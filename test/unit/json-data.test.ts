@@ -64,6 +64,10 @@ describe("tensor data as JSON bytes", () => {
     const t: Tensor = { datatype: "FP32", shape: [2], data: Float32Array.of(1.5, -0.25) };
     const body = new JsonWriter().text('{"name":"é","data":').data(t, false).text("}").finish();
     assert.deepEqual(JSON.parse(body.toString()), { name: "é", data: [1.5, -0.25] });
+    const opened = (fields: Record<string, unknown>) =>
+      JSON.parse(new JsonWriter().open(fields, "outputs").data(t, false).text("}").finish().toString());
+    assert.deepEqual(opened({}), { outputs: [1.5, -0.25] });
+    assert.deepEqual(opened({ id: "x", version: undefined }), { id: "x", outputs: [1.5, -0.25] });
   });
 
   it("a shape that does not match the data is left to nest(), as before", () => {
