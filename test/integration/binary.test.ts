@@ -239,6 +239,19 @@ describe("OIP binary tensor data: same answers as JSON", () => {
     );
   });
 
+  it("FP32 in JSON answers: the shortest text that reads back, null for NaN and ±Infinity", async () => {
+    // Binary floats can carry what JSON cannot; a * 1 passes them through the model.
+    const a = [Number.NaN, Number.POSITIVE_INFINITY, -0, 1e-40, 3.4028234663852886e38, 1 / 3];
+    const inputs = MULTI.map((i) =>
+      i.name === "a" ? { ...i, data: a } : i.name === "scale" ? { ...i, data: [1] } : i,
+    );
+    for (const path of ["/v2/models/multi/infer", "/v2/models/multi/versions/1/infer"]) {
+      const res = await infer("multi", inputs, new Set(["a"]), { outputs: [{ name: "scaled" }], path });
+      assert.equal(res.status, 200, res.raw.toString());
+      assert.match(res.raw.toString(), /"data":\[null,null,0,1e-40,3\.4028235e\+38,0\.33333334\]/);
+    }
+  });
+
   it("Inference-Header-Content-Length is honoured whatever the Content-Type (or none), as Triton does", async () => {
     const header = {
       inputs: MULTI.map((i) => ({
