@@ -66,10 +66,10 @@ function compareOne(
   if (expected.shape.join(",") !== actual.shape.join(",")) {
     return [{ output: name, problem: `shape [${actual.shape}] but golden expects [${expected.shape}]` }];
   }
-  const got = toJsonArray(actual);
   // An FP32 output compares as FP32: a golden value is the FP32 value it reads as, so a file
   // written with the doubles FP32 values widen to and one written in their shortest text agree.
-  const narrow = actual.data instanceof Float32Array ? (actual.data as Float32Array) : undefined;
+  const narrow = actual.data instanceof Float32Array ? actual.data : undefined;
+  const got: ArrayLike<unknown> = narrow ?? toJsonArray(actual);
   const diffs: GoldenDiff[] = [];
   let worst = { index: -1, delta: 0 };
   let count = 0;
@@ -78,7 +78,7 @@ function compareOne(
       narrow && typeof expected.data[i] === "number"
         ? Math.fround(expected.data[i] as number)
         : expected.data[i];
-    const a = narrow ? narrow[i] : got[i];
+    const a = got[i];
     if (typeof e === "number" && typeof a === "number") {
       const delta = Math.abs(a - e);
       if (!(delta <= tol * Math.max(1, Math.abs(e)))) {

@@ -126,8 +126,7 @@ function writeDigits(r: number, e: number, out: Uint8Array, pos: number): number
   const n = len - e; // the value is 0.d1d2…dlen × 10^n
   if (n > 0 && n <= 21) {
     if (len <= n) {
-      fill(out, pos + len, r, len);
-      pos += len;
+      pos = writeUnsigned(r, out, pos);
       for (let i = len; i < n; i++) out[pos++] = 48;
       return pos;
     }
@@ -141,8 +140,7 @@ function writeDigits(r: number, e: number, out: Uint8Array, pos: number): number
     out[pos++] = 48;
     out[pos++] = 46;
     for (let i = n; i < 0; i++) out[pos++] = 48;
-    fill(out, pos + len, r, len);
-    return pos + len;
+    return writeUnsigned(r, out, pos);
   }
   const lead = fill(out, pos + len + 1, r, len - 1);
   out[pos] = 48 + lead;
@@ -166,19 +164,26 @@ function digitCount(r: number): number {
   return r < 1e9 ? 9 : 10;
 }
 
-/** Writes the last `count` digits of `x` (an int32) to end just before out[end]; returns x without them. */
+/** Writes `x`, an integer from 0 to 2^32 - 1, at `out[pos]`; returns the end. */
+export function writeUnsigned(x: number, out: Uint8Array, pos: number): number {
+  const len = digitCount(x);
+  fill(out, pos + len, x, len);
+  return pos + len;
+}
+
+/** Writes the last `count` digits of `x` (below 2^32) to end just before out[end]; returns x without them. */
 function fill(out: Uint8Array, end: number, x: number, count: number): number {
   let i = end;
   let c = count;
   for (; c >= 2; c -= 2) {
-    const q = (x / 100) | 0;
+    const q = (x / 100) >>> 0;
     const pair = (x - q * 100) << 1;
     out[--i] = PAIRS[pair + 1]!;
     out[--i] = PAIRS[pair]!;
     x = q;
   }
   if (c === 1) {
-    const q = (x / 10) | 0;
+    const q = (x / 10) >>> 0;
     out[--i] = 48 + x - q * 10;
     x = q;
   }

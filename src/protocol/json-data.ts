@@ -4,7 +4,7 @@
 // take float32-text's shortest form; 8- to 32-bit integers are written digit by digit and BOOL as
 // true/false. FP64, the 64-bit integers and BYTES go through JSON.stringify.
 import { elementCount, nest, type Tensor } from "../tensor.js";
-import { FLOAT32_TEXT_MAX, float32Value, writeFloat32 } from "./float32-text.js";
+import { FLOAT32_TEXT_MAX, float32Value, writeFloat32, writeUnsigned } from "./float32-text.js";
 
 /**
  * Plain JS values for JSON output, the values JsonWriter writes: FP32 as the shortest decimal that
@@ -37,7 +37,7 @@ type WriteRun = (out: Uint8Array, pos: number, from: number, to: number) => numb
  * sized for the longest text the parts can take.
  */
 export class JsonWriter {
-  readonly #parts: (string | { t: Tensor; nested: boolean; write: WriteRun })[] = [];
+  readonly #parts: (string | { shape: readonly number[]; write: WriteRun })[] = [];
   #bound = 0;
 
   /** Opens an object with the fields of `fields` (JSON.stringify's), then `"key":`. */
@@ -66,7 +66,7 @@ export class JsonWriter {
     let arrays = 1;
     for (let i = 0, count = 1; i < shape.length - 1; i++) arrays += count *= shape[i]!;
     const bound = t.data.length * (plan.widest + 1) + 3 * arrays;
-    this.#parts.push({ t, nested, write: plan.write });
+    this.#parts.push({ shape, write: plan.write });
     this.#bound += bound;
     return this;
   }
@@ -76,13 +76,8 @@ export class JsonWriter {
     let pos = 0;
     for (const part of this.#parts) {
       if (typeof part === "string") pos += out.write(part, pos);
-      else {
-        const { t, nested, write } = part;
-        const n = t.data.length;
-        if (!nested) pos = writeLevel(out, pos, [n], 0, 0, n, write);
-        else if (t.shape.length === 0) pos = write(out, pos, 0, 1);
-        else pos = writeLevel(out, pos, t.shape, 0, 0, n, write);
-      }
+      else if (part.shape.length === 0) pos = part.write(out, pos, 0, 1);
+      else pos = writeLevel(out, pos, part.shape, 0, 0, elementCount(part.shape), part.write);
     }
     return out.subarray(0, pos);
   }
@@ -167,21 +162,10 @@ function runWriter(t: Tensor): { write: WriteRun; widest: number } | undefined {
 
 const TRUE = Buffer.from("true");
 const FALSE = Buffer.from("false");
-const digits = new Uint8Array(10);
 
 /** An integer of at most 32 bits, signed or not. */
 function writeInteger(v: number, out: Uint8Array, pos: number): number {
-  let x = v;
-  if (x < 0) {
-    out[pos++] = 45;
-    x = -x;
-  }
-  let len = 0;
-  do {
-    const q = (x / 10) | 0;
-    digits[len++] = 48 + x - q * 10;
-    x = q;
-  } while (x > 0);
-  while (len > 0) out[pos++] = digits[--len]!;
-  return pos;
+  if (v >= 0) return writeUnsigned(v, out, pos);
+  out[pos] = 45;
+  return writeUnsigned(-v, out, pos + 1);
 }

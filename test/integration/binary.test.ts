@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { asFp32 } from "../helpers/fp32.js";
 import { testModels } from "../helpers/models.js";
 import { type InProcessServer, postJson, startInProcess } from "../helpers/server.js";
 
@@ -136,10 +137,6 @@ async function infer(
 
 /** The response's outputs in JSON form: binary ones read from the bytes after the JSON header. */
 type Output = { name: string; datatype: string; shape: number[]; data: Value[] };
-
-/** JSON writes an FP32 value as the shortest text that reads back as it: compare FP32 data as FP32. */
-const asFp32 = (o: Output): Output =>
-  o.datatype === "FP32" && o.data ? { ...o, data: o.data.map((v) => Math.fround(v as number)) } : o;
 
 function outputsOf(res: Reply): Output[] {
   assert.equal(res.status, 200, res.body ? JSON.stringify(res.body) : res.raw.toString());

@@ -16,6 +16,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import { loadSync } from "@grpc/proto-loader";
+import { asFp32 } from "../helpers/fp32.js";
 import { createGate } from "../helpers/gate.js";
 import { testModels } from "../helpers/models.js";
 import {
@@ -221,13 +222,6 @@ function asJson(res: any): { name: string; datatype: string; shape: number[]; da
   });
 }
 
-/** HTTP's JSON outputs with FP32 data as FP32: JSON writes each as the shortest text that reads back as it. */
-function asFp32(outputs: { datatype: string; data: Value[] }[]) {
-  return outputs.map((o) =>
-    o.datatype === "FP32" ? { ...o, data: o.data.map((v) => Math.fround(v as number)) } : o,
-  );
-}
-
 interface Input {
   name: string;
   datatype: string;
@@ -332,10 +326,10 @@ describe("gRPC: ModelInfer answers what HTTP /v2 answers", () => {
       assert.equal(viaRaw.err, null, viaRaw.err?.details);
       assert.equal(viaRaw.res.model_name, model);
       assert.equal(viaRaw.res.model_version, "1");
-      assert.deepEqual(asJson(viaRaw.res), asFp32(fromHttp.body.outputs));
+      assert.deepEqual(asJson(viaRaw.res), fromHttp.body.outputs.map(asFp32));
       const viaTyped = await call("ModelInfer", typed(model, inputs));
       assert.equal(viaTyped.err, null, viaTyped.err?.details);
-      assert.deepEqual(asJson(viaTyped.res), asFp32(fromHttp.body.outputs));
+      assert.deepEqual(asJson(viaTyped.res), fromHttp.body.outputs.map(asFp32));
     });
   }
 
@@ -787,7 +781,7 @@ print(json.dumps({"id": res.id, "outputs": outputs, "unauthenticated": code}))
     const got = JSON.parse(stdout);
     const fromHttp = await http("/v2/models/tree/infer", { inputs: TREE });
     assert.equal(got.id, "from-python");
-    assert.deepEqual(asFp32(got.outputs), asFp32(fromHttp.body.outputs));
+    assert.deepEqual(got.outputs.map(asFp32), fromHttp.body.outputs.map(asFp32));
     assert.deepEqual(got.unauthenticated, ["UNAUTHENTICATED", "MP_ERR_AUTH_INVALID"]);
   });
 });
