@@ -3,7 +3,7 @@
 // shared among its rows, and time × the configured machine-hour price is the bill. Upstream
 // models cost tokens × the provider's per-million prices. Totals go to Prometheus
 // (modelport_cost_*) and to each model's stats; `modelport cost` reads them back.
-import type { Counter } from "prom-client";
+import type { FastCounter } from "./fast-metrics.js";
 
 /** Prices from config; absent ones count as 0 (time and tokens are still measured). */
 export interface Prices {
@@ -79,10 +79,10 @@ export function summarize(
 
 /** The Prometheus counters a meter feeds (Metrics.cost*); absent in tests without metrics. */
 export interface CostCounters {
-  readonly dollars: Counter<"model">;
-  readonly computeSeconds: Counter<"model">;
-  readonly requests: Counter<"model">;
-  readonly tokens: Counter<"model" | "kind">;
+  readonly dollars: FastCounter<"model">;
+  readonly computeSeconds: FastCounter<"model">;
+  readonly requests: FastCounter<"model">;
+  readonly tokens: FastCounter<"model" | "kind">;
 }
 
 /** One model's running cost. Cheap on the hot path: a few additions per batch. */

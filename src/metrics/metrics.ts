@@ -1,20 +1,21 @@
 // Every Prometheus metric modelport exports, defined in one place, on a registry per app so
 // that two servers in one process (tests) never share counters.
-import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import { collectDefaultMetrics, Gauge, Registry } from "prom-client";
+import { FastCounter, FastHistogram } from "./fast-metrics.js";
 
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
 export class Metrics {
   readonly registry = new Registry();
 
-  readonly requests = new Counter({
+  readonly requests = new FastCounter({
     name: "modelport_requests_total",
     help: "Requests answered, HTTP and gRPC (route grpc:<call>), by model (empty when none), route and status code (for gRPC, the HTTP status of the same outcome).",
     labelNames: ["model", "route", "status"] as const,
     registers: [this.registry],
   });
 
-  readonly requestDuration = new Histogram({
+  readonly requestDuration = new FastHistogram({
     name: "modelport_request_duration_seconds",
     help: "Time from request received to response sent, by route.",
     labelNames: ["route"] as const,
@@ -22,7 +23,7 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly inferenceDuration = new Histogram({
+  readonly inferenceDuration = new FastHistogram({
     name: "modelport_inference_duration_seconds",
     help: "Time a model's runner took to score one batch, including the hop to its thread.",
     labelNames: ["model"] as const,
@@ -44,7 +45,7 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly batchRows = new Histogram({
+  readonly batchRows = new FastHistogram({
     name: "modelport_batch_rows",
     help: "Rows per batch sent to a model's runner.",
     labelNames: ["model"] as const,
@@ -59,7 +60,7 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly queueWait = new Histogram({
+  readonly queueWait = new FastHistogram({
     name: "modelport_queue_wait_seconds",
     help: "Time a request waited in the queue before its batch was sent.",
     labelNames: ["model"] as const,
@@ -67,7 +68,7 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly rejections = new Counter({
+  readonly rejections = new FastCounter({
     name: "modelport_rejections_total",
     help: "Requests refused or dropped before inference, by reason (overloaded, deadline, canceled).",
     labelNames: ["model", "reason"] as const,
@@ -101,7 +102,7 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly runnerForwards = new Counter({
+  readonly runnerForwards = new FastCounter({
     name: "modelport_runner_forwards_total",
     help: "API tier: predict requests forwarded, by runner and outcome (ok, error, unreachable, retried).",
     labelNames: ["runner", "outcome"] as const,
@@ -115,7 +116,7 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly runnerForwardDuration = new Histogram({
+  readonly runnerForwardDuration = new FastHistogram({
     name: "modelport_runner_forward_duration_seconds",
     help: "API tier: time from forwarding a request to a runner to its answer, by model.",
     labelNames: ["model"] as const,
@@ -125,25 +126,25 @@ export class Metrics {
 
   /** Cost per model (src/metrics/cost.ts): machine time × pricePerHour, or tokens × per-million prices. */
   readonly cost = {
-    dollars: new Counter({
+    dollars: new FastCounter({
       name: "modelport_cost_dollars_total",
       help: "Estimated cost in dollars: local models' compute time × pricePerHour, upstream models' tokens × prices.",
       labelNames: ["model"] as const,
       registers: [this.registry],
     }),
-    computeSeconds: new Counter({
+    computeSeconds: new FastCounter({
       name: "modelport_cost_compute_seconds_total",
       help: "Machine time of the model's batches (local), or wall time of upstream calls.",
       labelNames: ["model"] as const,
       registers: [this.registry],
     }),
-    requests: new Counter({
+    requests: new FastCounter({
       name: "modelport_cost_requests_total",
       help: "Requests the cost figures cover (each piece of a request split across batches counts).",
       labelNames: ["model"] as const,
       registers: [this.registry],
     }),
-    tokens: new Counter({
+    tokens: new FastCounter({
       name: "modelport_cost_tokens_total",
       help: "Tokens counted for cost, by kind (input, output).",
       labelNames: ["model", "kind"] as const,
@@ -156,31 +157,31 @@ export class Metrics {
    * (served models only). The same figures go, per hour, to the usage store (GET /v1/usage).
    */
   readonly keyUsage = {
-    requests: new Counter({
+    requests: new FastCounter({
       name: "modelport_key_requests_total",
       help: "Requests per API key name and model.",
       labelNames: ["key", "model"] as const,
       registers: [this.registry],
     }),
-    rows: new Counter({
+    rows: new FastCounter({
       name: "modelport_key_rows_total",
       help: "Rows (tensor models) or inputs (embeddings) per API key name and model.",
       labelNames: ["key", "model"] as const,
       registers: [this.registry],
     }),
-    tokens: new Counter({
+    tokens: new FastCounter({
       name: "modelport_key_tokens_total",
       help: "Tokens per API key name and model, by kind (prompt, completion).",
       labelNames: ["key", "model", "kind"] as const,
       registers: [this.registry],
     }),
-    computeSeconds: new Counter({
+    computeSeconds: new FastCounter({
       name: "modelport_key_compute_seconds_total",
       help: "Machine time (local models' share of their batches; generation time) per API key name and model.",
       labelNames: ["key", "model"] as const,
       registers: [this.registry],
     }),
-    dollars: new Counter({
+    dollars: new FastCounter({
       name: "modelport_key_cost_dollars_total",
       help: "Estimated dollars per API key name and model (compute × pricePerHour, or tokens × prices).",
       labelNames: ["key", "model"] as const,
@@ -188,7 +189,7 @@ export class Metrics {
     }),
   };
 
-  readonly rateLimited = new Counter({
+  readonly rateLimited = new FastCounter({
     name: "modelport_rate_limited_total",
     help: "Requests refused with 429 MP_ERR_RATE_LIMITED, by API key name and limit.",
     labelNames: ["key", "limit"] as const,
@@ -197,7 +198,7 @@ export class Metrics {
 
   // Language models (src/llm/): per model, recorded by the OpenAI routes; the two gauges are
   // read from the models at scrape time (languageModelLoad).
-  readonly llmTimeToFirstToken = new Histogram({
+  readonly llmTimeToFirstToken = new FastHistogram({
     name: "modelport_llm_time_to_first_token_seconds",
     help: "Time from a generation request received to its first generated text (streaming or not).",
     labelNames: ["model"] as const,
@@ -205,35 +206,35 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly llmGeneratedTokens = new Counter({
+  readonly llmGeneratedTokens = new FastCounter({
     name: "modelport_llm_generated_tokens_total",
     help: "Tokens generated; divided by modelport_llm_generation_seconds_total it gives tokens per second per request.",
     labelNames: ["model"] as const,
     registers: [this.registry],
   });
 
-  readonly llmPromptTokens = new Counter({
+  readonly llmPromptTokens = new FastCounter({
     name: "modelport_llm_prompt_tokens_total",
     help: "Prompt tokens of requests (chat template included), evaluated or read from a prefix cache.",
     labelNames: ["model"] as const,
     registers: [this.registry],
   });
 
-  readonly llmCachedPromptTokens = new Counter({
+  readonly llmCachedPromptTokens = new FastCounter({
     name: "modelport_llm_prompt_cached_tokens_total",
     help: "Prompt tokens read from a sequence's kept state (a shared prefix) instead of evaluated; part of modelport_llm_prompt_tokens_total.",
     labelNames: ["model"] as const,
     registers: [this.registry],
   });
 
-  readonly llmPrefixCacheRequests = new Counter({
+  readonly llmPrefixCacheRequests = new FastCounter({
     name: "modelport_llm_prefix_cache_requests_total",
     help: "Requests to a model with a prefix cache: result hit (some prompt tokens reused) or miss.",
     labelNames: ["model", "result"] as const,
     registers: [this.registry],
   });
 
-  readonly llmGenerationSeconds = new Counter({
+  readonly llmGenerationSeconds = new FastCounter({
     name: "modelport_llm_generation_seconds_total",
     help: "Time spent generating, from first token to last, summed over requests.",
     labelNames: ["model"] as const,
@@ -263,14 +264,14 @@ export class Metrics {
     },
   });
 
-  readonly versionCalls = new Counter({
+  readonly versionCalls = new FastCounter({
     name: "modelport_version_calls_total",
     help: "Calls answered by each loaded version of a model (unversioned, weighted and pinned), by outcome (ok, error); a version's series go when it unloads.",
     labelNames: ["model", "version", "outcome"] as const,
     registers: [this.registry],
   });
 
-  readonly versionCallDuration = new Histogram({
+  readonly versionCallDuration = new FastHistogram({
     name: "modelport_version_call_duration_seconds",
     help: "Time from a call reaching a model version to its answer (queue wait and inference), by version.",
     labelNames: ["model", "version"] as const,
@@ -278,7 +279,7 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly shadowComparisons = new Counter({
+  readonly shadowComparisons = new FastCounter({
     name: "modelport_shadow_comparisons_total",
     help: "Requests mirrored to a shadow version, by result: agree, disagree (an output differs by more than the tolerance), failed (the shadow or live call failed), skipped (too many shadow calls in flight).",
     labelNames: ["model", "version", "result"] as const,
@@ -292,14 +293,14 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly coldStarts = new Counter({
+  readonly coldStarts = new FastCounter({
     name: "modelport_cold_starts_total",
     help: "Requests that found their model unloaded (lazy, idle-unloaded or evicted) and waited for it to load.",
     labelNames: ["model"] as const,
     registers: [this.registry],
   });
 
-  readonly coldStartWait = new Histogram({
+  readonly coldStartWait = new FastHistogram({
     name: "modelport_cold_start_seconds",
     help: "How long a request waited for its model to load.",
     labelNames: ["model"] as const,
@@ -307,7 +308,7 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly unloads = new Counter({
+  readonly unloads = new FastCounter({
     name: "modelport_model_unloads_total",
     help: "Models unloaded by the server itself, by reason: idle (idleUnloadMs) or evicted (to make room within maxLoadedModels / maxLoadedBytes).",
     labelNames: ["model", "reason"] as const,
@@ -316,14 +317,14 @@ export class Metrics {
 
   // Payload capture (src/capture/, docs/Capture.md): the model label is set only for served
   // models whose config has `capture`, so it stays bounded by the configuration.
-  readonly captureRecords = new Counter({
+  readonly captureRecords = new FastCounter({
     name: "modelport_capture_records_total",
     help: "Request/response pairs captured and written to the capture destination, by model.",
     labelNames: ["model"] as const,
     registers: [this.registry],
   });
 
-  readonly captureDropped = new Counter({
+  readonly captureDropped = new FastCounter({
     name: "modelport_capture_dropped_total",
     help: "Sampled request/response pairs not written, by model and reason: queue_full (the bounded queue was full), sink_failed (the destination refused the write), serialize_failed, shutdown (not written within the drain time).",
     labelNames: ["model", "reason"] as const,
