@@ -305,6 +305,8 @@ export const connectionsSchema = z
     maxConnections: positiveInt.max(1_000_000).default(4096),
     /** Requests served on one kept-alive connection before it is closed (spreads load behind a balancer); 0: no limit. */
     maxRequestsPerSocket: z.number().int().nonnegative().default(0),
+    /** gRPC: calls open at once on one HTTP/2 connection (SETTINGS_MAX_CONCURRENT_STREAMS). */
+    maxStreamsPerConnection: positiveInt.max(1_000_000).default(100),
   })
   .strict()
   .refine((c) => c.headersTimeoutMs <= c.requestTimeoutMs, {

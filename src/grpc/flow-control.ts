@@ -9,20 +9,15 @@
 //
 // The window does not bound memory here: grpc-js reads every frame as it arrives and refuses a
 // message longer than grpc.max_receive_message_length by its length prefix, whatever the window.
-import type { Http2Server, ServerHttp2Session } from "node:http2";
+import type { ServerHttp2Session } from "node:http2";
 import type { Server } from "@grpc/grpc-js";
+import { commonServerOptions, http2Servers } from "./grpc-internals.js";
 
 /** HTTP/2's largest window (2^31 - 1). */
 const MAX_WINDOW = 2 ** 31 - 1;
 
 /** The channel option grpc-js's client reads (and a server of a later grpc-js may). */
 export const FLOW_CONTROL_OPTION = "grpc-node.flow_control_window";
-
-/** grpc-js 1.14's Server fields used here: the options every http2 server is created with, and the servers bound. */
-interface ServerInternals {
-  commonServerOptions?: { settings?: Record<string, unknown> };
-  http2Servers?: Map<Http2Server, unknown>;
-}
 
 /** A window that lets a message of `maxMessageBytes` (and its 5-byte gRPC prefix) arrive in one go. */
 export function windowFor(maxMessageBytes: number): number {
@@ -34,8 +29,8 @@ export function windowFor(maxMessageBytes: number): number {
  * grpc-js has no such field (then its defaults stay, and the test of the windows fails).
  */
 export function setStreamWindow(server: Server, window: number): boolean {
-  const common = (server as unknown as ServerInternals).commonServerOptions;
-  if (!common || typeof common !== "object") return false;
+  const common = commonServerOptions(server);
+  if (!common) return false;
   common.settings = { ...common.settings, initialWindowSize: window };
   return true;
 }
@@ -45,9 +40,9 @@ export function setStreamWindow(server: Server, window: number): boolean {
  * any data). Call after bindAsync. False when this grpc-js keeps its http2 servers elsewhere.
  */
 export function setConnectionWindow(server: Server, window: number): boolean {
-  const servers = (server as unknown as ServerInternals).http2Servers;
-  if (!(servers instanceof Map) || servers.size === 0) return false;
-  for (const http2Server of servers.keys()) {
+  const servers = http2Servers(server);
+  if (!servers) return false;
+  for (const http2Server of servers) {
     http2Server.on("session", (session: ServerHttp2Session) => {
       try {
         session.setLocalWindowSize(window);

@@ -6,6 +6,7 @@
 import { Server, ServerCredentials } from "@grpc/grpc-js";
 import type { Logger } from "pino";
 import type { CallEnv, GrpcContext } from "./call.js";
+import { capConnections, grpcConnectionOptions } from "./connections.js";
 import { FLOW_CONTROL_OPTION, setConnectionWindow, setStreamWindow, windowFor } from "./flow-control.js";
 import { inferenceService } from "./proto.js";
 import { inferenceHandlers } from "./service.js";
@@ -53,6 +54,7 @@ export async function startGrpcServer(
   const server = new Server({
     "grpc.max_receive_message_length": config.limits.maxBodyBytes,
     [FLOW_CONTROL_OPTION]: window,
+    ...grpcConnectionOptions(config.server.connections),
   });
   const widened = setStreamWindow(server, window);
   server.addService(inferenceService(), inferenceHandlers(env));
@@ -62,6 +64,12 @@ export async function startGrpcServer(
       err ? reject(new Error(`gRPC: cannot listen on ${asked}: ${err.message}`)) : resolve(bound),
     ),
   );
+  if (!capConnections(server, config.server.connections.maxConnections)) {
+    app.logger.warn(
+      { maxConnections: config.server.connections.maxConnections },
+      "gRPC: this @grpc/grpc-js keeps its HTTP/2 servers elsewhere; server.connections.maxConnections does not apply to the gRPC port",
+    );
+  }
   if (!(setConnectionWindow(server, window) && widened)) {
     app.logger.warn(
       { window },

@@ -856,3 +856,118 @@ describe("gRPC: modelport serve --grpc-port", () => {
     }
   });
 });
+
+describe("gRPC: server.connections on the gRPC port", () => {
+  // A server of its own with small limits: 2 connections, 3 calls at once on one connection, a
+  // connection with no call closed after 1 s.
+  let small: InProcessServer;
+  const held = createGate();
+  before(async () => {
+    const dir = mkdtempSync(join(tmpdir(), "modelport-grpc-conn-"));
+    const file = join(dir, "grpc.yaml");
+    writeFileSync(
+      file,
+      [
+        "server: {connections: {maxConnections: 2, maxStreamsPerConnection: 3, keepAliveTimeoutMs: 1000}}",
+        "models:",
+        held.modelYaml("held"),
+      ].join("\n"),
+    );
+    small = await startInProcess({ file, env: {} }, { grpc: true });
+  });
+  after(async () => {
+    held.openAll();
+    await small?.close();
+  });
+
+  /** A plain node:http2 connection to the gRPC port, with the server's SETTINGS once they came, or null when it was closed first. */
+  const open = async () => {
+    const session = connect(`http://${small.grpc!}`);
+    session.on("error", () => {});
+    const settings = await new Promise<Settings | null>((resolve) => {
+      session.once("remoteSettings", resolve);
+      session.once("close", () => resolve(null));
+    });
+    return { session, settings };
+  };
+  /** open(), again until the server takes it: a connection closed just before may still count there. */
+  const accepted = async () => {
+    for (let i = 0; ; i++) {
+      const c = await open();
+      if (c.settings || i >= 150) return c;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
+
+  it("advertises maxStreamsPerConnection, and one channel's calls beyond it wait for a free stream", async () => {
+    const first = await accepted();
+    try {
+      assert.equal(first.settings?.maxConcurrentStreams, 3);
+    } finally {
+      first.session.close();
+    }
+    const channel = new Service(small.grpc!, grpc.credentials.createInsecure()) as any;
+    try {
+      const calls = [1, 2, 3, 4, 5].map((v) =>
+        call("ModelInfer", raw("held", [{ name: "x", datatype: "FP32", shape: [1, 1], data: [v] }]), {
+          key: null,
+          on: channel,
+        }),
+      );
+      // The requests the server holds: queued and in flight (batches of one row).
+      const holding = async () => {
+        const res = await fetch(`${small.url}/v1/models/held`);
+        const { batching } = (await res.json()) as { batching: { queuedRows: number; inFlight: number } };
+        return batching.queuedRows + batching.inFlight;
+      };
+      for (let i = 0; (await holding()) < 3; i++) {
+        assert.ok(i < 3000, `the server holds ${await holding()} calls`);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      await new Promise((r) => setTimeout(r, 500));
+      assert.equal(await holding(), 3, "calls beyond the connection's streams reached the server");
+      held.openAll();
+      const answers = await Promise.all(calls);
+      assert.deepEqual(
+        answers.map((a) => a.err?.details ?? null),
+        [null, null, null, null, null],
+      );
+    } finally {
+      channel.close();
+    }
+  });
+
+  it("closes a connection over maxConnections as it is accepted; one that closes frees its place", async () => {
+    const a = await accepted();
+    const b = await accepted();
+    try {
+      assert.ok(a.settings && b.settings, "the first two connections open");
+      const c = await open();
+      assert.equal(c.settings, null, "a third connection got the server's SETTINGS");
+      a.session.close();
+      await new Promise((r) => a.session.once("close", r));
+      const d = await accepted();
+      assert.ok(d.settings, "a connection after one closed was refused");
+      d.session.close();
+    } finally {
+      a.session.close();
+      b.session.close();
+    }
+  });
+
+  it("closes a connection with no call after keepAliveTimeoutMs (GOAWAY)", async () => {
+    const { session, settings } = await accepted();
+    assert.ok(settings);
+    const started = Date.now();
+    const goaway = await new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => resolve(false), 30_000);
+      session.once("goaway", () => {
+        clearTimeout(timer);
+        resolve(true);
+      });
+    });
+    session.close();
+    assert.ok(goaway, "no GOAWAY within 30 s");
+    assert.ok(Date.now() - started >= 900, `GOAWAY after ${Date.now() - started} ms`);
+  });
+});
