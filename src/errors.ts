@@ -317,6 +317,13 @@ export const ERRORS = {
     tryElsewhere: true,
     summary: "The server is draining for shutdown; retry on another instance.",
   },
+  MP_ERR_SERVER_BUSY: {
+    status: 503,
+    retryable: true,
+    tryElsewhere: true,
+    summary:
+      "Requests in progress hold limits.maxBodyBytesInFlight bytes of bodies; this one is refused before its body is read. Retry after Retry-After or on another instance.",
+  },
   // Connections (server.connections)
   MP_ERR_SERVER_TOO_MANY_CONNECTIONS: {
     status: 503,

@@ -29,6 +29,14 @@ export function hardTimeoutMs(limits: { timeoutMs: number; hardTimeoutMs?: numbe
   return limits.hardTimeoutMs ?? Math.max(2 * limits.timeoutMs, 60_000);
 }
 
+/** limits.maxBodyBytesInFlight when not set: 1 GiB, or one largest body if that is more. */
+export function bodyBudget(limits: {
+  maxBodyBytes: number;
+  maxBodyBytesInFlight?: number | undefined;
+}): number {
+  return limits.maxBodyBytesInFlight ?? Math.max(1 << 30, limits.maxBodyBytes);
+}
+
 /** Per-model overrides of the limits; the body size limit is server-wide. */
 export const modelLimitsSchema = limitsSchema.omit({ maxBodyBytes: true }).partial().strict();
 
@@ -46,6 +54,8 @@ export const serverLimitsSchema = limitsSchema
     streamHeartbeatMs: positiveInt.min(100).default(15_000),
     /** Deepest nesting of arrays and objects in a JSON body; deeper bodies get 400 before parsing. */
     maxJsonDepth: positiveInt.max(10_000).default(128),
+    /** Request-body bytes held at once across all requests; beyond it 503 MP_ERR_SERVER_BUSY. Default: bodyBudget(). */
+    maxBodyBytesInFlight: positiveInt.optional(),
   })
   .strict();
 

@@ -10,7 +10,7 @@ import type { CaptureQueue } from "../capture/queue.js";
 import { createCaptureQueue } from "../capture/service.js";
 import type { CaptureSink } from "../capture/sink.js";
 import { Catalogue } from "../catalogue/catalogue.js";
-import type { Config } from "../config/schema.js";
+import { bodyBudget, type Config } from "../config/schema.js";
 import { ModelportError } from "../errors.js";
 import { JobQueue } from "../jobs/job-queue.js";
 import type { JobStore } from "../jobs/job-store.js";
@@ -30,6 +30,7 @@ import { connectionOptions, limitConnections } from "./connections.js";
 import type { AppContext, RequestUsage } from "./context.js";
 import { registerJsonParser } from "./json-body.js";
 import { PROBE_PATHS, registerAuth } from "./plugins/auth.js";
+import { registerBodyBudget } from "./plugins/body-budget.js";
 import { frameworkError, registerErrorHandling } from "./plugins/errors.js";
 import { registerLimits } from "./plugins/limits.js";
 import { RequestLogController, requestId } from "./plugins/request-log.js";
@@ -271,6 +272,7 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   if (capture)
     registerCaptureHooks(app, { catalogue, queue: capture, random: options.capture?.random ?? Math.random });
   registerAuth(app, tenants);
+  registerBodyBudget(app, bodyBudget(config.limits), maxBodyBytes);
   registerLimits(app, tenancy.limiter);
   if (recordUsage) registerUsage(app, recordUsage);
   // A key limited to some models hears of no other: the same 404 as for a model that does not exist.
