@@ -49,23 +49,27 @@ abstract class FastMetric<L extends string, S extends { labels: LabelValues<L> }
     const key = this.key(labels);
     let s = this.series.get(key);
     if (!s) {
-      for (const name of Object.keys(labels))
-        if (!this.labelNames.includes(name as L))
-          throw new Error(
-            `Added label "${name}" is not included in initial labelset: ${JSON.stringify(this.labelNames)}`,
-          );
       s = this.create(labels);
       this.series.set(key, s);
     }
     return s;
   }
 
+  /** The series key of `labels`; throws on a label name the metric does not have, as prom-client does. */
   private key(labels: LabelValues<L>): string {
     let key = "";
+    let named = 0;
     for (const name of this.labelNames) {
       const v = labels[name];
+      if (v !== undefined) named++;
       key += v === undefined ? "\u0002" : `${v}\u0001`;
     }
+    if (named !== Object.keys(labels).length)
+      for (const name of Object.keys(labels))
+        if (!this.labelNames.includes(name as L))
+          throw new Error(
+            `Added label "${name}" is not included in initial labelset: ${JSON.stringify(this.labelNames)}`,
+          );
     return key;
   }
 

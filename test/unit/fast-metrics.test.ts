@@ -128,6 +128,12 @@ describe("fast counters and histograms render as prom-client's", () => {
         /not possible to decrease/,
       );
       assert.throws(() => m.requests.inc({ nope: "x" }), /Added label "nope" is not included/);
+      // Beside labels whose series exists already.
+      m.requests.inc({ model: "m", route: "r", status: 1 });
+      assert.throws(
+        () => m.requests.inc({ model: "m", route: "r", status: 1, nope: "x" } as never),
+        /Added label "nope" is not included/,
+      );
       assert.throws(() => m.duration.observe({ route: "r" }, Number.POSITIVE_INFINITY), /not a valid number/);
       assert.throws(() => m.duration.observe({ nope: "x" }, 1), /Added label "nope" is not included/);
     }
