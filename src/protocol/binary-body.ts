@@ -6,7 +6,7 @@ import type { ModelSignature, TensorMap } from "../tensor.js";
 import { BinarySection } from "./binary-section.js";
 import { INFERENCE_HEADER, OCTET_STREAM } from "./headers.js";
 import { jsonDepthExceeds } from "./json-depth.js";
-import { jsonOutputs, oipAnswerJson } from "./oip-body.js";
+import { jsonOutputs, oipAnswer } from "./oip-body.js";
 import { tensorToBytes } from "./tensor-bytes.js";
 
 // Fastify's JSON parser refuses __proto__ keys; the JSON header of a binary body gets the same rule.
@@ -152,5 +152,5 @@ export function encodeOipBinary(
     chunks.push(bytes);
     return { ...o, parameters: { binary_data_size: bytes.byteLength } };
   });
-  return buildBinaryBody(oipAnswerJson(meta, list), chunks);
+  return buildBinaryBody(oipAnswer(meta, list).finish(), chunks);
 }

@@ -5,8 +5,8 @@
 //
 // JSON.stringify of the same values writes the shortest text of the *double* each FP32 value
 // widens to (0.00008486588922096416 for what is here 0.00008486589): about 1.7 times the bytes,
-// and on 265,000 of the image model's outputs 36–54 ms with the packed array it needs, against
-// 16–19 ms here (docs/PERFORMANCE.md).
+// and on 265,000 of the image model's outputs about three times the time of this writer with the
+// packed array it needs (docs/PERFORMANCE.md).
 //
 // The method: scale the value and the edges of its rounding interval (halfway to the FP32
 // neighbours) to nine significant digits, take the largest power of ten with a multiple in the
@@ -16,66 +16,98 @@
 // reference method: toPrecision with 1 to 9 digits until one reads back. Number notation follows
 // ECMAScript's Number::toString, as JSON.stringify writes it (1e-7, 0.000001, 123.5, 1e+21).
 // NaN and ±Infinity have no JSON form: `null`, as JSON.stringify writes them.
+//
+// Speed (docs/PERFORMANCE.md): the per-exponent constants come from tables, digits are stored four
+// at a time through a DataView, and the common form of small values (0.000ddddddd) is written as
+// fixed-width stores that may run past the text's end (never more than FLOAT32_TEXT_MAX bytes from
+// where the value starts) and are overwritten by what follows. The search and the common forms are
+// one function: TurboFan did not inline the search into its caller, and that call cost a fifth.
 
 /** Powers of ten as doubles: exact up to 1e22, correctly rounded above. */
 const POW10 = Array.from({ length: 60 }, (_, i) => Number(`1e${i}`));
 /** 10^-i, to within a rounding. */
 const INVERSE10 = Array.from({ length: 12 }, (_, i) => 1 / POW10[i]!);
-/** 2^(i - 174): half an FP32 ulp is 2^(e2 - 24). */
-const POW2 = Float64Array.from({ length: 320 }, (_, i) => 2 ** (i - 174));
-/** "00" to "99" as character codes. */
-const PAIRS = Uint8Array.from({ length: 200 }, (_, i) => 48 + (i & 1 ? (i >> 1) % 10 : ((i >> 1) / 10) | 0));
+/** Per exponent field f (1 to 254): k such that a × 10^k has nine digits (or ten: then k - 1). */
+const K = Int32Array.from({ length: 256 }, (_, f) => 8 - Math.floor((f - 127) * 0.3010299956639812));
+/** Per exponent field: half an FP32 ulp, 2^(f - 127 - 24). */
+const HALF = Float64Array.from({ length: 256 }, (_, f) => 2 ** (f - 151));
+/** "0000" to "9999", each as the four character codes of a little-endian 32-bit store. */
+const DIGITS4 = Uint32Array.from({ length: 10000 }, (_, i) => {
+  let word = 0;
+  for (let d = 0, x = i; d < 4; d++, x = (x / 10) | 0) word |= (48 + (x % 10)) << (8 * (3 - d));
+  return word >>> 0;
+});
+/** "00" to "99" as little-endian 16-bit stores. */
+const DIGITS2 = Uint16Array.from({ length: 100 }, (_, i) => (48 + ((i / 10) | 0)) | ((48 + (i % 10)) << 8));
+const NULL = Uint8Array.from([110, 117, 108, 108]);
 const fround = Math.fround;
 
 /** Longest text this writes for one value: a sign and 21 digits (ECMAScript writes up to 1e21 whole). */
 export const FLOAT32_TEXT_MAX = 22;
 
+/**
+ * Writes data[from, to) comma-separated at `out[pos]` (`bits`: the same memory as IEEE 754 bits);
+ * returns the end. Each value may store up to FLOAT32_TEXT_MAX bytes from where it starts.
+ */
+export function writeFloat32s(
+  data: Float32Array,
+  bits: Uint32Array,
+  out: Uint8Array,
+  pos: number,
+  from: number,
+  to: number,
+): number {
+  const view = viewOf(out);
+  for (let i = from; i < to; i++) {
+    if (i > from) out[pos++] = 44;
+    pos = write(data[i]!, bits[i]!, out, view, pos);
+  }
+  return pos;
+}
+
 /** Writes `value` (an FP32 value; `bits` its IEEE 754 bits) at `out[pos]`; returns the end. */
 export function writeFloat32(value: number, bits: number, out: Uint8Array, pos: number): number {
-  if (value === 0) {
-    out[pos] = 48;
-    return pos + 1;
-  }
-  if (!Number.isFinite(value)) {
-    out.set(NULL, pos);
-    return pos + 4;
-  }
-  let a = value;
-  if (a < 0) {
-    out[pos++] = 45;
-    a = -a;
-  }
-  return shortest(a, bits) ? writeDigits(found.r, found.e, out, pos) : writeReference(a, out, pos);
+  return write(value, bits, out, viewOf(out), pos);
 }
+
+const scratch = Buffer.alloc(64);
 
 /**
  * The number a client reads from the text writeFloat32 writes for `value` (JSON.stringify writes
  * that text for it): for the JSON values of an FP32 tensor. NaN and ±Infinity are returned as they are.
  */
 export function float32Value(value: number, bits: number): number {
-  if (value === 0) return 0;
   if (!Number.isFinite(value)) return value;
-  const a = value < 0 ? -value : value;
-  const read = shortest(a, bits) ? found.read : Number(a.toPrecision(referenceDigits(a)));
-  return value < 0 ? -read : read;
+  return Number(scratch.toString("latin1", 0, writeFloat32(value, bits, scratch, 0)));
 }
 
-/** What shortest() found: the value is r × 10^-e (r a positive integer below 2^31), read as `read`. */
-const found = { r: 0, e: 0, read: 0 };
+let viewed: Uint8Array | undefined;
+let view: DataView = new DataView(new ArrayBuffer(0));
 
-/** The fewest digits for `a` (positive, finite) into `found`; false where the reference must write it. */
-function shortest(a: number, bits: number): boolean {
+function viewOf(out: Uint8Array): DataView {
+  if (out !== viewed) {
+    viewed = out;
+    view = new DataView(out.buffer, out.byteOffset, out.byteLength);
+  }
+  return view;
+}
+
+function write(value: number, bits: number, out: Uint8Array, view: DataView, pos: number): number {
   const field = (bits >>> 23) & 0xff;
-  if (field === 0) return false;
-  const e2 = field - 127;
-  // floor(log10(a)) is this estimate or one more; k scales a to nine significant digits.
-  let k = 8 - Math.floor(e2 * 0.3010299956639812);
-  let s = scale(a, k);
-  if (s >= 1e9) s = scale(a, --k);
-  const half = POW2[e2 + 150]!;
+  if (field === 0 || field === 255) return special(value, out, pos);
+  let a = value;
+  if (a < 0) {
+    out[pos++] = 45;
+    a = -a;
+  }
+  // Nine significant digits: s = a × 10^k; floor(log10(a)) is the table's estimate or one more.
+  let k = K[field]!;
+  let s = k >= 0 ? a * POW10[k]! : a / POW10[-k]!;
+  if (s >= 1e9) s = --k >= 0 ? a * POW10[k]! : a / POW10[-k]!;
+  const half = HALF[field]!;
   const below = (bits & 0x7fffff) === 0 && field > 1 ? half / 2 : half;
-  const lo = Math.ceil(scale(a - below, k));
-  const hi = Math.floor(scale(a + half, k));
+  const lo = Math.ceil(k >= 0 ? (a - below) * POW10[k]! : (a - below) / POW10[-k]!);
+  const hi = Math.floor(k >= 0 ? (a + half) * POW10[k]! : (a + half) / POW10[-k]!);
   // The largest power of ten 10^j with a multiple in [lo, hi]: floor(hi / 10^j) > floor((lo - 1) / 10^j),
   // found by integer division by 10 (a multiplication once compiled).
   let under = (lo - 1) | 0;
@@ -108,31 +140,53 @@ function shortest(a: number, bits: number): boolean {
   // r × 10^-e as a client reads it: with exact operands one division or product is the correctly
   // rounded double; beyond 10^22 the decimal is parsed.
   const read = e >= 0 && e <= 22 ? r / POW10[e]! : e < 0 && e >= -22 ? r * POW10[-e]! : Number(`${r}e${-e}`);
-  found.r = r;
-  found.e = e;
-  found.read = read;
-  return fround(read) === a;
+  if (fround(read) !== a) return writeReference(a, out, pos);
+  if (e >= 7 && e <= 13 && r < POW10[e]! && r >= POW10[e - 6]!) {
+    // 0.000ddddddd (the value is below 1 and at least 10^-6): "0." and six zeros, r as nine digits
+    // ending where the text ends (its leading zeros land on zeros), then "0." again over any of
+    // them that reached it.
+    view.setUint32(pos, 0x30302e30, true);
+    view.setUint32(pos + 4, 0x30303030, true);
+    const end = pos + 2 + e;
+    const q = (r / 10000) >>> 0;
+    const t = (q / 10000) >>> 0;
+    view.setUint32(end - 4, DIGITS4[r - q * 10000]!, true);
+    view.setUint32(end - 8, DIGITS4[q - t * 10000]!, true);
+    out[end - 9] = 48 + t;
+    view.setUint16(pos, 0x2e30, true);
+    return end;
+  }
+  return writeDigits(r, e, out, view, pos);
 }
 
-const NULL = Uint8Array.from([110, 117, 108, 108]);
-
-function scale(x: number, k: number): number {
-  return k >= 0 ? x * POW10[k]! : x / POW10[-k]!;
+/** Zero, subnormals, NaN and ±Infinity. */
+function special(value: number, out: Uint8Array, pos: number): number {
+  if (value === 0) {
+    out[pos] = 48;
+    return pos + 1;
+  }
+  if (!Number.isFinite(value)) {
+    out.set(NULL, pos);
+    return pos + 4;
+  }
+  if (value > 0) return writeReference(value, out, pos);
+  out[pos] = 45;
+  return writeReference(-value, out, pos + 1);
 }
 
 /** Writes r × 10^-e (r a positive integer below 2^31) in ECMAScript's notation; returns the end. */
-function writeDigits(r: number, e: number, out: Uint8Array, pos: number): number {
+function writeDigits(r: number, e: number, out: Uint8Array, view: DataView, pos: number): number {
   const len = digitCount(r);
   const n = len - e; // the value is 0.d1d2…dlen × 10^n
   if (n > 0 && n <= 21) {
     if (len <= n) {
-      pos = writeUnsigned(r, out, pos);
-      for (let i = len; i < n; i++) out[pos++] = 48;
-      return pos;
+      put(view, pos + len, r, len);
+      for (let i = len; i < n; i++) out[pos + i] = 48;
+      return pos + n;
     }
     // n digits, the point, then the rest: the rest first, from the right.
     const point = pos + n;
-    fill(out, point, fill(out, pos + len + 1, r, len - n), n);
+    put(view, point, put(view, pos + len + 1, r, len - n), n);
     out[point] = 46;
     return pos + len + 1;
   }
@@ -140,9 +194,10 @@ function writeDigits(r: number, e: number, out: Uint8Array, pos: number): number
     out[pos++] = 48;
     out[pos++] = 46;
     for (let i = n; i < 0; i++) out[pos++] = 48;
-    return writeUnsigned(r, out, pos);
+    put(view, pos + len, r, len);
+    return pos + len;
   }
-  const lead = fill(out, pos + len + 1, r, len - 1);
+  const lead = put(view, pos + len + 1, r, len - 1);
   out[pos] = 48 + lead;
   if (len > 1) {
     out[pos + 1] = 46;
@@ -167,24 +222,29 @@ function digitCount(r: number): number {
 /** Writes `x`, an integer from 0 to 2^32 - 1, at `out[pos]`; returns the end. */
 export function writeUnsigned(x: number, out: Uint8Array, pos: number): number {
   const len = digitCount(x);
-  fill(out, pos + len, x, len);
+  put(viewOf(out), pos + len, x, len);
   return pos + len;
 }
 
-/** Writes the last `count` digits of `x` (below 2^32) to end just before out[end]; returns x without them. */
-function fill(out: Uint8Array, end: number, x: number, count: number): number {
-  let i = end;
+/** Writes the last `count` digits of `x` (below 2^32) to end just before `end`; returns x without them. */
+function put(view: DataView, end: number, x: number, count: number): number {
   let c = count;
-  for (; c >= 2; c -= 2) {
-    const q = (x / 100) >>> 0;
-    const pair = (x - q * 100) << 1;
-    out[--i] = PAIRS[pair + 1]!;
-    out[--i] = PAIRS[pair]!;
+  for (; c >= 4; c -= 4) {
+    const q = (x / 10000) >>> 0;
+    end -= 4;
+    view.setUint32(end, DIGITS4[x - q * 10000]!, true);
     x = q;
+  }
+  if (c >= 2) {
+    const q = (x / 100) >>> 0;
+    end -= 2;
+    view.setUint16(end, DIGITS2[x - q * 100]!, true);
+    x = q;
+    c -= 2;
   }
   if (c === 1) {
     const q = (x / 10) >>> 0;
-    out[--i] = 48 + x - q * 10;
+    view.setUint8(end - 1, 48 + x - q * 10);
     x = q;
   }
   return x;

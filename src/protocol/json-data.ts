@@ -4,7 +4,7 @@
 // take float32-text's shortest form; 8- to 32-bit integers are written digit by digit and BOOL as
 // true/false. FP64, the 64-bit integers and BYTES go through JSON.stringify.
 import { elementCount, nest, type Tensor } from "../tensor.js";
-import { FLOAT32_TEXT_MAX, float32Value, writeFloat32, writeUnsigned } from "./float32-text.js";
+import { FLOAT32_TEXT_MAX, float32Value, writeFloat32s, writeUnsigned } from "./float32-text.js";
 
 /**
  * Plain JS values for JSON output, the values JsonWriter writes: FP32 as the shortest decimal that
@@ -32,13 +32,48 @@ export function toJsonArray(tensor: Tensor): (number | boolean | string)[] {
 /** Writes elements [from, to) comma-separated at `pos`; returns the end. */
 type WriteRun = (out: Uint8Array, pos: number, from: number, to: number) => number;
 
+/** Text that is JSON already, and its length in bytes. */
+interface TextPart {
+  text: string;
+  bytes: number;
+}
+
 /**
- * JSON text assembled from strings (already JSON) and tensors' data, written once into one buffer
- * sized for the longest text the parts can take.
+ * A tensor's data: `rows` runs of `width` elements, each run an array inside `depth` enclosing
+ * arrays (flat data: one run, depth 0; a scalar: one element, no brackets).
+ */
+interface DataPart {
+  shape: readonly number[];
+  rows: number;
+  width: number;
+  depth: number;
+  brackets: boolean;
+  widest: number;
+  write: WriteRun;
+}
+
+/** Elements written between checks for room; small enough that a chunk fills evenly. */
+const BATCH = 2048;
+
+/**
+ * JSON text assembled from strings (already JSON) and tensors' data, written once: into one buffer
+ * sized for the longest text the parts can take (finish), or chunk by chunk (next), for answers
+ * sent while they are written.
  */
 export class JsonWriter {
-  readonly #parts: (string | { shape: readonly number[]; write: WriteRun })[] = [];
+  readonly #parts: (TextPart | DataPart)[] = [];
   #bound = 0;
+  // Where writing stands: the part, and in a data part the run, the element in it, and the index
+  // of the run in each enclosing dimension.
+  #part = 0;
+  #row = 0;
+  #element = 0;
+  #index: number[] = [];
+
+  /** At least the bytes of the whole text. */
+  get bound(): number {
+    return this.#bound;
+  }
 
   /** Opens an object with the fields of `fields` (JSON.stringify's), then `"key":`. */
   open(fields: Record<string, unknown>, key: string): this {
@@ -48,63 +83,125 @@ export class JsonWriter {
 
   /** Appends `json`, text that is JSON already. */
   text(json: string): this {
-    this.#parts.push(json);
-    this.#bound += Buffer.byteLength(json);
+    const bytes = Buffer.byteLength(json);
+    this.#parts.push({ text: json, bytes });
+    this.#bound += bytes;
     return this;
   }
 
   /** Appends `t`'s data: a flat array, or arrays nested by `t.shape` (a scalar: its value). */
   data(t: Tensor, nested: boolean): this {
     const plan = runWriter(t);
-    // A shape that does not match the data (a handler's bug) is left to nest() as before.
-    if (!plan || (nested && elementCount(t.shape) !== t.data.length)) {
+    // A shape that does not match the data (a handler's bug) is left to nest() as before, and
+    // data with no elements is only brackets.
+    if (!plan || (nested && elementCount(t.shape) !== t.data.length) || t.data.length === 0) {
+      if (nested && t.data.length === 0 && elementCount(t.shape) === 0) return this.text(emptyJson(t.shape));
       const flat = toJsonArray(t);
       return this.text(JSON.stringify(nested ? nest(flat, t.shape) : flat));
     }
     const shape = nested ? t.shape : [t.data.length];
+    const depth = Math.max(shape.length - 1, 0);
+    const width = shape.length === 0 ? 1 : shape[shape.length - 1]!;
+    const rows = t.data.length / width;
     // Every array opened costs at most "[],": 3 bytes.
     let arrays = 1;
-    for (let i = 0, count = 1; i < shape.length - 1; i++) arrays += count *= shape[i]!;
-    const bound = t.data.length * (plan.widest + 1) + 3 * arrays;
-    this.#parts.push({ shape, write: plan.write });
-    this.#bound += bound;
+    for (let i = 0, count = 1; i < depth; i++) arrays += count *= shape[i]!;
+    this.#parts.push({
+      shape,
+      rows,
+      width,
+      depth,
+      brackets: shape.length > 0,
+      widest: plan.widest,
+      write: plan.write,
+    });
+    this.#bound += t.data.length * (plan.widest + 1) + 3 * arrays;
     return this;
   }
 
+  /** The whole text in one buffer. */
   finish(): Buffer {
     const out = Buffer.allocUnsafe(this.#bound);
-    let pos = 0;
-    for (const part of this.#parts) {
-      if (typeof part === "string") pos += out.write(part, pos);
-      else if (part.shape.length === 0) pos = part.write(out, pos, 0, 1);
-      else pos = writeLevel(out, pos, part.shape, 0, 0, elementCount(part.shape), part.write);
+    const end = this.#fill(out, 0);
+    if (this.#part < this.#parts.length) throw new Error("JsonWriter: the text outgrew its bound");
+    return out.subarray(0, end);
+  }
+
+  /** The next piece of the text, of about `chunkBytes` (more where one part needs it); undefined at the end. */
+  next(chunkBytes: number): Buffer | undefined {
+    const part = this.#parts[this.#part];
+    if (!part) return undefined;
+    // Room for a text part whole, or for a run's brackets and one element.
+    const least = "text" in part ? part.bytes : 2 * part.depth + part.widest + 4;
+    const out = Buffer.allocUnsafe(Math.max(chunkBytes, least));
+    return out.subarray(0, this.#fill(out, 0));
+  }
+
+  /** Writes from where writing stands while the next step fits in `out`; returns the end. */
+  #fill(out: Buffer, pos: number): number {
+    for (; this.#part < this.#parts.length; this.#part++) {
+      const part = this.#parts[this.#part]!;
+      if ("text" in part) {
+        if (pos + part.bytes > out.length) return pos;
+        pos += out.write(part.text, pos);
+        continue;
+      }
+      pos = this.#fillData(part, out, pos);
+      if (this.#row < part.rows) return pos;
+      this.#row = 0;
     }
-    return out.subarray(0, pos);
+    return pos;
+  }
+
+  #fillData(part: DataPart, out: Buffer, pos: number): number {
+    const { rows, width, depth, widest, write, shape } = part;
+    const index = this.#index;
+    // Room kept for the brackets that close a run.
+    const closing = part.brackets ? depth + 1 : 0;
+    for (; this.#row < rows; this.#row++) {
+      if (this.#element === 0) {
+        // A comma, then "[" for the run and for each enclosing array that starts with it.
+        if (pos + 2 * depth + widest + 4 > out.length) return pos;
+        let opens = 0;
+        if (this.#row === 0) {
+          index.length = depth;
+          index.fill(0);
+          opens = part.brackets ? depth + 1 : 0;
+        } else {
+          out[pos++] = 44;
+          opens = 1;
+          for (let d = depth - 1; d >= 0 && index[d] === 0; d--) opens++;
+        }
+        for (let i = 0; i < opens; i++) out[pos++] = 91;
+      }
+      const start = this.#row * width;
+      while (this.#element < width) {
+        const room = Math.floor((out.length - pos - closing) / (widest + 1));
+        const count = Math.min(width - this.#element, BATCH, room);
+        if (count <= 0) return pos;
+        if (this.#element > 0) out[pos++] = 44;
+        pos = write(out, pos, start + this.#element, start + this.#element + count);
+        this.#element += count;
+      }
+      this.#element = 0;
+      if (!part.brackets) continue;
+      // "]" for the run and for each enclosing array that ends with it.
+      out[pos++] = 93;
+      for (let d = depth - 1; d >= 0; d--) {
+        if (++index[d]! < shape[d]!) break;
+        index[d] = 0;
+        out[pos++] = 93;
+      }
+    }
+    return pos;
   }
 }
 
-/** Dimension `dim` of `shape`, from flat element `offset` over `size` elements. */
-function writeLevel(
-  out: Uint8Array,
-  pos: number,
-  shape: readonly number[],
-  dim: number,
-  offset: number,
-  size: number,
-  write: WriteRun,
-): number {
-  out[pos++] = 91;
-  if (dim === shape.length - 1) pos = write(out, pos, offset, offset + size);
-  else {
-    const count = shape[dim]!;
-    const inner = count === 0 ? 0 : size / count;
-    for (let i = 0; i < count; i++) {
-      if (i > 0) out[pos++] = 44;
-      pos = writeLevel(out, pos, shape, dim + 1, offset + i * inner, inner, write);
-    }
-  }
-  out[pos++] = 93;
-  return pos;
+/** The JSON of a tensor with no elements nested by `shape`: arrays down to the first empty dimension. */
+function emptyJson(shape: readonly number[]): string {
+  if (shape.length === 0 || shape[0] === 0) return "[]";
+  const inner = emptyJson(shape.slice(1));
+  return `[${Array.from({ length: shape[0]! }, () => inner).join(",")}]`;
 }
 
 /** How to write `t`'s elements, and the widest one; undefined: JSON.stringify writes it. */
@@ -114,13 +211,7 @@ function runWriter(t: Tensor): { write: WriteRun; widest: number } | undefined {
     const bits = new Uint32Array(data.buffer, data.byteOffset, data.length);
     return {
       widest: FLOAT32_TEXT_MAX,
-      write: (out, pos, from, to) => {
-        for (let i = from; i < to; i++) {
-          if (i > from) out[pos++] = 44;
-          pos = writeFloat32(data[i]!, bits[i]!, out, pos);
-        }
-        return pos;
-      },
+      write: (out, pos, from, to) => writeFloat32s(data, bits, out, pos, from, to),
     };
   }
   if (t.datatype === "BOOL") {

@@ -102,17 +102,17 @@ export function encodeNative(outputs: TensorMap, names?: readonly string[]): Rec
 }
 
 /**
- * A predict answer as JSON bytes: the fields of `meta`, then `outputs` in the native form, each
- * output's data written by json-data.ts (the same values as encodeNative's, FP32 in its shortest text).
+ * A predict answer as JSON: the fields of `meta`, then `outputs` in the native form, each output's
+ * data written by json-data.ts (the same values as encodeNative's, FP32 in its shortest text).
  */
-export function nativeAnswerJson(
+export function nativeAnswer(
   meta: Record<string, unknown>,
   outputs: TensorMap,
   names?: readonly string[],
-): Buffer {
+): JsonWriter {
   const w = new JsonWriter().open(meta, "outputs").text("{");
   pickOutputs(outputs, names).forEach(([name, t], i) => {
     w.text(`${i ? "," : ""}${JSON.stringify(name)}:`).data(t, true);
   });
-  return w.text("}}").finish();
+  return w.text("}}");
 }

@@ -116,10 +116,10 @@ export interface OipAnswerOutput {
 }
 
 /**
- * An OIP infer answer as JSON bytes: the fields of `meta`, then `outputs`, each with its name,
- * datatype, shape, and its flat row-major data (json-data.ts) or its parameters.
+ * An OIP infer answer as JSON: the fields of `meta`, then `outputs`, each with its name, datatype,
+ * shape, and its flat row-major data (json-data.ts) or its parameters.
  */
-export function oipAnswerJson(meta: Record<string, unknown>, outputs: readonly OipAnswerOutput[]): Buffer {
+export function oipAnswer(meta: Record<string, unknown>, outputs: readonly OipAnswerOutput[]): JsonWriter {
   const w = new JsonWriter().open(meta, "outputs").text("[");
   outputs.forEach(({ name, tensor, parameters }, i) => {
     const about = JSON.stringify({ name, datatype: tensor.datatype, shape: tensor.shape, parameters });
@@ -129,7 +129,7 @@ export function oipAnswerJson(meta: Record<string, unknown>, outputs: readonly O
         .data(tensor, false)
         .text("}");
   });
-  return w.text("]}").finish();
+  return w.text("]}");
 }
 
 /** The outputs `names` asks for (all when undefined), each with its data in the JSON. */

@@ -74,4 +74,38 @@ describe("tensor data as JSON bytes", () => {
     const t: Tensor = { datatype: "FP32", shape: [2, 1], data: Float32Array.of(1, 2, 3) };
     assert.equal(nested(t), JSON.stringify(nest(toJsonArray(t), t.shape)));
   });
+
+  it("written chunk by chunk, the text is the same at every chunk size", () => {
+    const values = Float32Array.from({ length: 6000 }, (_, i) => Math.sin(i) * 10 ** ((i % 13) - 6));
+    const tensors: Tensor[] = [
+      { datatype: "FP32", shape: [5, 4, 300], data: values },
+      { datatype: "FP32", shape: [], data: Float32Array.of(-0.5) },
+      { datatype: "INT16", shape: [3, 1, 2], data: Int16Array.of(-32768, 1, 2, 3, 4, 32767) },
+      { datatype: "BOOL", shape: [2, 2], data: Uint8Array.of(1, 0, 0, 1) },
+      { datatype: "FP32", shape: [2, 0, 3], data: new Float32Array(0) },
+      { datatype: "INT64", shape: [2], data: BigInt64Array.of(-1n, 2n) },
+    ];
+    const writer = (nested: boolean) => {
+      const w = new JsonWriter().open({ id: "é" }, "outputs").text("[");
+      for (const [i, t] of tensors.entries()) w.text(i ? "," : "").data(t, nested);
+      return w.text("]}");
+    };
+    for (const nested of [false, true]) {
+      const whole = writer(nested).finish();
+      assert.ok(whole.length <= writer(nested).bound);
+      JSON.parse(whole.toString());
+      for (const size of [1, 7, 23, 64, 100, 1000, 4096, 65536]) {
+        const w = writer(nested);
+        const pieces: Buffer[] = [];
+        for (let piece = w.next(size); piece; piece = w.next(size)) pieces.push(piece);
+        assert.ok(pieces.every((p) => p.length > 0));
+        assert.equal(
+          Buffer.concat(pieces).toString(),
+          whole.toString(),
+          `nested ${nested}, chunks of ${size}`,
+        );
+        if (size >= 4096) assert.ok(pieces.length > 1 && pieces.slice(0, -1).every((p) => p.length <= size));
+      }
+    }
+  });
 });

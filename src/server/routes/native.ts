@@ -4,8 +4,7 @@
 import type { FastifyPluginAsync } from "fastify";
 import { captureVersion } from "../../capture/hook.js";
 import type { ServedModel } from "../../catalogue/served-model.js";
-import { JSON_TYPE } from "../../protocol/headers.js";
-import { decodeNative, nativeAnswerJson } from "../../protocol/native-body.js";
+import { decodeNative, nativeAnswer } from "../../protocol/native-body.js";
 import {
   decodeRawTensor,
   encodeRawTensor,
@@ -17,6 +16,7 @@ import { ATTR, SPAN, stage, tracing } from "../../telemetry/spans.js";
 import { mayUse } from "../../tenants/tenants.js";
 import type { TensorMap } from "../../tensor.js";
 import { acquire, infer } from "../context.js";
+import { sendJson } from "../json-answer.js";
 import { submitJob } from "./jobs.js";
 import { describeLanguageModel, openaiModelList } from "./openai.js";
 
@@ -143,9 +143,9 @@ export const nativeRoutes: FastifyPluginAsync = async (app) => {
         model_version: answered,
         ...(body && "id" in body ? { id: body.id } : {}),
       };
-      const answer = nativeAnswerJson(meta, outputs, names);
-      if (tracing.on)
-        stage(SPAN.encode, ATTR.encodeMs, req.trace, encodeAt, () => ({ [ATTR.model]: host.name }));
-      return reply.type(JSON_TYPE).send(answer);
+      return sendJson(req, reply, nativeAnswer(meta, outputs, names), () => {
+        if (tracing.on)
+          stage(SPAN.encode, ATTR.encodeMs, req.trace, encodeAt, () => ({ [ATTR.model]: host.name }));
+      });
     });
 };

@@ -3,13 +3,14 @@
 import type { FastifyPluginAsync, onRequestHookHandler } from "fastify";
 import { captureVersion } from "../../capture/hook.js";
 import { binaryOutputs, encodeOipBinary, splitOipBody } from "../../protocol/binary-body.js";
-import { INFERENCE_HEADER, JSON_TYPE, OCTET_STREAM } from "../../protocol/headers.js";
-import { decodeOip, jsonOutputs, oipAnswerJson } from "../../protocol/oip-body.js";
+import { INFERENCE_HEADER, OCTET_STREAM } from "../../protocol/headers.js";
+import { decodeOip, jsonOutputs, oipAnswer } from "../../protocol/oip-body.js";
 import { modelMetadata, serverMetadata } from "../../protocol/oip-metadata.js";
 import { requestedOutputs } from "../../protocol/requested-outputs.js";
 import { ATTR, SPAN, stage, tracing } from "../../telemetry/spans.js";
 import type { TensorMap } from "../../tensor.js";
 import { acquire, infer } from "../context.js";
+import { sendJson } from "../json-answer.js";
 import { errorHandler } from "../plugins/errors.js";
 
 interface Params {
@@ -79,10 +80,10 @@ export const oipRoutes: FastifyPluginAsync = async (app) => {
           id: typeof body?.id === "string" ? body.id : req.id,
         };
         if (!binaryNames) {
-          const answer = oipAnswerJson(meta, jsonOutputs(outputs, names));
-          if (tracing.on)
-            stage(SPAN.encode, ATTR.encodeMs, req.trace, encodeAt, () => ({ [ATTR.model]: host.name }));
-          return reply.type(JSON_TYPE).send(answer);
+          return sendJson(req, reply, oipAnswer(meta, jsonOutputs(outputs, names)), () => {
+            if (tracing.on)
+              stage(SPAN.encode, ATTR.encodeMs, req.trace, encodeAt, () => ({ [ATTR.model]: host.name }));
+          });
         }
         const res = encodeOipBinary(meta, outputs, names, binaryNames);
         if (tracing.on)

@@ -1,0 +1,40 @@
+// JSON answers with tensors' data. A small one is written whole and sent with its Content-Length.
+// A large one (its bound, JsonWriter's upper estimate, at least JSON_STREAM_FROM bytes: an answer of
+// ~45,000 FP32 values or more) is sent chunked, each chunk written when the socket takes the one
+// before: the client reads the start of the answer while the rest is written, instead of after all
+// of it (docs/PERFORMANCE.md), the whole text is never held at once, and a client that reads slowly
+// holds the writing back rather than the server's memory. A request sampled for payload capture is
+// answered whole, so that the capture sees the body.
+import { Readable } from "node:stream";
+import type { FastifyReply, FastifyRequest } from "fastify";
+import { JSON_TYPE } from "../protocol/headers.js";
+import type { JsonWriter } from "../protocol/json-data.js";
+
+/** Answers whose bound is this or more are sent chunked. */
+export const JSON_STREAM_FROM = 1024 * 1024;
+/** About this many bytes a chunk. */
+const CHUNK_BYTES = 256 * 1024;
+
+/** Sends the writer's text as the answer; `written` is called once the last byte is written. */
+export function sendJson(
+  req: FastifyRequest,
+  reply: FastifyReply,
+  writer: JsonWriter,
+  written: () => void,
+): FastifyReply {
+  reply.type(JSON_TYPE);
+  if (writer.bound < JSON_STREAM_FROM || req.capture) {
+    const body = writer.finish();
+    written();
+    return reply.send(body);
+  }
+  const stream = new Readable({
+    highWaterMark: CHUNK_BYTES,
+    read() {
+      const chunk = writer.next(CHUNK_BYTES);
+      if (!chunk) written();
+      this.push(chunk ?? null);
+    },
+  });
+  return reply.send(stream);
+}
