@@ -46,18 +46,19 @@ const fround = Math.fround;
 export const FLOAT32_TEXT_MAX = 22;
 
 /**
- * Writes data[from, to) comma-separated at `out[pos]` (`bits`: the same memory as IEEE 754 bits);
- * returns the end. Each value may store up to FLOAT32_TEXT_MAX bytes from where it starts.
+ * Writes data[from, to) comma-separated at `out[pos]` (`bits`: the same memory as IEEE 754 bits;
+ * `view`: viewOf(out)); returns the end. Each value may store up to FLOAT32_TEXT_MAX bytes from
+ * where it starts.
  */
 export function writeFloat32s(
   data: Float32Array,
   bits: Uint32Array,
   out: Uint8Array,
+  view: DataView,
   pos: number,
   from: number,
   to: number,
 ): number {
-  const view = viewOf(out);
   for (let i = from; i < to; i++) {
     if (i > from) out[pos++] = 44;
     pos = write(data[i]!, bits[i]!, out, view, pos);
@@ -71,25 +72,28 @@ export function writeFloat32(value: number, bits: number, out: Uint8Array, pos: 
 }
 
 const scratch = Buffer.alloc(64);
+const scratchView = new DataView(scratch.buffer, scratch.byteOffset, scratch.byteLength);
 
 /**
  * The number a client reads from the text writeFloat32 writes for `value` (JSON.stringify writes
  * that text for it): for the JSON values of an FP32 tensor. NaN and ±Infinity are returned as they are.
  */
 export function float32Value(value: number, bits: number): number {
+  if (value === 0) return 0;
   if (!Number.isFinite(value)) return value;
-  return Number(scratch.toString("latin1", 0, writeFloat32(value, bits, scratch, 0)));
+  lastRead = Number.NaN;
+  const end = writeFloat32(value, bits, scratch, 0);
+  // The search's own reading when it wrote the value (the reference method's text otherwise).
+  if (!Number.isNaN(lastRead)) return value < 0 ? -lastRead : lastRead;
+  return Number(scratch.toString("latin1", 0, end));
 }
 
-let viewed: Uint8Array | undefined;
-let view: DataView = new DataView(new ArrayBuffer(0));
+/** What the last value the search wrote reads back as (its magnitude), for float32Value. */
+let lastRead = 0;
 
-function viewOf(out: Uint8Array): DataView {
-  if (out !== viewed) {
-    viewed = out;
-    view = new DataView(out.buffer, out.byteOffset, out.byteLength);
-  }
-  return view;
+/** A DataView over `out`'s bytes (for the stores of two and four digits). */
+export function viewOf(out: Uint8Array): DataView {
+  return out === scratch ? scratchView : new DataView(out.buffer, out.byteOffset, out.byteLength);
 }
 
 function write(value: number, bits: number, out: Uint8Array, view: DataView, pos: number): number {
@@ -141,6 +145,7 @@ function write(value: number, bits: number, out: Uint8Array, view: DataView, pos
   // rounded double; beyond 10^22 the decimal is parsed.
   const read = e >= 0 && e <= 22 ? r / POW10[e]! : e < 0 && e >= -22 ? r * POW10[-e]! : Number(`${r}e${-e}`);
   if (fround(read) !== a) return writeReference(a, out, pos);
+  lastRead = read;
   if (e >= 7 && e <= 13 && r < POW10[e]! && r >= POW10[e - 6]!) {
     // 0.000ddddddd (the value is below 1 and at least 10^-6): "0." and six zeros, r as nine digits
     // ending where the text ends (its leading zeros land on zeros), then "0." again over any of
@@ -219,10 +224,10 @@ function digitCount(r: number): number {
   return r < 1e9 ? 9 : 10;
 }
 
-/** Writes `x`, an integer from 0 to 2^32 - 1, at `out[pos]`; returns the end. */
-export function writeUnsigned(x: number, out: Uint8Array, pos: number): number {
+/** Writes `x`, an integer from 0 to 2^32 - 1, at byte `pos` of `view`; returns the end. */
+export function writeUnsigned(x: number, view: DataView, pos: number): number {
   const len = digitCount(x);
-  put(viewOf(out), pos + len, x, len);
+  put(view, pos + len, x, len);
   return pos + len;
 }
 

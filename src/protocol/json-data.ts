@@ -4,7 +4,7 @@
 // take float32-text's shortest form; 8- to 32-bit integers are written digit by digit and BOOL as
 // true/false. FP64, the 64-bit integers and BYTES go through JSON.stringify.
 import { elementCount, nest, type Tensor } from "../tensor.js";
-import { FLOAT32_TEXT_MAX, float32Value, writeFloat32s, writeUnsigned } from "./float32-text.js";
+import { FLOAT32_TEXT_MAX, float32Value, viewOf, writeFloat32s, writeUnsigned } from "./float32-text.js";
 
 /**
  * Plain JS values for JSON output, the values JsonWriter writes: FP32 as the shortest decimal that
@@ -29,8 +29,8 @@ export function toJsonArray(tensor: Tensor): (number | boolean | string)[] {
   return out;
 }
 
-/** Writes elements [from, to) comma-separated at `pos`; returns the end. */
-type WriteRun = (out: Uint8Array, pos: number, from: number, to: number) => number;
+/** Writes elements [from, to) comma-separated at `pos` (`view`: a DataView of `out`); returns the end. */
+type WriteRun = (out: Uint8Array, view: DataView, pos: number, from: number, to: number) => number;
 
 /** Text that is JSON already, and its length in bytes. */
 interface TextPart {
@@ -139,6 +139,7 @@ export class JsonWriter {
 
   /** Writes from where writing stands while the next step fits in `out`; returns the end. */
   #fill(out: Buffer, pos: number): number {
+    const view = viewOf(out);
     for (; this.#part < this.#parts.length; this.#part++) {
       const part = this.#parts[this.#part]!;
       if ("text" in part) {
@@ -146,14 +147,14 @@ export class JsonWriter {
         pos += out.write(part.text, pos);
         continue;
       }
-      pos = this.#fillData(part, out, pos);
+      pos = this.#fillData(part, out, view, pos);
       if (this.#row < part.rows) return pos;
       this.#row = 0;
     }
     return pos;
   }
 
-  #fillData(part: DataPart, out: Buffer, pos: number): number {
+  #fillData(part: DataPart, out: Buffer, view: DataView, pos: number): number {
     const { rows, width, depth, widest, write, shape } = part;
     const index = this.#index;
     // Room kept for the brackets that close a run.
@@ -180,7 +181,7 @@ export class JsonWriter {
         const count = Math.min(width - this.#element, BATCH, room);
         if (count <= 0) return pos;
         if (this.#element > 0) out[pos++] = 44;
-        pos = write(out, pos, start + this.#element, start + this.#element + count);
+        pos = write(out, view, pos, start + this.#element, start + this.#element + count);
         this.#element += count;
       }
       this.#element = 0;
@@ -211,14 +212,14 @@ function runWriter(t: Tensor): { write: WriteRun; widest: number } | undefined {
     const bits = new Uint32Array(data.buffer, data.byteOffset, data.length);
     return {
       widest: FLOAT32_TEXT_MAX,
-      write: (out, pos, from, to) => writeFloat32s(data, bits, out, pos, from, to),
+      write: (out, view, pos, from, to) => writeFloat32s(data, bits, out, view, pos, from, to),
     };
   }
   if (t.datatype === "BOOL") {
     const bools = data as Uint8Array;
     return {
       widest: 5,
-      write: (out, pos, from, to) => {
+      write: (out, _view, pos, from, to) => {
         for (let i = from; i < to; i++) {
           if (i > from) out[pos++] = 44;
           out.set(bools[i] ? TRUE : FALSE, pos);
@@ -239,10 +240,10 @@ function runWriter(t: Tensor): { write: WriteRun; widest: number } | undefined {
     const ints: ArrayLike<number> = data;
     return {
       widest: 11,
-      write: (out, pos, from, to) => {
+      write: (out, view, pos, from, to) => {
         for (let i = from; i < to; i++) {
           if (i > from) out[pos++] = 44;
-          pos = writeInteger(ints[i]!, out, pos);
+          pos = writeInteger(ints[i]!, out, view, pos);
         }
         return pos;
       },
@@ -255,8 +256,8 @@ const TRUE = Buffer.from("true");
 const FALSE = Buffer.from("false");
 
 /** An integer of at most 32 bits, signed or not. */
-function writeInteger(v: number, out: Uint8Array, pos: number): number {
-  if (v >= 0) return writeUnsigned(v, out, pos);
+function writeInteger(v: number, out: Uint8Array, view: DataView, pos: number): number {
+  if (v >= 0) return writeUnsigned(v, view, pos);
   out[pos] = 45;
-  return writeUnsigned(-v, out, pos + 1);
+  return writeUnsigned(-v, view, pos + 1);
 }
