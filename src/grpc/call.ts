@@ -4,6 +4,7 @@
 // refused; the error as a status with its MP_ERR code; one metric sample and one log line.
 import { type handleUnaryCall, Metadata, type ServerUnaryCall } from "@grpc/grpc-js";
 import type { Logger } from "pino";
+import type { BodyBudget } from "../body-budget.js";
 import { CancelHandle } from "../cancel.js";
 import type { Catalogue } from "../catalogue/catalogue.js";
 import type { Config } from "../config/schema.js";
@@ -16,7 +17,7 @@ import { ATTR, KIND, parentOf, startSpan, tracing } from "../telemetry/spans.js"
 import type { KeyLimiter } from "../tenants/key-limits.js";
 import { ANONYMOUS, type Principal } from "../tenants/principal.js";
 import type { Tenants } from "../tenants/tenants.js";
-import { MalformedMessage, SERVICE_NAME } from "./proto.js";
+import { MalformedMessage, messageBytes, SERVICE_NAME } from "./proto.js";
 import { errorStatus } from "./status.js";
 
 /** The shared services a call reads; buildApp's AppContext has them. */
@@ -26,6 +27,8 @@ export interface GrpcContext {
   readonly metrics: Metrics;
   readonly tenants: Tenants;
   readonly limiter: KeyLimiter;
+  /** limits.maxBodyBytesInFlight: a call's message counts from its start to its end. */
+  readonly bodyBudget: BodyBudget;
   /** Counts what a call used against its key (absent where usage is not recorded). */
   readonly recordUsage:
     | ((
@@ -137,6 +140,7 @@ export function unary<Req extends object, Res>(
     const trace = span ? parentOf(span) : caller;
 
     let release: (() => void) | undefined;
+    let releaseBody: (() => void) | undefined;
     const run = async (): Promise<Res> => {
       let principal = ANONYMOUS;
       if (!options.open) {
@@ -151,6 +155,8 @@ export function unary<Req extends object, Res>(
         if (principal.limitsSet) release = (await env.context.limiter.admit(principal, false)).release;
       }
       const request = grpcCall.request;
+      // The message was read before the call started; from here it is held until the call ends.
+      releaseBody = env.context.bodyBudget.reserve(messageBytes(request));
       if (request instanceof MalformedMessage) {
         throw new ModelportError(
           "MP_ERR_REQUEST_INVALID",
@@ -163,6 +169,7 @@ export function unary<Req extends object, Res>(
     const finish = (err: unknown, response?: Res) => {
       env.inFlight--;
       release?.();
+      releaseBody?.();
       grpcCall.off("cancelled", onCancelled);
       const mp =
         err === undefined

@@ -19,6 +19,14 @@ export class MalformedMessage {
   constructor(readonly reason: string) {}
 }
 
+/** Each decoded request's size on the wire. */
+const sizes = new WeakMap<object, number>();
+
+/** The bytes a request arrived as (0 for one that did not come through inferenceService's decoding). */
+export function messageBytes(request: unknown): number {
+  return typeof request === "object" && request !== null ? (sizes.get(request) ?? 0) : 0;
+}
+
 /**
  * The service with lenient request decoding: bytes that are not a valid message become a
  * MalformedMessage for the handler to refuse in modelport's terms, where grpc-js would answer
@@ -32,11 +40,14 @@ export function inferenceService(): ServiceDefinition {
       {
         ...method,
         requestDeserialize: (bytes: Buffer) => {
+          let message: object;
           try {
-            return method.requestDeserialize(bytes);
+            message = method.requestDeserialize(bytes) as object;
           } catch (err) {
-            return new MalformedMessage((err as Error).message);
+            message = new MalformedMessage((err as Error).message);
           }
+          sizes.set(message, bytes.length);
+          return message;
         },
       },
     ]),

@@ -5,6 +5,7 @@
 import { hostname } from "node:os";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import { type Logger, pino } from "pino";
+import { BodyBudget } from "../body-budget.js";
 import { registerCaptureHooks } from "../capture/hook.js";
 import type { CaptureQueue } from "../capture/queue.js";
 import { createCaptureQueue } from "../capture/service.js";
@@ -173,6 +174,7 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     recordUsage,
     usage,
     audit: auditLog.audit,
+    bodyBudget: new BodyBudget(bodyBudget(config.limits)),
     draining: false,
   };
   app.decorate("modelport", context);
@@ -272,7 +274,7 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   if (capture)
     registerCaptureHooks(app, { catalogue, queue: capture, random: options.capture?.random ?? Math.random });
   registerAuth(app, tenants);
-  registerBodyBudget(app, bodyBudget(config.limits), maxBodyBytes);
+  registerBodyBudget(app, context.bodyBudget, maxBodyBytes);
   registerLimits(app, tenancy.limiter);
   if (recordUsage) registerUsage(app, recordUsage);
   // A key limited to some models hears of no other: the same 404 as for a model that does not exist.

@@ -1,6 +1,7 @@
 // What every route needs: the models, the metrics and whether the server is draining; and
 // how a request's deadline and disconnect reach the model's queue.
 import type { FastifyReply, FastifyRequest } from "fastify";
+import type { BodyBudget } from "../body-budget.js";
 import { CancelHandle } from "../cancel.js";
 import type { Catalogue } from "../catalogue/catalogue.js";
 import type { Capability, ServedModel } from "../catalogue/served-model.js";
@@ -42,6 +43,8 @@ export interface AppContext {
   readonly limiter: KeyLimiter;
   /** The audit log of admin actions (audit.ts). */
   readonly audit: Audit;
+  /** limits.maxBodyBytesInFlight: request bodies and gRPC messages held at once. */
+  readonly bodyBudget: BodyBudget;
   /** Counts what a request or call used against its key, priced (undefined where usage is not recorded). */
   readonly recordUsage: ((key: string, model: string, used: Omit<RequestUsage, "model">) => void) | undefined;
   /** Usage per key (tenants/usage.ts); undefined on a server without keys, which records none. */

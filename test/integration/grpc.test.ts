@@ -971,3 +971,69 @@ describe("gRPC: server.connections on the gRPC port", () => {
     assert.ok(Date.now() - started >= 900, `GOAWAY after ${Date.now() - started} ms`);
   });
 });
+
+describe("gRPC: limits.maxBodyBytesInFlight", () => {
+  // A server of its own: messages of up to 200 KB, 300 KB of bodies and messages held at once,
+  // shared with its HTTP port. A ModelInfer's size here is mostly its `id`.
+  let small: InProcessServer;
+  const held = createGate();
+  before(async () => {
+    const dir = mkdtempSync(join(tmpdir(), "modelport-grpc-budget-"));
+    const file = join(dir, "grpc.yaml");
+    writeFileSync(
+      file,
+      [
+        "limits: {maxBodyBytes: 200000, maxBodyBytesInFlight: 300000}",
+        "models:",
+        held.modelYaml("held"),
+      ].join("\n"),
+    );
+    small = await startInProcess({ file, env: {} }, { grpc: true });
+  });
+  after(async () => {
+    held.openAll();
+    await small?.close();
+  });
+
+  const infer = (x: number, idBytes: number, deadlineMs?: number) => {
+    const channel = new Service(small.grpc!, grpc.credentials.createInsecure()) as any;
+    const request = raw("held", [{ name: "x", datatype: "FP32", shape: [1, 1], data: [x] }], {
+      id: "i".repeat(idBytes),
+    });
+    return call("ModelInfer", request, { key: null, on: channel, ...(deadlineMs ? { deadlineMs } : {}) });
+  };
+
+  it("a call's message counts from its start to its end; one that would pass the budget is UNAVAILABLE MP_ERR_SERVER_BUSY", async () => {
+    // 150 KB held by a call the gate keeps in progress.
+    const first = infer(1, 150_000);
+    await held.started(1);
+
+    // 150 KB + 190 KB > 300 KB: refused at once, retryable, before the model sees it.
+    const refused = await infer(2, 190_000, 10_000);
+    assert.equal(refused.err?.code, grpc.status.UNAVAILABLE, refused.err?.details);
+    assert.match(refused.err!.details, /^MP_ERR_SERVER_BUSY: .*limits\.maxBodyBytesInFlight: 300000/);
+    assert.deepEqual(refused.err!.metadata.get("mp-error-code"), ["MP_ERR_SERVER_BUSY"]);
+    assert.deepEqual(refused.err!.metadata.get("retry-after"), ["1"]);
+    // The HTTP port draws on the same budget.
+    const body = JSON.stringify({ rows: [[4]] });
+    const http = await fetch(`${small.url}/v1/models/held/predict`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: body + " ".repeat(190_000 - body.length),
+    });
+    assert.equal(http.status, 503);
+    assert.equal(((await http.json()) as { error: { code: string } }).error.code, "MP_ERR_SERVER_BUSY");
+    // A small call still fits.
+    held.open(3);
+    const smallCall = await infer(3, 10, 10_000);
+    assert.equal(smallCall.err, null, smallCall.err?.details);
+
+    // Once the held call ends its bytes come back: the large call is answered.
+    held.open(1);
+    assert.equal((await first).err, null);
+    held.open(2);
+    const again = await infer(2, 190_000, 10_000);
+    assert.equal(again.err, null, again.err?.details);
+    assert.deepEqual(again.res.outputs[0].shape.map(Number), [1, 1]);
+  });
+});
