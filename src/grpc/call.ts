@@ -69,6 +69,8 @@ export interface RpcOptions<Req> {
   open?: boolean;
   /** The model the request names, for the metrics' model label. */
   model?: (request: Req) => string;
+  /** A call that carries tensors: its message counts in limits.maxBodyBytesInFlight while it runs. */
+  body?: boolean;
 }
 
 /** The first text value of a metadata key (keys are lower case in gRPC metadata). */
@@ -156,7 +158,7 @@ export function unary<Req extends object, Res>(
       }
       const request = grpcCall.request;
       // The message was read before the call started; from here it is held until the call ends.
-      releaseBody = env.context.bodyBudget.reserve(messageBytes(request));
+      if (options.body) releaseBody = env.context.bodyBudget.reserve(messageBytes(request));
       if (request instanceof MalformedMessage) {
         throw new ModelportError(
           "MP_ERR_REQUEST_INVALID",

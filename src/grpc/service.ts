@@ -121,7 +121,7 @@ export function inferenceHandlers(env: CallEnv): UntypedServiceImplementation {
         };
         return encodeGrpcOutputs(meta, outputs, names);
       },
-      { model: (r) => r.model_name },
+      { model: (r) => r.model_name, body: true },
     ),
   };
 }

@@ -14,8 +14,9 @@ import { fileURLToPath } from "node:url";
  */
 const LAYERS: readonly (readonly string[])[] = [
   ["tensor.ts", "errors.ts", "cancel.ts", "version.ts", "sqlite.ts"],
-  // Payload capture's redaction paths: the config schema validates them.
-  ["golden.ts", "protocol/", "telemetry/", "capture/redact.ts"],
+  // Payload capture's redaction paths: the config schema validates them. The body budget is
+  // shared by both surfaces.
+  ["golden.ts", "protocol/", "telemetry/", "capture/redact.ts", "body-budget.ts"],
   ["llm/", "notify/", "metrics/", "loadgen/", "tenants/"],
   ["config/"],
   ["storage/", "backends/"],
