@@ -17,7 +17,7 @@ import { after, before, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import { loadSync } from "@grpc/proto-loader";
 import { asFp32 } from "../helpers/fp32.js";
-import { createGate } from "../helpers/gate.js";
+import { createGate, type Gate } from "../helpers/gate.js";
 import { testModels } from "../helpers/models.js";
 import {
   CLI,
@@ -857,32 +857,36 @@ describe("gRPC: modelport serve --grpc-port", () => {
   });
 });
 
-describe("gRPC: server.connections on the gRPC port", () => {
-  // A server of its own with small limits: 2 connections, 3 calls at once on one connection, a
-  // connection with no call closed after 1 s.
-  let small: InProcessServer;
+/**
+ * A server of its own (HTTP and gRPC) with one config line and the gate model `held`, started
+ * before the describe block's tests and closed after them; `server()` is it once started.
+ */
+function serverWithGate(configLine: string): { held: Gate; server: () => InProcessServer } {
+  let small: InProcessServer | undefined;
   const held = createGate();
   before(async () => {
-    const dir = mkdtempSync(join(tmpdir(), "modelport-grpc-conn-"));
+    const dir = mkdtempSync(join(tmpdir(), "modelport-grpc-small-"));
     const file = join(dir, "grpc.yaml");
-    writeFileSync(
-      file,
-      [
-        "server: {connections: {maxConnections: 2, maxStreamsPerConnection: 3, keepAliveTimeoutMs: 1000}}",
-        "models:",
-        held.modelYaml("held"),
-      ].join("\n"),
-    );
+    writeFileSync(file, [configLine, "models:", held.modelYaml("held")].join("\n"));
     small = await startInProcess({ file, env: {} }, { grpc: true });
   });
   after(async () => {
     held.openAll();
     await small?.close();
   });
+  return { held, server: () => small! };
+}
+
+describe("gRPC: server.connections on the gRPC port", () => {
+  // Small limits: 2 connections, 3 calls at once on one connection, a connection with no call
+  // closed after 1 s.
+  const { held, server } = serverWithGate(
+    "server: {connections: {maxConnections: 2, maxStreamsPerConnection: 3, keepAliveTimeoutMs: 1000}}",
+  );
 
   /** A plain node:http2 connection to the gRPC port, with the server's SETTINGS once they came, or null when it was closed first. */
   const open = async () => {
-    const session = connect(`http://${small.grpc!}`);
+    const session = connect(`http://${server().grpc!}`);
     session.on("error", () => {});
     const settings = await new Promise<Settings | null>((resolve) => {
       session.once("remoteSettings", resolve);
@@ -906,7 +910,7 @@ describe("gRPC: server.connections on the gRPC port", () => {
     } finally {
       first.session.close();
     }
-    const channel = new Service(small.grpc!, grpc.credentials.createInsecure()) as any;
+    const channel = new Service(server().grpc!, grpc.credentials.createInsecure()) as any;
     try {
       const calls = [1, 2, 3, 4, 5].map((v) =>
         call("ModelInfer", raw("held", [{ name: "x", datatype: "FP32", shape: [1, 1], data: [v] }]), {
@@ -916,7 +920,7 @@ describe("gRPC: server.connections on the gRPC port", () => {
       );
       // The requests the server holds: queued and in flight (batches of one row).
       const holding = async () => {
-        const res = await fetch(`${small.url}/v1/models/held`);
+        const res = await fetch(`${server().url}/v1/models/held`);
         const { batching } = (await res.json()) as { batching: { queuedRows: number; inFlight: number } };
         return batching.queuedRows + batching.inFlight;
       };
@@ -973,30 +977,12 @@ describe("gRPC: server.connections on the gRPC port", () => {
 });
 
 describe("gRPC: limits.maxBodyBytesInFlight", () => {
-  // A server of its own: messages of up to 200 KB, 300 KB of bodies and messages held at once,
-  // shared with its HTTP port. A ModelInfer's size here is mostly its `id`.
-  let small: InProcessServer;
-  const held = createGate();
-  before(async () => {
-    const dir = mkdtempSync(join(tmpdir(), "modelport-grpc-budget-"));
-    const file = join(dir, "grpc.yaml");
-    writeFileSync(
-      file,
-      [
-        "limits: {maxBodyBytes: 200000, maxBodyBytesInFlight: 300000}",
-        "models:",
-        held.modelYaml("held"),
-      ].join("\n"),
-    );
-    small = await startInProcess({ file, env: {} }, { grpc: true });
-  });
-  after(async () => {
-    held.openAll();
-    await small?.close();
-  });
+  // Messages of up to 200 KB, 300 KB of bodies and messages held at once, shared with the HTTP
+  // port. A ModelInfer's size here is mostly its `id`.
+  const { held, server } = serverWithGate("limits: {maxBodyBytes: 200000, maxBodyBytesInFlight: 300000}");
 
   const infer = (x: number, idBytes: number, deadlineMs?: number) => {
-    const channel = new Service(small.grpc!, grpc.credentials.createInsecure()) as any;
+    const channel = new Service(server().grpc!, grpc.credentials.createInsecure()) as any;
     const request = raw("held", [{ name: "x", datatype: "FP32", shape: [1, 1], data: [x] }], {
       id: "i".repeat(idBytes),
     });
@@ -1016,7 +1002,7 @@ describe("gRPC: limits.maxBodyBytesInFlight", () => {
     assert.deepEqual(refused.err!.metadata.get("retry-after"), ["1"]);
     // The HTTP port draws on the same budget.
     const body = JSON.stringify({ rows: [[4]] });
-    const http = await fetch(`${small.url}/v1/models/held/predict`, {
+    const http = await fetch(`${server().url}/v1/models/held/predict`, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: body + " ".repeat(190_000 - body.length),
