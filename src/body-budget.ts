@@ -8,11 +8,6 @@ export class BodyBudget {
 
   constructor(readonly limit: number) {}
 
-  /** Bytes reserved now. */
-  get held(): number {
-    return this.#held;
-  }
-
   /**
    * Reserves `bytes` and returns their release (safe to call more than once); over the budget,
    * throws 503 MP_ERR_SERVER_BUSY (retryable) and reserves nothing.

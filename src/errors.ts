@@ -322,7 +322,7 @@ export const ERRORS = {
     retryable: true,
     tryElsewhere: true,
     summary:
-      "Requests in progress hold limits.maxBodyBytesInFlight bytes of bodies; this one is refused before its body is read. Retry after Retry-After or on another instance.",
+      "Requests in progress hold limits.maxBodyBytesInFlight bytes of bodies (gRPC messages included); this one is refused before its body is read (gRPC: UNAVAILABLE). Retry after Retry-After or on another instance.",
   },
   // Connections (server.connections)
   MP_ERR_SERVER_TOO_MANY_CONNECTIONS: {
