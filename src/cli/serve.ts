@@ -4,6 +4,7 @@ import cluster from "node:cluster";
 import { availableParallelism } from "node:os";
 import { ConfigError, loadConfig } from "../config/load.js";
 import { threadBudget } from "../config/threads.js";
+import { applyHeapGrowth } from "../heap-growth.js";
 import { IdleCoresWatch, type RunnerLoad } from "../lifecycle/idle-cores.js";
 import { buildApp, type ModelportApp } from "../server/app.js";
 import { parse, SERVE_OPTIONS, serveFlags, UsageError } from "./args.js";
@@ -78,6 +79,9 @@ Options:
       --inline-max-ms N    ONNX: a request to an idle model predicted to take at most N ms runs
                            on a copy in the server's thread, without a thread hop (default 1; 0 off)
   -h, --help               show this help
+
+Environment: MODELPORT_HEAP_GROWING_PERCENT=N sets V8's heap growing factor (default 400; 0 keeps
+V8's own), which paces full collections under large tensors (docs/Performance-tuning.md).
 `;
 
 export async function serve(args: string[]): Promise<number> {
@@ -87,6 +91,12 @@ export async function serve(args: string[]): Promise<number> {
     return 0;
   }
   if (positionals.length > 1) throw new UsageError("serve takes one model path; use -c for several models");
+  try {
+    applyHeapGrowth();
+  } catch (err) {
+    process.stderr.write(`modelport: ${(err as Error).message}\nSee docs/Performance-tuning.md.\n`);
+    return 2;
+  }
   let config: ReturnType<typeof loadConfig>;
   try {
     config = loadConfig({ file: values.config, modelPath: positionals[0], flags: serveFlags(values) });

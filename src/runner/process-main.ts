@@ -1,6 +1,7 @@
 // Entry point of a model's child process (placement "process"): waits for its spec, then serves
 // the model over the IPC channel exactly as a worker thread does. The process is the model's
 // own, so a native crash or an out-of-memory kill here cannot take the HTTP server down.
+import { applyHeapGrowth } from "../heap-growth.js";
 import { serveModel } from "./serve-model.js";
 import type { FromWorker, ToProcess, ToWorker } from "./worker-protocol.js";
 
@@ -8,6 +9,9 @@ if (!process.send) {
   process.stderr.write("process-main.js is started by modelport's ProcessRunner, not by hand\n");
   process.exit(2);
 }
+
+// As the server's own process: tensors are external memory that V8's collector counts (heap-growth.ts).
+applyHeapGrowth();
 
 // The server went away (exited, crashed or was SIGKILLed): the IPC channel closes, and a
 // runner without its server must not live on holding the model's memory.
