@@ -12,7 +12,7 @@ import v8 from "node:v8";
 /** modelport's default: the old generation may reach 5× the live heap before a mark-compact. */
 export const HEAP_GROWING_PERCENT = 400;
 
-export const HEAP_GROWING_ENV = "MODELPORT_HEAP_GROWING_PERCENT";
+const HEAP_GROWING_ENV = "MODELPORT_HEAP_GROWING_PERCENT";
 
 /**
  * The value to set: node's own `--heap-growing-percent` flag wins (nothing is set), then
