@@ -26,7 +26,8 @@ export function heapGrowingPercent(
   if (execArgv.some((a) => /^--heap[-_]growing[-_]percent(=|$)/.test(a))) return undefined;
   const text = env[HEAP_GROWING_ENV];
   if (text === undefined || text === "") return HEAP_GROWING_PERCENT;
-  const n = /^\d{1,5}$/.test(text.trim()) ? Number(text.trim()) : Number.NaN;
+  const digits = text.trim();
+  const n = /^\d{1,5}$/.test(digits) ? Number(digits) : Number.NaN;
   if (!(n <= 10_000)) {
     throw new Error(
       `${HEAP_GROWING_ENV} must be a whole number from 0 to 10000, got ${JSON.stringify(text)}`,

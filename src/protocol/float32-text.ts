@@ -82,7 +82,7 @@ export function float32Value(value: number, bits: number): number {
   if (value === 0) return 0;
   if (!Number.isFinite(value)) return value;
   lastRead = Number.NaN;
-  const end = writeFloat32(value, bits, scratch, 0);
+  const end = write(value, bits, scratch, scratchView, 0);
   // The search's own reading when it wrote the value (the reference method's text otherwise).
   if (!Number.isNaN(lastRead)) return value < 0 ? -lastRead : lastRead;
   return Number(scratch.toString("latin1", 0, end));
@@ -93,7 +93,7 @@ let lastRead = 0;
 
 /** A DataView over `out`'s bytes (for the stores of two and four digits). */
 export function viewOf(out: Uint8Array): DataView {
-  return out === scratch ? scratchView : new DataView(out.buffer, out.byteOffset, out.byteLength);
+  return new DataView(out.buffer, out.byteOffset, out.byteLength);
 }
 
 function write(value: number, bits: number, out: Uint8Array, view: DataView, pos: number): number {
