@@ -6,6 +6,7 @@ import { ConfigError, loadConfig } from "../config/load.js";
 import { threadBudget } from "../config/threads.js";
 import { applyHeapGrowth } from "../heap-growth.js";
 import { IdleCoresWatch, type RunnerLoad } from "../lifecycle/idle-cores.js";
+import { applyMallocThresholds } from "../malloc-thresholds.js";
 import { buildApp, type ModelportApp } from "../server/app.js";
 import { parse, SERVE_OPTIONS, serveFlags, UsageError } from "./args.js";
 import { runPrimary } from "./cluster.js";
@@ -81,7 +82,9 @@ Options:
   -h, --help               show this help
 
 Environment: MODELPORT_HEAP_GROWING_PERCENT=N sets V8's heap growing factor (default 400; 0 keeps
-V8's own), which paces full collections under large tensors (docs/Performance-tuning.md).
+V8's own), which paces full collections under large tensors; MODELPORT_RAISE_MALLOC_THRESHOLDS=0
+leaves glibc's malloc thresholds as they are (default 1: raised at start so that tensors of up to
+32 MiB reuse memory instead of taking fresh pages). See docs/Performance-tuning.md.
 `;
 
 export async function serve(args: string[]): Promise<number> {
@@ -93,6 +96,7 @@ export async function serve(args: string[]): Promise<number> {
   if (positionals.length > 1) throw new UsageError("serve takes one model path; use -c for several models");
   try {
     applyHeapGrowth();
+    applyMallocThresholds();
   } catch (err) {
     process.stderr.write(`modelport: ${(err as Error).message}\nSee docs/Performance-tuning.md.\n`);
     return 2;

@@ -2,6 +2,7 @@
 // the model over the IPC channel exactly as a worker thread does. The process is the model's
 // own, so a native crash or an out-of-memory kill here cannot take the HTTP server down.
 import { applyHeapGrowth } from "../heap-growth.js";
+import { applyMallocThresholds } from "../malloc-thresholds.js";
 import { serveModel } from "./serve-model.js";
 import type { FromWorker, ToProcess, ToWorker } from "./worker-protocol.js";
 
@@ -10,8 +11,10 @@ if (!process.send) {
   process.exit(2);
 }
 
-// As the server's own process: tensors are external memory that V8's collector counts (heap-growth.ts).
+// As the server's own process: tensors are external memory that V8's collector counts
+// (heap-growth.ts), and blocks of megabytes that glibc would unmap when freed (malloc-thresholds.ts).
 applyHeapGrowth();
+applyMallocThresholds();
 
 // The server went away (exited, crashed or was SIGKILLed): the IPC channel closes, and a
 // runner without its server must not live on holding the model's memory.

@@ -13,7 +13,15 @@ import { fileURLToPath } from "node:url";
  * An area is the longest matching prefix of a path under src/.
  */
 const LAYERS: readonly (readonly string[])[] = [
-  ["tensor.ts", "errors.ts", "cancel.ts", "version.ts", "sqlite.ts", "heap-growth.ts"],
+  [
+    "tensor.ts",
+    "errors.ts",
+    "cancel.ts",
+    "version.ts",
+    "sqlite.ts",
+    "heap-growth.ts",
+    "malloc-thresholds.ts",
+  ],
   // Payload capture's redaction paths: the config schema validates them. The body budget is
   // shared by both surfaces.
   ["golden.ts", "protocol/", "telemetry/", "capture/redact.ts", "body-budget.ts"],

@@ -1,0 +1,50 @@
+// Where glibc's malloc keeps freed blocks of megabytes, set once when a serving process (or a
+// model's child process) starts. glibc gives a block at or above its mmap threshold (128 KiB at
+// start) a mapping of its own and unmaps it when freed, so the next block of that size is fresh
+// memory: a page fault for every 4 KiB written. Each time such a block is freed the threshold
+// rises to its size, up to 32 MiB, and the free memory kept at the heap's top before any is
+// returned to twice that (mallopt(3), "dynamic mmap threshold"). With tensors of a few
+// megabytes the thresholds stay near their size and every request's body, input copy and answer
+// still take fresh pages: the light detector's 4.9 MB request cost ~550–725 page faults and ~9 ms
+// of the request thread (docs/PERFORMANCE.md). Freeing one block of just under 32 MiB at start
+// sets both where a busy server's would end: blocks up to 32 MiB come from the heap and up to
+// 64 MiB of free memory a heap stays in the process. glibc turns this adjustment off where the
+// thresholds were set (GLIBC_TUNABLES, MALLOC_*_ environment variables): those settings stand.
+// Other C libraries are unaffected (one block allocated and freed).
+import v8 from "node:v8";
+import { runInNewContext } from "node:vm";
+
+/** Just under glibc's ceiling for the dynamic threshold (32 MiB on 64-bit): the block's header fits. */
+export const THRESHOLD_BLOCK_BYTES = 32 * 1024 * 1024 - 64 * 1024;
+
+const MALLOC_ENV = "MODELPORT_RAISE_MALLOC_THRESHOLDS";
+
+/**
+ * Whether to raise the thresholds: MODELPORT_RAISE_MALLOC_THRESHOLDS `1` (the default) or `0`.
+ * @throws Error when the variable holds anything else.
+ */
+export function raiseMallocThresholds(env: NodeJS.ProcessEnv = process.env): boolean {
+  const text = env[MALLOC_ENV];
+  if (text === undefined || text === "") return true;
+  const value = text.trim();
+  if (value === "1") return true;
+  if (value === "0") return false;
+  throw new Error(`${MALLOC_ENV} must be 1 or 0, got ${JSON.stringify(text)}`);
+}
+
+/**
+ * Frees one block of THRESHOLD_BLOCK_BYTES when raiseMallocThresholds() says so; returns whether
+ * it did. A block of memory never written takes no resident memory, and the full collection that
+ * frees it runs on a heap that has barely started.
+ */
+export function applyMallocThresholds(): boolean {
+  if (!raiseMallocThresholds()) return false;
+  // An ArrayBuffer's memory is freed when the collector finds it unreachable: one full
+  // collection now, through a `gc` function that only this throwaway context is given.
+  v8.setFlagsFromString("--expose-gc");
+  const gc = runInNewContext("gc") as () => void;
+  v8.setFlagsFromString("--no-expose-gc");
+  new ArrayBuffer(THRESHOLD_BLOCK_BYTES);
+  gc();
+  return true;
+}
