@@ -15,7 +15,7 @@ import v8 from "node:v8";
 import { runInNewContext } from "node:vm";
 
 /** Just under glibc's ceiling for the dynamic threshold (32 MiB on 64-bit): the block's header fits. */
-export const THRESHOLD_BLOCK_BYTES = 32 * 1024 * 1024 - 64 * 1024;
+const THRESHOLD_BLOCK_BYTES = 32 * 1024 * 1024 - 64 * 1024;
 
 const MALLOC_ENV = "MODELPORT_RAISE_MALLOC_THRESHOLDS";
 
@@ -34,17 +34,22 @@ export function raiseMallocThresholds(env: NodeJS.ProcessEnv = process.env): boo
 
 /**
  * Frees one block of THRESHOLD_BLOCK_BYTES when raiseMallocThresholds() says so; returns whether
- * it did. A block of memory never written takes no resident memory, and the full collection that
- * frees it runs on a heap that has barely started.
+ * it did (false also where the block could not be had: a limit on address space, say). A block
+ * never written takes no resident memory, and the full collection that frees it runs on a heap
+ * that has barely started.
  */
 export function applyMallocThresholds(): boolean {
   if (!raiseMallocThresholds()) return false;
+  try {
+    new ArrayBuffer(THRESHOLD_BLOCK_BYTES);
+  } catch {
+    return false;
+  }
   // An ArrayBuffer's memory is freed when the collector finds it unreachable: one full
   // collection now, through a `gc` function that only this throwaway context is given.
   v8.setFlagsFromString("--expose-gc");
   const gc = runInNewContext("gc") as () => void;
   v8.setFlagsFromString("--no-expose-gc");
-  new ArrayBuffer(THRESHOLD_BLOCK_BYTES);
   gc();
   return true;
 }

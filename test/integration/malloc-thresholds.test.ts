@@ -69,8 +69,8 @@ async function call(url: string): Promise<void> {
 }
 
 /** Minor page faults of the server per call, after 40 calls of warm-up (its heaps grow in steps at first). */
-async function faultsPerCall(env: NodeJS.ProcessEnv): Promise<number> {
-  const child = await startChild([model], env);
+async function faultsPerCall(): Promise<number> {
+  const child = await startChild([model]);
   try {
     await waitReady(child.url);
     for (let i = 0; i < 40; i++) await call(child.url);
@@ -84,7 +84,7 @@ async function faultsPerCall(env: NodeJS.ProcessEnv): Promise<number> {
 
 describe("MODELPORT_RAISE_MALLOC_THRESHOLDS", { skip: process.platform !== "linux" && "reads /proc" }, () => {
   it("large tensors reuse the process's memory: far fewer page faults than pages moved", async () => {
-    const faults = await faultsPerCall({});
+    const faults = await faultsPerCall();
     // A call moves 2,048 pages of tensors, each written more than once (body, copy, answer,
     // response). Measured: 2–36 faults a call once the heaps have grown. glibc's own thresholds
     // gave 18–1,186 from run to run (whether it returns memory depends on how the collector's
