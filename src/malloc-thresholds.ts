@@ -8,9 +8,10 @@
 // still take fresh pages: the light detector's 4.9 MB request cost ~550–725 page faults and ~9 ms
 // of the request thread (docs/PERFORMANCE.md). Freeing one block of just under 32 MiB at start
 // sets both where a busy server's would end: blocks up to 32 MiB come from the heap and up to
-// 64 MiB of free memory a heap stays in the process. glibc turns this adjustment off where the
-// thresholds were set (GLIBC_TUNABLES, MALLOC_*_ environment variables): those settings stand.
-// Other C libraries are unaffected (one block allocated and freed).
+// 64 MiB of free memory stays in each of glibc's heaps (the main thread's, a model thread's).
+// glibc turns this adjustment off where the thresholds were set (GLIBC_TUNABLES, MALLOC_*_
+// environment variables): those settings stand. Other C libraries are unaffected (one block
+// allocated and freed).
 import v8 from "node:v8";
 import { runInNewContext } from "node:vm";
 
