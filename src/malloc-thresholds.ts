@@ -47,10 +47,20 @@ export function applyMallocThresholds(): boolean {
     return false;
   }
   // An ArrayBuffer's memory is freed when the collector finds it unreachable: one full
-  // collection now, through a `gc` function that only this throwaway context is given.
+  // collection now, through node's own `gc` where it was started with --expose-gc, else through
+  // one that only a throwaway context is given.
+  collectGarbage();
+  return true;
+}
+
+function collectGarbage(): void {
+  const own = (globalThis as { gc?: () => void }).gc;
+  if (typeof own === "function") {
+    own();
+    return;
+  }
   v8.setFlagsFromString("--expose-gc");
   const gc = runInNewContext("gc") as () => void;
   v8.setFlagsFromString("--no-expose-gc");
   gc();
-  return true;
 }

@@ -57,4 +57,22 @@ describe("raiseMallocThresholds", () => {
     assert.equal(blockMapped(false), true, "without the setting the block has a mapping of its own");
     assert.equal(blockMapped(true), false, "with the setting the block comes from the heap");
   });
+
+  it("leaves later contexts with a gc function only where node was started with --expose-gc", () => {
+    const later = (nodeFlags: string[]) =>
+      execFileSync(
+        process.execPath,
+        [
+          ...nodeFlags,
+          "--input-type=module",
+          "-e",
+          `import { runInNewContext } from "node:vm";
+import { applyMallocThresholds } from ${JSON.stringify(new URL("../../src/malloc-thresholds.js", import.meta.url).href)};
+process.stdout.write(String(applyMallocThresholds()) + " " + runInNewContext("typeof gc"));`,
+        ],
+        { env: { ...process.env, MODELPORT_RAISE_MALLOC_THRESHOLDS: "1" }, encoding: "utf8" },
+      );
+    assert.equal(later([]), "true undefined");
+    assert.equal(later(["--expose-gc"]), "true function");
+  });
 });
