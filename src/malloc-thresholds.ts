@@ -46,13 +46,20 @@ export function applyMallocThresholds(): boolean {
   } catch {
     return false;
   }
-  // An ArrayBuffer's memory is freed when the collector finds it unreachable: one full
-  // collection now, through node's own `gc` where it was started with --expose-gc, else through
-  // one that only a throwaway context is given.
+  // An ArrayBuffer's memory is freed when the collector finds it unreachable, and by default
+  // on a helper thread some time after the collection (milliseconds, more on a busy machine):
+  // one full collection now that frees it before returning, unless node's own flags say how
+  // that memory is swept.
+  const sweepingGiven = process.execArgv.some((a) =>
+    /^--(no-)?concurrent[-_]array[-_]buffer[-_]sweeping(=|$)/.test(a),
+  );
+  if (!sweepingGiven) v8.setFlagsFromString("--no-concurrent-array-buffer-sweeping");
   collectGarbage();
+  if (!sweepingGiven) v8.setFlagsFromString("--concurrent-array-buffer-sweeping");
   return true;
 }
 
+/** A full collection: node's own `gc` where it was started with --expose-gc, else one that only a throwaway context is given. */
 function collectGarbage(): void {
   const own = (globalThis as { gc?: () => void }).gc;
   if (typeof own === "function") {
