@@ -214,12 +214,30 @@ async function runKillScenario(t: TestContext, d: Deployment, ns?: Namespace[]):
     }
   }
 
-  // Kill runner 1 once a fifth of the jobs have run: with 50 ms per job, eight workers take
-  // ~3 s for all 500, so runner 1 dies holding jobs.
+  // Kill runner 1 once a fifth of the jobs have run, at a moment it holds one. With 50 ms per
+  // job it nearly always does, but a busy machine can find it between jobs: so it is frozen
+  // (SIGSTOP) first, and killed only while a job it started still reads "running"; else it
+  // goes on and the check is made again.
   const executed = () => readFileSync(d.executions, "utf8").split("\n").filter(Boolean);
   const jobRuns = () => executed().filter((l) => Number(l.split(" ")[0]) < 100_000).length;
+  const holdsJob = async () => {
+    const started = executed()
+      .map((l) => l.split(" ").map(Number) as [number, number])
+      .filter(([input, pid]) => input < 100_000 && pid === pid1)
+      .slice(-8);
+    for (const [input] of started)
+      if ((await jobStatus(api.url, ids[input]!)).status === "running") return true;
+    return false;
+  };
   const until = Date.now() + 60_000;
   while (jobRuns() < JOBS / 5 && Date.now() < until) await new Promise((r) => setTimeout(r, 10));
+  for (;;) {
+    r1.proc.kill("SIGSTOP");
+    if (await holdsJob()) break;
+    r1.proc.kill("SIGCONT");
+    assert.ok(Date.now() < until, "runner 1 never held a job");
+    await new Promise((r) => setTimeout(r, 5));
+  }
   r1.proc.kill("SIGKILL");
   const killedAt = Date.now();
 
