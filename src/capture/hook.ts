@@ -16,6 +16,7 @@ import {
   type CapturePolicy,
   type CaptureProtocol,
   capturePolicy,
+  describeBinary,
 } from "./record.js";
 
 /** What a sampled request carries until its answer is sent. */
@@ -25,6 +26,12 @@ interface CaptureSlot {
   readonly policy: CapturePolicy;
   /** Unix ms when the request arrived. */
   readonly time: number;
+  /**
+   * A binary request body, described when the request is sampled: decoding makes tensors views
+   * of the body, and a model on a worker thread is then given its memory
+   * (protocol/body-memory.ts), so it cannot be read once the answer is sent.
+   */
+  readonly binary?: BodyRef;
   version?: string;
   response?: BodyRef;
   error?: { code: string; message: string };
@@ -72,10 +79,20 @@ function binaryHeaders(get: (name: string) => string | number | string[] | undef
   return out;
 }
 
-function requestBody(req: FastifyRequest): BodyRef {
+/** A binary request body as its record will show it (record.ts describeBinary), without its bytes. */
+function describedBody(req: FastifyRequest, body: Buffer): BodyRef {
+  return {
+    kind: "value",
+    value: describeBinary(
+      body,
+      binaryHeaders((n) => req.headers[n]),
+    ),
+  };
+}
+
+function requestBody(req: FastifyRequest, slot: CaptureSlot): BodyRef {
+  if (slot.binary) return slot.binary;
   const body = req.body;
-  if (Buffer.isBuffer(body))
-    return { kind: "binary", data: body, headers: binaryHeaders((n) => req.headers[n]) };
   const length = Number(req.headers["content-length"]);
   return {
     kind: "value",
@@ -116,7 +133,13 @@ export function registerCaptureHooks(app: FastifyInstance, deps: CaptureHookDeps
         const policy = capturePolicy(config);
         // Sampling comes first: an unsampled request is never looked at again.
         if (policy.sampleRate >= 1 || (policy.sampleRate > 0 && random() < policy.sampleRate))
-          req.capture = { model: name, protocol, policy, time: Date.now() - reply.elapsedTime };
+          req.capture = {
+            model: name,
+            protocol,
+            policy,
+            time: Date.now() - reply.elapsedTime,
+            ...(Buffer.isBuffer(req.body) ? { binary: describedBody(req, req.body) } : {}),
+          };
       }
     }
     done();
@@ -144,7 +167,7 @@ export function registerCaptureHooks(app: FastifyInstance, deps: CaptureHookDeps
         protocol: slot.protocol,
         status: reply.statusCode,
         latencyMs: reply.elapsedTime,
-        request: requestBody(req),
+        request: requestBody(req, slot),
         response: slot.response,
         ...(slot.error ? { error: slot.error } : {}),
         policy: slot.policy,

@@ -100,7 +100,7 @@ function jsonHeader(
 }
 
 /** A binary body as captured: its JSON header (OIP) or tensor headers (raw), its size and a note. */
-function describeBinary(data: Buffer, headers: BinaryHeaders): Record<string, unknown> {
+export function describeBinary(data: Buffer, headers: BinaryHeaders): Record<string, unknown> {
   const parsed = jsonHeader(data, headers[INFERENCE_HEADER]);
   if (parsed)
     return { ...asObject(parsed.header), binary_data_bytes: data.length - parsed.length, note: BINARY_NOTE };

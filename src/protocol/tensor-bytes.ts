@@ -3,6 +3,7 @@
 // OIP binary extension, the native raw body and the API tier's calls to its runners.
 import { ModelportError } from "../errors.js";
 import type { Datatype, Tensor, TensorData } from "../tensor.js";
+import { isBodyMemory } from "./body-memory.js";
 import { fromHalfBits, toHalfBits } from "./float16.js";
 
 /** Bytes per element of every fixed-size datatype (BYTES has none). */
@@ -28,20 +29,33 @@ function swapBytes(bytes: Uint8Array, size: number): void {
   for (let i = 0; i < bytes.length; i += size) bytes.subarray(i, i + size).reverse();
 }
 
+/** Tensors this small are copied even out of a body's own memory (see typedFrom). */
+const VIEW_MIN_BYTES = 16384;
+
 /**
- * A fresh typed array (own, aligned buffer) holding a copy of `bytes`. The buffer is not zeroed
- * first, since every byte is written: a typed array's own zeroing doubled the time of copying a
- * 4.9 MB input (docs/PERFORMANCE.md).
+ * `bytes` as a typed array. A view of them where they lie in a request body's own memory
+ * (protocol/body-memory.ts), aligned for the element size, on a little-endian host, and at least
+ * 16 KiB (a small tensor copied cannot keep a large body alive). Else a copy into a fresh,
+ * aligned buffer of its own, not zeroed first since every byte is written: a typed array's own
+ * zeroing doubled the time of copying a 4.9 MB input (docs/PERFORMANCE.md).
  */
-function copyInto<T extends Exclude<TensorData, string[]>>(
-  make: (buffer: ArrayBuffer) => T,
+function typedFrom<T extends Exclude<TensorData, string[]>>(
+  make: (buffer: ArrayBuffer, byteOffset: number, length: number) => T,
   bytes: Uint8Array,
   size: number,
 ): T {
-  const view = Buffer.allocUnsafeSlow(bytes.length);
-  view.set(bytes);
-  if (!LITTLE_ENDIAN && size > 1) swapBytes(view, size);
-  return make(view.buffer);
+  if (
+    LITTLE_ENDIAN &&
+    bytes.byteLength >= VIEW_MIN_BYTES &&
+    bytes.byteOffset % size === 0 &&
+    isBodyMemory(bytes.buffer)
+  ) {
+    return make(bytes.buffer as ArrayBuffer, bytes.byteOffset, bytes.byteLength / size);
+  }
+  const copy = Buffer.allocUnsafeSlow(bytes.length);
+  copy.set(bytes);
+  if (!LITTLE_ENDIAN && size > 1) swapBytes(copy, size);
+  return make(copy.buffer as ArrayBuffer, 0, bytes.length / size);
 }
 
 export function sizeError(what: string, message: string): ModelportError {
@@ -99,7 +113,7 @@ export function tensorDataFromBytes(
   }
   switch (datatype) {
     case "BOOL": {
-      const out = copyInto((b) => new Uint8Array(b), bytes, 1);
+      const out = typedFrom((b, o, n) => new Uint8Array(b, o, n), bytes, 1);
       const bad = out.findIndex((v) => v > 1);
       if (bad >= 0) {
         throw new ModelportError(
@@ -111,27 +125,27 @@ export function tensorDataFromBytes(
       return out;
     }
     case "UINT8":
-      return copyInto((b) => new Uint8Array(b), bytes, 1);
+      return typedFrom((b, o, n) => new Uint8Array(b, o, n), bytes, 1);
     case "INT8":
-      return copyInto((b) => new Int8Array(b), bytes, 1);
+      return typedFrom((b, o, n) => new Int8Array(b, o, n), bytes, 1);
     case "UINT16":
-      return copyInto((b) => new Uint16Array(b), bytes, 2);
+      return typedFrom((b, o, n) => new Uint16Array(b, o, n), bytes, 2);
     case "INT16":
-      return copyInto((b) => new Int16Array(b), bytes, 2);
+      return typedFrom((b, o, n) => new Int16Array(b, o, n), bytes, 2);
     case "FP16":
-      return fromHalfBits(copyInto((b) => new Uint16Array(b), bytes, 2));
+      return fromHalfBits(typedFrom((b, o, n) => new Uint16Array(b, o, n), bytes, 2));
     case "UINT32":
-      return copyInto((b) => new Uint32Array(b), bytes, 4);
+      return typedFrom((b, o, n) => new Uint32Array(b, o, n), bytes, 4);
     case "INT32":
-      return copyInto((b) => new Int32Array(b), bytes, 4);
+      return typedFrom((b, o, n) => new Int32Array(b, o, n), bytes, 4);
     case "FP32":
-      return copyInto((b) => new Float32Array(b), bytes, 4);
+      return typedFrom((b, o, n) => new Float32Array(b, o, n), bytes, 4);
     case "UINT64":
-      return copyInto((b) => new BigUint64Array(b), bytes, 8);
+      return typedFrom((b, o, n) => new BigUint64Array(b, o, n), bytes, 8);
     case "INT64":
-      return copyInto((b) => new BigInt64Array(b), bytes, 8);
+      return typedFrom((b, o, n) => new BigInt64Array(b, o, n), bytes, 8);
     case "FP64":
-      return copyInto((b) => new Float64Array(b), bytes, 8);
+      return typedFrom((b, o, n) => new Float64Array(b, o, n), bytes, 8);
   }
 }
 

@@ -1,6 +1,7 @@
 // Messages between a runner and the thread or process that owns its model (worker-main.ts,
 // process-main.ts). Plain data only: errors cross as {code, message, details} and are revived
 // on the other side.
+import { isBodyMemory } from "../protocol/body-memory.js";
 import type { TensorMap } from "../tensor.js";
 import type { RunnerLoadInfo, RunnerSpec } from "./runner.js";
 
@@ -38,22 +39,20 @@ export interface WorkerData {
   reportRss?: boolean;
 }
 
-/** Buffers worth moving instead of copying when a message crosses threads. */
+/**
+ * Buffers worth moving instead of copying when a message crosses threads: a tensor's whole,
+ * plain buffer over 16 KiB, and a request body's own memory that tensors are views of
+ * (protocol/body-memory.ts), once however many tensors share it.
+ */
 export function transferables(tensors: TensorMap): ArrayBuffer[] {
-  const list: ArrayBuffer[] = [];
+  const list = new Set<ArrayBuffer>();
   for (const t of Object.values(tensors)) {
     const d = t.data;
     if (Array.isArray(d)) continue;
     const buf = d.buffer;
-    // Only whole, plain buffers over 16 KiB: small copies are cheaper than detaching.
-    if (
-      buf instanceof ArrayBuffer &&
-      d.byteOffset === 0 &&
-      d.byteLength === buf.byteLength &&
-      buf.byteLength > 16384
-    ) {
-      list.push(buf);
-    }
+    // Small copies are cheaper than detaching.
+    if (!(buf instanceof ArrayBuffer) || buf.byteLength <= 16384) continue;
+    if ((d.byteOffset === 0 && d.byteLength === buf.byteLength) || isBodyMemory(buf)) list.add(buf);
   }
-  return list;
+  return [...list];
 }

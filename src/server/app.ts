@@ -30,6 +30,7 @@ import { createAudit } from "./audit.js";
 import { connectionOptions, limitConnections } from "./connections.js";
 import type { AppContext, RequestUsage } from "./context.js";
 import { registerJsonParser } from "./json-body.js";
+import { readOctetBody } from "./octet-body.js";
 import { PROBE_PATHS, registerAuth } from "./plugins/auth.js";
 import { registerBodyBudget } from "./plugins/body-budget.js";
 import { frameworkError, registerErrorHandling } from "./plugins/errors.js";
@@ -119,11 +120,12 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   });
   limitConnections(app.server, config.server.connections.maxConnections);
   // JSON (nesting depth checked before parsing; see json-body.ts), and binary tensors as
-  // application/octet-stream (read whole, within bodyLimit; see protocol/); 415 otherwise.
+  // application/octet-stream (read whole into memory of its own, within bodyLimit: octet-body.ts);
+  // 415 otherwise.
   // Fastify's default text/plain parser would let strings through.
   app.removeContentTypeParser("text/plain");
   registerJsonParser(app, config.limits.maxJsonDepth);
-  app.addContentTypeParser(OCTET_STREAM, { parseAs: "buffer" }, (_req, body, done) => done(null, body));
+  app.addContentTypeParser(OCTET_STREAM, readOctetBody);
   const metrics = new Metrics();
   // Split tiers: every metric says which tier and process it is from. `instance_id`, since
   // Prometheus sets `instance` itself (the scrape target).

@@ -74,6 +74,8 @@ describe("capture to files", () => {
           churn("churn-half", { sampleRate: 0.5 }),
           churn("churn-small", { maxBytes: 1024 }),
           churn("churn-off"),
+          // On the model's thread only (no copy in the server's thread), as a larger model runs.
+          { ...churn("churn-thread", {}), batching: { inlineMaxMs: 0, maxBatchRows: 1000 } },
         ],
       },
       { build: { capture: { random: () => (draws++ % 2 === 0 ? 0.25 : 0.75) } } },
@@ -130,13 +132,17 @@ describe("capture to files", () => {
   });
 
   it("describes binary tensor bodies instead of copying their bytes", async () => {
-    const data = Buffer.from(new Float32Array(ROW).buffer);
+    // 1,000 rows (24 KB): large enough that the model's thread is given the body's memory, so the
+    // record must be made from the body before the call.
+    const data = Buffer.from(new Float32Array(Array.from({ length: 1000 }, () => ROW).flat()).buffer);
     const header = Buffer.from(
       JSON.stringify({
-        inputs: [{ name: "features", shape: [1, 6], datatype: "FP32", parameters: { binary_data_size: 24 } }],
+        inputs: [
+          { name: "features", shape: [1000, 6], datatype: "FP32", parameters: { binary_data_size: 24_000 } },
+        ],
       }),
     );
-    const res = await fetch(`${srv.url}/v2/models/churn/infer`, {
+    const res = await fetch(`${srv.url}/v2/models/churn-thread/infer`, {
       method: "POST",
       headers: {
         "content-type": "application/octet-stream",
@@ -149,7 +155,7 @@ describe("capture to files", () => {
     await until("the binary record", () => records(out).some((r) => r.requestId === "cap-bin"));
     const rec = records(out).find((r) => r.requestId === "cap-bin")!;
     assert.equal(rec.request.inputs[0].name, "features");
-    assert.equal(rec.request.binary_data_bytes, 24);
+    assert.equal(rec.request.binary_data_bytes, 24_000);
     assert.match(rec.request.note, /not captured/);
   });
 

@@ -1,0 +1,17 @@
+// Memory that holds one request's body and nothing else. Binary tensors are views of it instead
+// of copies, and a worker thread is given it whole (postMessage's transfer list) instead of a
+// copy: whoever marks a buffer gives up every other use of it once the request is decoded.
+// Only the HTTP body reader marks buffers; everything else (a gRPC message, a caller's own
+// array) is copied as before, since its memory may be shared or reused.
+
+const owned = new WeakSet<ArrayBufferLike>();
+
+/** Marks `buffer` as one request body's own memory. */
+export function ownBodyMemory(buffer: ArrayBuffer): void {
+  owned.add(buffer);
+}
+
+/** True when `buffer` is a request body's own memory (ownBodyMemory). */
+export function isBodyMemory(buffer: ArrayBufferLike): boolean {
+  return owned.has(buffer);
+}
