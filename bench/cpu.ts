@@ -137,3 +137,14 @@ export function cpuReport(a: CpuSnapshot, b: CpuSnapshot, cores: number): CpuRep
     serverThreads,
   };
 }
+
+/** CPU ms a process has used so far, all its threads (utime + stime); null where /proc is not readable. */
+export function processCpuMs(pid: number): number | null {
+  try {
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+    return ((Number(fields[11]) + Number(fields[12])) / TICKS_PER_S) * 1000;
+  } catch {
+    return null;
+  }
+}

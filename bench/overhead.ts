@@ -17,6 +17,7 @@ import path from "node:path";
 import { InferenceSession, Tensor } from "onnxruntime-node";
 import { Random } from "../examples/build/random.js";
 import { runLoad } from "../src/loadgen/load.js";
+import { processCpuMs } from "./cpu.js";
 import { loop } from "./in-process.js";
 import { UsageError } from "./options.js";
 import { type OverheadModel, writeOverheadModel } from "./overhead-models.js";
@@ -244,6 +245,11 @@ interface Measure {
   p99: number;
   rps: number;
   requests: number;
+  /**
+   * CPU ms a request of the server process, all its threads (model threads included), from /proc
+   * over the measured requests; sequential points on Linux only.
+   */
+  serverCpuMs?: number;
 }
 
 export function summary(samples: Samples, seconds: number): Measure {
@@ -251,12 +257,16 @@ export function summary(samples: Samples, seconds: number): Measure {
   return { p50: round(p50), p99: round(p99), rps: round(samples.count / seconds), requests: samples.count };
 }
 
-/** Requests one after another on one keep-alive connection; every answer must be a 200. */
+/**
+ * Requests one after another on one keep-alive connection; every answer must be a 200. With
+ * `serverPid`, the server's CPU a request is measured too.
+ */
 export async function sequential(
   base: string,
   req: Request,
   warmupS: number,
   durationS: number,
+  serverPid?: number,
 ): Promise<Measure> {
   const agent = new Agent({ keepAlive: true, maxSockets: 1 });
   try {
@@ -275,7 +285,11 @@ export async function sequential(
     };
     await loop(warmupS * 1000);
     const samples = new Samples();
-    return summary(samples, await loop(durationS * 1000, samples));
+    const before = serverPid === undefined ? null : processCpuMs(serverPid);
+    const measure = summary(samples, await loop(durationS * 1000, samples));
+    const after = serverPid === undefined ? null : processCpuMs(serverPid);
+    if (before === null || after === null) return measure;
+    return { ...measure, serverCpuMs: round((after - before) / samples.count) };
   } finally {
     agent.destroy();
   }
@@ -374,7 +388,8 @@ async function measureServer(
     if (!(worst <= 1e-4)) throw new Error(`${kind}'s answer differs from onnxruntime's by ${worst}`);
     const { warmupS, durationS } = ctx.opts;
     let measure: Measure;
-    if (c.concurrency === 1) measure = await sequential(server.url, req, warmupS, durationS);
+    if (c.concurrency === 1)
+      measure = await sequential(server.url, req, warmupS, durationS, server.child.pid);
     else {
       const r = await runLoad(
         { url: `${server.url}${req.path}`, method: "POST", headers: req.headers, body: req.body.toString() },
@@ -434,7 +449,7 @@ export async function runOverhead(ctx: SuiteContext, commandLine: string): Promi
         }
         points.push({ case: c.id, round: roundNo, server: who, measure });
         log(
-          `  round ${roundNo} ${c.id.padEnd(15)} ${who.padEnd(10)} p50 ${measure.p50} ms, p99 ${measure.p99} ms, ${measure.rps} req/s`,
+          `  round ${roundNo} ${c.id.padEnd(15)} ${who.padEnd(10)} p50 ${measure.p50} ms, p99 ${measure.p99} ms, ${measure.rps} req/s${measure.serverCpuMs === undefined ? "" : `, server CPU ${measure.serverCpuMs} ms a request`}`,
         );
       }
       await session.release();

@@ -14,20 +14,20 @@ import { type InProcessServer, postJson, startInProcess } from "../helpers/serve
 let srv: InProcessServer;
 
 /**
- * A model on its own thread with four inputs of three element sizes: a and b [n,8] FP32, c [n,4]
+ * A model on its own thread with four inputs of three element sizes: a and b [n,40] FP32, c [n,20]
  * FP64, d [n,1] UINT8. It answers a + b, c × 2 and d.
  */
 const MIXED_HANDLER = `export function load() {
   return {
     inputs: [
-      { name: "a", datatype: "FP32", shape: [-1, 8] },
+      { name: "a", datatype: "FP32", shape: [-1, 40] },
       { name: "d", datatype: "UINT8", shape: [-1, 1] },
-      { name: "c", datatype: "FP64", shape: [-1, 4] },
-      { name: "b", datatype: "FP32", shape: [-1, 8] },
+      { name: "c", datatype: "FP64", shape: [-1, 20] },
+      { name: "b", datatype: "FP32", shape: [-1, 40] },
     ],
     outputs: [
-      { name: "sum", datatype: "FP32", shape: [-1, 8] },
-      { name: "c2", datatype: "FP64", shape: [-1, 4] },
+      { name: "sum", datatype: "FP32", shape: [-1, 40] },
+      { name: "c2", datatype: "FP64", shape: [-1, 20] },
       { name: "d", datatype: "UINT8", shape: [-1, 1] },
     ],
     batchable: false,
@@ -127,6 +127,16 @@ async function post(
 }
 
 /** A binary OIP request: JSON header, then `chunks`; Inference-Header-Content-Length set. */
+/** The header entries of `inputs` sent as binary data, in order. */
+function binaryInputs(inputs: readonly OipInput[]) {
+  return inputs.map((i) => ({
+    name: i.name,
+    shape: i.shape,
+    datatype: i.datatype,
+    parameters: { binary_data_size: i.data.length * SIZE[i.datatype]! },
+  }));
+}
+
 function binaryRequest(header: unknown, chunks: readonly Buffer[], extra: Record<string, string> = {}) {
   const json = Buffer.from(JSON.stringify(header));
   return {
@@ -285,12 +295,7 @@ describe("OIP binary tensor data: same answers as JSON", () => {
 
   it("Inference-Header-Content-Length is honoured whatever the Content-Type (or none), as Triton does", async () => {
     const header = {
-      inputs: MULTI.map((i) => ({
-        name: i.name,
-        shape: i.shape,
-        datatype: i.datatype,
-        parameters: { binary_data_size: i.data.length * SIZE[i.datatype]! },
-      })),
+      inputs: binaryInputs(MULTI),
     };
     const req = binaryRequest(
       header,
@@ -434,32 +439,29 @@ describe("binary bodies as the model's input memory", () => {
   // Large binary tensors are views of the body's own memory (placed so the part after the JSON
   // header is 8-byte aligned) and the body goes to the model's thread whole; a tensor that is
   // not aligned for its element size within that part, or small, is copied. Whatever the header's
-  // length and however the body arrives, the answer is the arithmetic's.
-  const n = 601;
-  const a = Array.from({ length: n * 8 }, (_, i) => (i % 97) / 4);
-  const b = Array.from({ length: n * 8 }, (_, i) => (i % 13) - 6);
-  const c = Array.from({ length: n * 4 }, (_, i) => i / 3);
+  // length and however the body arrives (1.9 MB here), the answer is the arithmetic's.
+  const n = 4_001;
+  const a = Array.from({ length: n * 40 }, (_, i) => (i % 97) / 4);
+  const b = Array.from({ length: n * 40 }, (_, i) => (i % 13) - 6);
+  const c = Array.from({ length: n * 20 }, (_, i) => i / 3);
   const d = Array.from({ length: n }, (_, i) => i % 256);
   const inputs: OipInput[] = [
     // In the body: a and b (views, sharing the body), d (small), c (8-byte elements at an odd offset).
-    { name: "a", shape: [n, 8], datatype: "FP32", data: a },
-    { name: "b", shape: [n, 8], datatype: "FP32", data: b },
+    { name: "a", shape: [n, 40], datatype: "FP32", data: a },
+    { name: "b", shape: [n, 40], datatype: "FP32", data: b },
     { name: "d", shape: [n, 1], datatype: "UINT8", data: d },
-    { name: "c", shape: [n, 4], datatype: "FP64", data: c },
+    { name: "c", shape: [n, 20], datatype: "FP64", data: c },
   ];
   const header = {
-    inputs: inputs.map((i) => ({
-      name: i.name,
-      shape: i.shape,
-      datatype: i.datatype,
-      parameters: { binary_data_size: i.data.length * SIZE[i.datatype]! },
-    })),
+    inputs: binaryInputs(inputs),
     parameters: { binary_data_output: true },
   };
   const tensors = inputs.map((i) => bytesOf(i.datatype, i.data));
 
   function check(res: Reply): void {
     assert.equal(res.status, 200, res.raw.toString("utf8", 0, 400));
+    assert.equal(res.headers.get("content-length"), String(res.raw.length));
+    assert.equal(res.headers.get("transfer-encoding"), null);
     const out = Object.fromEntries(outputsOf(res).map((o) => [o.name, o.data]));
     assert.deepEqual(
       out.sum,
