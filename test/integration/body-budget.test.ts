@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
+import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -99,5 +100,52 @@ describe("limits.maxBodyBytesInFlight", () => {
     );
     // Bodyless requests never count.
     assert.equal((await fetch(`${srv.url}/v1/models/held`)).status, 200);
+  });
+
+  it("a binary body announced and never sent holds its Content-Length until its connection closes", async () => {
+    // The binary reader allocates a body's Content-Length when reading starts; the budget reserved
+    // that when the request was let in, so clients that announce and stall hold no more.
+    const { hostname, port } = new URL(srv.url);
+    const stall = async (attempt: number) => {
+      const socket = connect(Number(port), hostname);
+      socket.on("error", () => {});
+      await new Promise((res) => socket.once("connect", res));
+      socket.write(
+        `POST /v1/models/held/predict HTTP/1.1\r\nHost: ${hostname}\r\nContent-Type: application/octet-stream\r\n` +
+          `Content-Length: ${MAX_BODY}\r\n\r\n${"x".repeat(1000)}`,
+      );
+      // The server shares this process: a moment for it to accept the connection and read.
+      await new Promise((res) => setTimeout(res, 20 * (attempt + 1)));
+      return socket;
+    };
+    gate.open(7);
+    // While the server holds it, a second body of that size passes the budget. Whichever the
+    // server lets in first holds the budget: when the second one came first (answered at once,
+    // its gate is open), the stalled one is sent again.
+    for (let attempt = 0; ; attempt++) {
+      const stalled = await stall(attempt);
+      try {
+        const r = await predict(7, MAX_BODY - 10);
+        if (r.status === 503) {
+          assert.equal(r.body.error.code, "MP_ERR_SERVER_BUSY");
+          assert.match(r.body.error.message, new RegExp(`hold ${MAX_BODY} bytes`));
+          break;
+        }
+        assert.equal(r.status, 200, JSON.stringify(r.body));
+        assert.ok(attempt < 20, "the stalled body was never held");
+      } finally {
+        stalled.destroy();
+      }
+    }
+    // Its connection gone, the budget comes back.
+    gate.open(8);
+    for (let i = 0; ; i++) {
+      const r = await predict(8, MAX_BODY - 10);
+      if (r.status === 200) break;
+      assert.equal(r.status, 503, JSON.stringify(r.body));
+      assert.ok(i < 200, "the stalled body's budget never came back");
+      await new Promise((res) => setTimeout(res, 25));
+    }
+    assert.equal((await fetch(`${srv.url}/readyz`)).status, 200);
   });
 });
