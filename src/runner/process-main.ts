@@ -1,9 +1,12 @@
 // Entry point of a model's child process (placement "process"): waits for its spec, then serves
-// the model over the IPC channel exactly as a worker thread does. The process is the model's
-// own, so a native crash or an out-of-memory kill here cannot take the HTTP server down.
+// the model exactly as a worker thread does: its load report over the IPC channel, batches and
+// answers as frames on the frame channel (tensor-frames.ts). The process is the model's own, so a
+// native crash or an out-of-memory kill here cannot take the HTTP server down.
+import { Socket } from "node:net";
 import { applyHeapGrowth } from "../heap-growth.js";
 import { applyMallocThresholds } from "../malloc-thresholds.js";
 import { serveModel } from "./serve-model.js";
+import { FRAME_CHANNEL_FD, FrameReader, writeFrame } from "./tensor-frames.js";
 import type { FromWorker, ToProcess, ToWorker } from "./worker-protocol.js";
 
 if (!process.send) {
@@ -17,26 +20,40 @@ applyHeapGrowth();
 applyMallocThresholds();
 
 // The server went away (exited, crashed or was SIGKILLed): the IPC channel closes, and a
-// runner without its server must not live on holding the model's memory.
+// runner without its server must not live on holding the model's memory. So does the frame
+// channel, and a frame this side cannot read means the two sides no longer agree.
 process.on("disconnect", () => process.exit(0));
-
-function send(msg: FromWorker): void {
-  if (!process.connected) return;
-  process.send!(msg, undefined, {}, (err) => {
-    // A failed send means the parent is gone; after "closed" or "load-failed" there is nothing
-    // left to do.
-    if (err || msg.type === "closed" || msg.type === "load-failed") process.exit(0);
-  });
-}
+const frames = new Socket({ fd: FRAME_CHANNEL_FD, readable: true, writable: true });
+frames.on("end", () => process.exit(0));
+frames.on("error", () => process.exit(0));
 
 const listeners: ((msg: ToWorker) => void)[] = [];
+const reader = new FrameReader((msg) => {
+  for (const l of listeners) l(msg as ToWorker);
+});
+frames.on("data", (chunk: Buffer) => {
+  try {
+    reader.push(chunk);
+  } catch (err) {
+    process.stderr.write(`runner process ${process.pid}: ${(err as Error).message}\n`);
+    process.exit(1);
+  }
+});
+
+function send(msg: FromWorker): void {
+  // After "closed" or "load-failed" there is nothing left to do; a failed send means the parent is gone.
+  const last = msg.type === "closed" || msg.type === "load-failed";
+  const done = (err?: Error | null) => {
+    if (err || last) process.exit(0);
+  };
+  if (msg.type === "loaded" || msg.type === "load-failed") {
+    if (process.connected) process.send!(msg, undefined, {}, done);
+  } else writeFrame(frames, msg, done);
+}
+
 let started = false;
 process.on("message", (msg: ToProcess) => {
-  if (msg.type === "init") {
-    if (started) return;
-    started = true;
-    void serveModel(msg.data, { send, onMessage: (listener) => listeners.push(listener) });
-    return;
-  }
-  for (const l of listeners) l(msg);
+  if (started) return;
+  started = true;
+  void serveModel(msg.data, { send, onMessage: (listener) => listeners.push(listener) });
 });

@@ -1,17 +1,20 @@
 // A Runner that owns its model in a supervised child process (placement "process"): a native
 // crash, an abort or an out-of-memory kill takes down the child, never the HTTP server. The
-// child is a fork of process-main.js speaking the worker protocol over IPC with V8 ("advanced")
-// serialization, so typed arrays, BigInt64Array included, cross intact. With a memory ceiling
+// child is a fork of process-main.js speaking the worker protocol: its spec and its load report
+// over the IPC channel (V8 serialization), batches and answers as frames on a socket of their own
+// (tensor-frames.ts), so a large tensor crosses with one copy on the receiving side. With a memory ceiling
 // (maxRssMb) the child reports its RSS with every answer, and the runner asks its owner for a
 // recycle (onRecycleNeeded) when the RSS is above the ceiling. terminate() SIGKILLs a child
 // stuck past the hard limit, whatever it is stuck in.
 import { type ChildProcess, fork } from "node:child_process";
+import type { Socket } from "node:net";
 import { fileURLToPath } from "node:url";
 import { ModelportError, reviveError } from "../errors.js";
 import type { TensorMap } from "../tensor.js";
 import { PendingCalls } from "./pending-calls.js";
 import type { Runner, RunnerLoadInfo, RunnerSpec } from "./runner.js";
-import type { FromWorker, ToProcess } from "./worker-protocol.js";
+import { FRAME_CHANNEL_FD, FrameReader, writeFrame } from "./tensor-frames.js";
+import type { FromWorker, ToProcess, ToWorker } from "./worker-protocol.js";
 
 const PROCESS_MAIN = fileURLToPath(new URL("./process-main.js", import.meta.url));
 
@@ -34,6 +37,8 @@ function describeExit(pid: number | undefined, code: number | null, signal: Node
 export class ProcessRunner implements Runner {
   readonly spec: RunnerSpec;
   private child: ChildProcess | undefined;
+  /** The child's frame channel: batches out, answers back. */
+  private frames: Socket | undefined;
   private loaded = false;
   private readonly pending = new PendingCalls();
   private closing: Promise<void> | undefined;
@@ -68,17 +73,19 @@ export class ProcessRunner implements Runner {
       serialization: "advanced",
       // stdout/stderr are the server's, as for a worker thread: a native crash's last words land
       // in the server's output.
-      stdio: ["ignore", "inherit", "inherit", "ipc"],
+      stdio: ["ignore", "inherit", "inherit", "ipc", "pipe"],
       execArgv: childExecArgv(),
     });
+    const frames = child.stdio[FRAME_CHANNEL_FD] as Socket;
     this.child = child;
+    this.frames = frames;
     return new Promise<RunnerLoadInfo>((resolve, reject) => {
       const loadFailed = (reason: string) =>
         new ModelportError(
           "MP_ERR_MODEL_LOAD_FAILED",
           `the runner process for ${this.spec.name} died while loading: ${reason}`,
         );
-      child.on("message", (msg: FromWorker) => {
+      const onMessage = (msg: FromWorker) => {
         if (this.child !== child) return;
         switch (msg.type) {
           case "loaded":
@@ -100,11 +107,27 @@ export class ProcessRunner implements Runner {
           case "closed":
             return;
         }
+      };
+      const reader = new FrameReader((msg) => onMessage(msg as FromWorker));
+      frames.on("data", (chunk: Buffer) => {
+        try {
+          reader.push(chunk);
+        } catch (err) {
+          // Nothing the child sends is malformed unless it is broken: end it as a crash.
+          if (this.child === child) {
+            process.emitWarning(`runner process ${child.pid}: ${(err as Error).message}; killing it`);
+            child.kill("SIGKILL");
+          }
+        }
       });
+      // A dying child resets the socket; its exit (below) does the work.
+      frames.on("error", () => {});
+      child.on("message", onMessage);
       child.on("exit", (code, signal) => {
         if (this.child !== child) return;
         const reason = this.closing ? "it was closed" : describeExit(child.pid, code, signal);
         this.child = undefined;
+        this.frames = undefined;
         const wasLoaded = this.loaded;
         this.loaded = false;
         if (!wasLoaded) {
@@ -119,6 +142,7 @@ export class ProcessRunner implements Runner {
       child.on("error", (err) => {
         if (this.child !== child || child.pid !== undefined) return;
         this.child = undefined;
+        this.frames = undefined;
         reject(loadFailed(err.message));
       });
       const init: ToProcess = {
@@ -132,8 +156,8 @@ export class ProcessRunner implements Runner {
   }
 
   predict(inputs: TensorMap): Promise<TensorMap> {
-    const child = this.child;
-    if (!child || !this.loaded || this.closing) {
+    const frames = this.frames;
+    if (!this.child || !frames || !this.loaded || this.closing) {
       return Promise.reject(
         new ModelportError(
           "MP_ERR_RUNNER_CRASHED",
@@ -142,16 +166,8 @@ export class ProcessRunner implements Runner {
       );
     }
     return this.pending.open((id) => {
-      const msg: ToProcess = { type: "predict", id, inputs };
-      try {
-        // A failed send means the channel is closing: the child's exit fails every pending call.
-        child.send(msg);
-      } catch (err) {
-        throw new ModelportError(
-          "MP_ERR_SERVER_INTERNAL",
-          `could not send the batch to the runner process: ${(err as Error).message}`,
-        );
-      }
+      // A failed write means the child is dying: its exit fails every pending call.
+      writeFrame(frames, { type: "predict", id, inputs });
     });
   }
 
@@ -168,6 +184,7 @@ export class ProcessRunner implements Runner {
     if (!child) return;
     // Detached first: its exit is not a crash, and late answers find no pending call.
     this.child = undefined;
+    this.frames = undefined;
     this.loaded = false;
     this.pending.failAll(this.spec.name, reason);
     if (child.exitCode !== null || child.signalCode !== null) return;
@@ -191,14 +208,16 @@ export class ProcessRunner implements Runner {
   /** Asks the child to close its model and exit; SIGKILL when it has not within the timeout. */
   private async shutdown(): Promise<void> {
     const child = this.child;
+    const frames = this.frames;
     if (!child) return;
     const exited = new Promise<void>((resolve) => {
       if (child.exitCode !== null || child.signalCode !== null) resolve();
       else child.once("exit", () => resolve());
     });
-    if (this.loaded && child.connected) {
-      const msg: ToProcess = { type: "close" };
-      child.send(msg, (err) => {
+    if (this.loaded && frames && child.connected) {
+      // On the frame channel, so it comes after every batch sent before it.
+      const msg: ToWorker = { type: "close" };
+      writeFrame(frames, msg, (err) => {
         if (err) child.kill("SIGKILL");
       });
       let timer: NodeJS.Timeout | undefined;

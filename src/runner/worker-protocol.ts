@@ -13,8 +13,11 @@ export interface WireError {
 
 export type ToWorker = { type: "predict"; id: number; inputs: TensorMap } | { type: "close" };
 
-/** A child process gets its spec as its first message (a worker thread gets it as workerData). */
-export type ToProcess = { type: "init"; data: WorkerData } | ToWorker;
+/**
+ * A child process gets its spec as its first message over the IPC channel (a worker thread gets it
+ * as workerData); the messages after it travel as frames (tensor-frames.ts).
+ */
+export type ToProcess = { type: "init"; data: WorkerData };
 
 export type FromWorker =
   | { type: "loaded"; info: RunnerLoadInfo }

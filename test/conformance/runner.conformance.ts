@@ -12,7 +12,7 @@ import { after, before, describe, it } from "node:test";
 import { isModelportError } from "../../src/errors.js";
 import type { Runner, RunnerSpec } from "../../src/runner/runner.js";
 import type { TensorMap } from "../../src/tensor.js";
-import { writeControlHandler } from "../fixtures/handlers.js";
+import { writeControlHandler, writeEchoHandler } from "../fixtures/handlers.js";
 
 /** Makes a runner for `spec`, not started. */
 export type RunnerMaker = (spec: RunnerSpec) => Runner;
@@ -71,6 +71,60 @@ export function runnerConformance(name: string, make: RunnerMaker): void {
       assert.equal(out.y!.datatype, "FP32");
       assert.deepEqual(out.y!.shape, [3, 1]);
       assert.deepEqual(ys(out), [2, 4, 6]);
+    });
+
+    it("passes tensors of every kind to the model and back intact, large ones included", async () => {
+      const echo = make({ ...spec, name: "echo", path: writeEchoHandler(dir) });
+      try {
+        await echo.start();
+        const n = 1_000_000;
+        // A 4 MB input as a view into a larger buffer, as a request body's tensors are.
+        const body = new ArrayBuffer(16 + n * 4);
+        const big = new Float32Array(body, 16, n);
+        for (let i = 0; i < n; i++) big[i] = Math.sin(i) * 1e3;
+        const sent: TensorMap = {
+          big: { datatype: "FP32", shape: [1, n], data: big },
+          f64: { datatype: "FP64", shape: [3], data: Float64Array.of(Math.PI, -0, 1e300) },
+          i64: { datatype: "INT64", shape: [2], data: BigInt64Array.of(-(2n ** 63n), 2n ** 62n + 1n) },
+          u64: { datatype: "UINT64", shape: [1], data: BigUint64Array.of(2n ** 64n - 1n) },
+          u8: { datatype: "BOOL", shape: [2, 2], data: Uint8Array.of(1, 0, 0, 1) },
+          i32: { datatype: "INT32", shape: [], data: Int32Array.of(-7) },
+          text: { datatype: "BYTES", shape: [2], data: ["naïve ✓", ""] },
+          empty: { datatype: "FP32", shape: [0, 4], data: new Float32Array(0) },
+        };
+        // What is expected, copied before the call (a runner may move the buffers it is given).
+        const expected = Object.fromEntries(
+          Object.entries(sent).map(([name, t]) => [
+            name,
+            {
+              ...t,
+              shape: [...t.shape],
+              kind: t.data.constructor.name,
+              values: Array.from(t.data as ArrayLike<unknown>),
+            },
+          ]),
+        );
+        const [out, small] = await Promise.all([echo.predict(sent), echo.predict(rows(3))]);
+        assert.deepEqual(
+          out.kinds!.data,
+          Object.entries(expected).map(([name, e]) => `${name}:${e.kind}`),
+          "the model gets each kind of array as sent",
+        );
+        for (const [name, e] of Object.entries(expected)) {
+          const got = out[name]!;
+          assert.equal(got.datatype, e.datatype, name);
+          assert.deepEqual(got.shape, e.shape, name);
+          assert.equal(got.data.constructor.name, e.kind, name);
+          assert.deepEqual(Array.from(got.data as ArrayLike<unknown>), e.values, name);
+        }
+        assert.deepEqual(
+          Array.from(small.x!.data as Float32Array),
+          [3],
+          "a call beside it gets its own answer",
+        );
+      } finally {
+        await echo.close();
+      }
     });
 
     it("answers concurrent calls each with its own result", async () => {
