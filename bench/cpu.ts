@@ -148,3 +148,23 @@ export function processCpuMs(pid: number): number | null {
     return null;
   }
 }
+
+/**
+ * CPU ms used so far by `pid` and its child processes (a server's runner processes), from /proc;
+ * null elsewhere than Linux. Children that exit meanwhile drop out of the sum.
+ */
+export function processTreeCpuMs(pid: number): number | null {
+  const own = processCpuMs(pid);
+  if (own === null) return null;
+  let total = own;
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const fields = readFileSync(`/proc/${entry}/stat`, "utf8").split(") ")[1]!.split(" ");
+      if (Number(fields[1]) === pid) total += processCpuMs(Number(entry)) ?? 0;
+    } catch {
+      // The process ended while the list was read.
+    }
+  }
+  return total;
+}

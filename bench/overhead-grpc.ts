@@ -231,9 +231,10 @@ async function main(): Promise<void> {
       cases: { type: "string" },
     },
   });
-  // The overhead suite's large-tensor cases over OIP binary: the image and the detector.
+  // The overhead suite's large-tensor cases over OIP binary, the image and the detector, with
+  // modelport's default runner.
   const GRPC_CASES = selectCases(flags.cases?.split(",").map((c) => c.trim()) ?? null).filter(
-    (c) => c.transport === "oip-binary",
+    (c) => c.transport === "oip-binary" && !c.flags,
   );
   const rounds = Number(flags.rounds);
   const warmupS = Number(flags.warmup);

@@ -17,7 +17,7 @@ import path from "node:path";
 import { InferenceSession, Tensor } from "onnxruntime-node";
 import { Random } from "../examples/build/random.js";
 import { runLoad } from "../src/loadgen/load.js";
-import { processCpuMs } from "./cpu.js";
+import { processTreeCpuMs } from "./cpu.js";
 import { loop } from "./in-process.js";
 import { UsageError } from "./options.js";
 import { type OverheadModel, writeOverheadModel } from "./overhead-models.js";
@@ -46,6 +46,8 @@ interface Case {
   metric: "p50" | "rps";
   /** The issue's bar, as a check of (modelport, baseline) and its wording; none: reported only. */
   bar?: { rule: string; holds(modelport: number, baseline: number): boolean };
+  /** `modelport serve` flags beyond the defaults (e.g. the runner's placement). */
+  flags?: readonly string[];
 }
 
 const MLP_IN: InputSpec[] = [{ name: "features", datatype: "FP32", shape: [1, 30] }];
@@ -155,6 +157,17 @@ export const CASES: readonly Case[] = [
     baseline: "in-process",
     metric: "p50",
   },
+  {
+    id: "detect-binary-process",
+    about: "the light detector over OIP binary, its runner a child process (--placement process)",
+    model: "overhead-detect",
+    inputs: DETECT_IN,
+    transport: "oip-binary",
+    concurrency: 1,
+    baseline: "in-process",
+    metric: "p50",
+    flags: ["--placement", "process"],
+  },
 ];
 
 type Values = Float32Array | BigInt64Array;
@@ -246,8 +259,8 @@ interface Measure {
   rps: number;
   requests: number;
   /**
-   * CPU ms a request of the server process, all its threads (model threads included), from /proc
-   * over the measured requests; sequential points on Linux only.
+   * CPU ms a request of the server process, all its threads (model threads included), and of its
+   * runner processes, from /proc over the measured requests; sequential points on Linux only.
    */
   serverCpuMs?: number;
 }
@@ -285,9 +298,9 @@ export async function sequential(
     };
     await loop(warmupS * 1000);
     const samples = new Samples();
-    const before = serverPid === undefined ? null : processCpuMs(serverPid);
+    const before = serverPid === undefined ? null : processTreeCpuMs(serverPid);
     const measure = summary(samples, await loop(durationS * 1000, samples));
-    const after = serverPid === undefined ? null : processCpuMs(serverPid);
+    const after = serverPid === undefined ? null : processTreeCpuMs(serverPid);
     if (before === null || after === null) return measure;
     return { ...measure, serverCpuMs: round((after - before) / samples.count) };
   } finally {
@@ -372,7 +385,7 @@ async function measureServer(
   const server: RunningServer =
     kind === "naive"
       ? await startNaive(ctx.modelDir, w)
-      : await startModelport(ctx.modelDir, ctx.opts.logLevel, w);
+      : await startModelport(ctx.modelDir, ctx.opts.logLevel, w, { flags: c.flags ?? [] });
   try {
     const req = encodeRequest(c, values, kind);
     const agent = new Agent({ keepAlive: false });
