@@ -21,9 +21,10 @@ export const USAGE = `Usage: node dist/bench/run.js [options]     (or: npm run b
                        overhead: what modelport adds where batching cannot help: a small
                        MLP (1 row at c=1, 32 rows at c=1 and 64) vs the naive server;
                        large tensors (image- and detector-shaped, OIP JSON and binary,
-                       light and with the real families' arithmetic) and a stateful
-                       4-input model vs onnxruntime in-process; the --concurrency flag
-                       does not apply (npm run bench:overhead)
+                       light and with the real families' arithmetic, the light
+                       detector also with its runner in a child process) and a
+                       stateful 4-input model vs onnxruntime in-process; the
+                       --concurrency flag does not apply (npm run bench:overhead)
   --cases LIST         overhead suite: only these cases (comma-separated ids, e.g.
                        image-binary,detect-full-binary; default all)
   --tuned R/MS         batching suite: also modelport with --batch-max-rows R
