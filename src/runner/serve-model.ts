@@ -51,7 +51,17 @@ export async function serveModel(data: WorkerData, port: RunnerPort): Promise<vo
     model.predict(msg.inputs).then(
       (outputs) => {
         const computeMs = performance.now() - started;
-        port.send({ type: "result", id: msg.id, outputs, computeMs, ...usage() }, transferables(outputs));
+        try {
+          port.send({ type: "result", id: msg.id, outputs, computeMs, ...usage() }, transferables(outputs));
+        } catch (err) {
+          // An answer that cannot cross (a handler returned a function, say) fails its call, not
+          // the runner: nothing of it was sent.
+          const cause = new ModelportError(
+            "MP_ERR_HANDLER_FAILED",
+            `${spec.name}: the model's answer could not be sent back: ${(err as Error).message}`,
+          );
+          port.send({ type: "error", id: msg.id, error: toWire(cause), ...usage() }, []);
+        }
       },
       (err) => port.send({ type: "error", id: msg.id, error: toWire(err), ...usage() }, []),
     );

@@ -127,6 +127,27 @@ export function runnerConformance(name: string, make: RunnerMaker): void {
       }
     });
 
+    it("fails a call whose answer cannot be sent back with MP_ERR_HANDLER_FAILED, not the runner", async () => {
+      const echo = make({ ...spec, name: "echo", path: writeEchoHandler(dir) });
+      const echoCrashes: string[] = [];
+      echo.onCrash((reason) => echoCrashes.push(reason));
+      try {
+        await echo.start();
+        const unsendable = {
+          unsendable: { datatype: "FP32", shape: [1], data: Float32Array.of(1) },
+        } as TensorMap;
+        await assert.rejects(echo.predict(unsendable), (e) => {
+          assert.equal(codeOf(e), "MP_ERR_HANDLER_FAILED");
+          assert.match((e as Error).message, /could not be sent back/);
+          return true;
+        });
+        assert.deepEqual(Array.from((await echo.predict(rows(2))).x!.data as Float32Array), [2]);
+        assert.deepEqual(echoCrashes, []);
+      } finally {
+        await echo.close();
+      }
+    });
+
     it("answers concurrent calls each with its own result", async () => {
       const xs = [10, 11, 12, 13, 14, 15];
       const outs = await Promise.all(xs.map((x) => runner.predict(rows(x))));
