@@ -148,6 +148,35 @@ export function runnerConformance(name: string, make: RunnerMaker): void {
       }
     });
 
+    it("dies while a large answer is on its way: the call is answered whole or fails as a crash, and a fresh start serves large calls", async () => {
+      const echo = make({ ...spec, name: "echo", path: writeEchoHandler(dir) });
+      const echoCrashes: string[] = [];
+      echo.onCrash((reason) => echoCrashes.push(reason));
+      const n = 1_000_000;
+      const big = () => Float32Array.from({ length: n }, (_, i) => i - n / 2);
+      const expected = Array.from(big());
+      try {
+        await echo.start();
+        const outcome = await echo
+          .predict({ exitAfterAnswer: { datatype: "FP32", shape: [n], data: big() } })
+          .catch((e: unknown) => e);
+        if (outcome instanceof Error) assert.equal(codeOf(outcome), "MP_ERR_RUNNER_CRASHED");
+        else
+          assert.deepEqual(
+            Array.from((outcome as TensorMap).exitAfterAnswer!.data as Float32Array),
+            expected,
+          );
+        for (let i = 0; i < 1000 && echoCrashes.length === 0; i++)
+          await new Promise((r) => setTimeout(r, 10));
+        assert.equal(echoCrashes.length, 1, "the runner's end is reported once");
+        await echo.start();
+        const again = await echo.predict({ x: { datatype: "FP32", shape: [n], data: big() } });
+        assert.deepEqual(Array.from(again.x!.data as Float32Array), expected);
+      } finally {
+        await echo.close();
+      }
+    });
+
     it("answers concurrent calls each with its own result", async () => {
       const xs = [10, 11, 12, 13, 14, 15];
       const outs = await Promise.all(xs.map((x) => runner.predict(rows(x))));
