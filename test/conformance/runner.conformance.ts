@@ -73,10 +73,21 @@ export function runnerConformance(name: string, make: RunnerMaker): void {
       assert.deepEqual(ys(out), [2, 4, 6]);
     });
 
-    it("passes tensors of every kind to the model and back intact, large ones included", async () => {
+    /** Runs `body` with a started runner of the echo handler and the crashes it reports; closes it after. */
+    async function withEcho(body: (echo: Runner, crashes: string[]) => Promise<void>): Promise<void> {
       const echo = make({ ...spec, name: "echo", path: writeEchoHandler(dir) });
+      const echoCrashes: string[] = [];
+      echo.onCrash((reason) => echoCrashes.push(reason));
       try {
         await echo.start();
+        await body(echo, echoCrashes);
+      } finally {
+        await echo.close();
+      }
+    }
+
+    it("passes tensors of every kind to the model and back intact, large ones included", () =>
+      withEcho(async (echo) => {
         const n = 1_000_000;
         // A 4 MB input as a view into a larger buffer, as a request body's tensors are.
         const body = new ArrayBuffer(16 + n * 4);
@@ -122,17 +133,10 @@ export function runnerConformance(name: string, make: RunnerMaker): void {
           [3],
           "a call beside it gets its own answer",
         );
-      } finally {
-        await echo.close();
-      }
-    });
+      }));
 
-    it("fails a call whose answer cannot be sent back with MP_ERR_HANDLER_FAILED, not the runner", async () => {
-      const echo = make({ ...spec, name: "echo", path: writeEchoHandler(dir) });
-      const echoCrashes: string[] = [];
-      echo.onCrash((reason) => echoCrashes.push(reason));
-      try {
-        await echo.start();
+    it("fails a call whose answer cannot be sent back with MP_ERR_HANDLER_FAILED, not the runner", () =>
+      withEcho(async (echo, echoCrashes) => {
         const unsendable = {
           unsendable: { datatype: "FP32", shape: [1], data: Float32Array.of(1) },
         } as TensorMap;
@@ -143,20 +147,13 @@ export function runnerConformance(name: string, make: RunnerMaker): void {
         });
         assert.deepEqual(Array.from((await echo.predict(rows(2))).x!.data as Float32Array), [2]);
         assert.deepEqual(echoCrashes, []);
-      } finally {
-        await echo.close();
-      }
-    });
+      }));
 
-    it("dies while a large answer is on its way: the call is answered whole or fails as a crash, and a fresh start serves large calls", async () => {
-      const echo = make({ ...spec, name: "echo", path: writeEchoHandler(dir) });
-      const echoCrashes: string[] = [];
-      echo.onCrash((reason) => echoCrashes.push(reason));
-      const n = 1_000_000;
-      const big = () => Float32Array.from({ length: n }, (_, i) => i - n / 2);
-      const expected = Array.from(big());
-      try {
-        await echo.start();
+    it("dies while a large answer is on its way: the call is answered whole or fails as a crash, and a fresh start serves large calls", () =>
+      withEcho(async (echo, echoCrashes) => {
+        const n = 1_000_000;
+        const big = () => Float32Array.from({ length: n }, (_, i) => i - n / 2);
+        const expected = Array.from(big());
         const outcome = await echo
           .predict({ exitAfterAnswer: { datatype: "FP32", shape: [n], data: big() } })
           .catch((e: unknown) => e);
@@ -172,10 +169,7 @@ export function runnerConformance(name: string, make: RunnerMaker): void {
         await echo.start();
         const again = await echo.predict({ x: { datatype: "FP32", shape: [n], data: big() } });
         assert.deepEqual(Array.from(again.x!.data as Float32Array), expected);
-      } finally {
-        await echo.close();
-      }
-    });
+      }));
 
     it("answers concurrent calls each with its own result", async () => {
       const xs = [10, 11, 12, 13, 14, 15];
