@@ -140,10 +140,14 @@ export function cpuReport(a: CpuSnapshot, b: CpuSnapshot, cores: number): CpuRep
 
 /** CPU ms a process has used so far, all its threads (utime + stime); null where /proc is not readable. */
 export function processCpuMs(pid: number): number | null {
+  const fields = statFields(pid);
+  return fields ? ((Number(fields[11]) + Number(fields[12])) / TICKS_PER_S) * 1000 : null;
+}
+
+/** /proc/PID/stat's fields after the command name (which is in parentheses and may hold spaces). */
+function statFields(pid: number | string): string[] | null {
   try {
-    // Fields after the command name, which is in parentheses and may hold spaces.
-    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-    return ((Number(fields[11]) + Number(fields[12])) / TICKS_PER_S) * 1000;
+    return readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
   } catch {
     return null;
   }
@@ -158,13 +162,9 @@ export function processTreeCpuMs(pid: number): number | null {
   if (own === null) return null;
   let total = own;
   for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const fields = readFileSync(`/proc/${entry}/stat`, "utf8").split(") ")[1]!.split(" ");
-      if (Number(fields[1]) === pid) total += processCpuMs(Number(entry)) ?? 0;
-    } catch {
-      // The process ended while the list was read.
-    }
+    // A process that ends while the list is read has no fields, and drops out.
+    if (/^\d+$/.test(entry) && Number(statFields(entry)?.[1]) === pid)
+      total += processCpuMs(Number(entry)) ?? 0;
   }
   return total;
 }

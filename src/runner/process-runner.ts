@@ -26,6 +26,9 @@ function childExecArgv(): string[] {
   return process.execArgv.filter((a) => !/^--(inspect|debug|test|watch)/.test(a));
 }
 
+/** The child's frame channel (tensor-frames.ts): batches out, answers back. */
+const framesOf = (child: ChildProcess) => child.stdio[FRAME_CHANNEL_FD] as Socket;
+
 function describeExit(pid: number | undefined, code: number | null, signal: NodeJS.Signals | null): string {
   if (signal === "SIGKILL") {
     return `runner process ${pid} was killed by SIGKILL, sent from outside the server: often the kernel's out-of-memory killer`;
@@ -37,8 +40,6 @@ function describeExit(pid: number | undefined, code: number | null, signal: Node
 export class ProcessRunner implements Runner {
   readonly spec: RunnerSpec;
   private child: ChildProcess | undefined;
-  /** The child's frame channel: batches out, answers back. */
-  private frames: Socket | undefined;
   private loaded = false;
   private readonly pending = new PendingCalls();
   private closing: Promise<void> | undefined;
@@ -76,9 +77,8 @@ export class ProcessRunner implements Runner {
       stdio: ["ignore", "inherit", "inherit", "ipc", "pipe"],
       execArgv: childExecArgv(),
     });
-    const frames = child.stdio[FRAME_CHANNEL_FD] as Socket;
+    const frames = framesOf(child);
     this.child = child;
-    this.frames = frames;
     return new Promise<RunnerLoadInfo>((resolve, reject) => {
       const loadFailed = (reason: string) =>
         new ModelportError(
@@ -127,7 +127,6 @@ export class ProcessRunner implements Runner {
         if (this.child !== child) return;
         const reason = this.closing ? "it was closed" : describeExit(child.pid, code, signal);
         this.child = undefined;
-        this.frames = undefined;
         const wasLoaded = this.loaded;
         this.loaded = false;
         if (!wasLoaded) {
@@ -142,7 +141,6 @@ export class ProcessRunner implements Runner {
       child.on("error", (err) => {
         if (this.child !== child || child.pid !== undefined) return;
         this.child = undefined;
-        this.frames = undefined;
         reject(loadFailed(err.message));
       });
       const init: ToProcess = {
@@ -156,8 +154,8 @@ export class ProcessRunner implements Runner {
   }
 
   predict(inputs: TensorMap): Promise<TensorMap> {
-    const frames = this.frames;
-    if (!this.child || !frames || !this.loaded || this.closing) {
+    const child = this.child;
+    if (!child || !this.loaded || this.closing) {
       return Promise.reject(
         new ModelportError(
           "MP_ERR_RUNNER_CRASHED",
@@ -167,7 +165,7 @@ export class ProcessRunner implements Runner {
     }
     return this.pending.open((id) => {
       // A failed write means the child is dying: its exit fails every pending call.
-      writeFrame(frames, { type: "predict", id, inputs });
+      writeFrame(framesOf(child), { type: "predict", id, inputs });
     });
   }
 
@@ -184,7 +182,6 @@ export class ProcessRunner implements Runner {
     if (!child) return;
     // Detached first: its exit is not a crash, and late answers find no pending call.
     this.child = undefined;
-    this.frames = undefined;
     this.loaded = false;
     this.pending.failAll(this.spec.name, reason);
     if (child.exitCode !== null || child.signalCode !== null) return;
@@ -208,16 +205,15 @@ export class ProcessRunner implements Runner {
   /** Asks the child to close its model and exit; SIGKILL when it has not within the timeout. */
   private async shutdown(): Promise<void> {
     const child = this.child;
-    const frames = this.frames;
     if (!child) return;
     const exited = new Promise<void>((resolve) => {
       if (child.exitCode !== null || child.signalCode !== null) resolve();
       else child.once("exit", () => resolve());
     });
-    if (this.loaded && frames && child.connected) {
+    if (this.loaded && child.connected) {
       // On the frame channel, so it comes after every batch sent before it.
       const msg: ToWorker = { type: "close" };
-      writeFrame(frames, msg, (err) => {
+      writeFrame(framesOf(child), msg, (err) => {
         if (err) child.kill("SIGKILL");
       });
       let timer: NodeJS.Timeout | undefined;

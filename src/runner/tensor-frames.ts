@@ -121,14 +121,13 @@ export function writeFrame(sink: FrameSink, msg: Message, done?: (err?: Error | 
  */
 export class FrameReader {
   readonly #onMessage: (msg: Message) => void;
-  #lengthBytes = Buffer.allocUnsafe(4);
-  #lengthFilled = 0;
-  #header: Buffer | undefined;
-  #headerFilled = 0;
-  /** The frame whose tensor bytes are being read. */
+  readonly #lengthBytes = Buffer.allocUnsafe(4);
+  /** What the stream's next bytes fill: the header's length, the header, or a tensor's memory. */
+  #part: "length" | "header" | "tensor" = "length";
+  #want: Uint8Array = this.#lengthBytes;
+  #filled = 0;
+  /** The frame whose tensors are being read. */
   #frame: { header: Header; tensors: TensorMap; next: number } | undefined;
-  #target: Uint8Array | undefined;
-  #targetFilled = 0;
 
   constructor(onMessage: (msg: Message) => void) {
     this.#onMessage = onMessage;
@@ -137,39 +136,22 @@ export class FrameReader {
   push(chunk: Uint8Array): void {
     let at = 0;
     while (at < chunk.length) {
-      if (this.#target) {
-        const n = Math.min(this.#target.length - this.#targetFilled, chunk.length - at);
-        this.#target.set(chunk.subarray(at, at + n), this.#targetFilled);
-        this.#targetFilled += n;
-        at += n;
-        if (this.#targetFilled === this.#target.length) {
-          this.#target = undefined;
-          this.#nextTensor();
-        }
-      } else if (this.#header) {
-        const n = Math.min(this.#header.length - this.#headerFilled, chunk.length - at);
-        this.#header.set(chunk.subarray(at, at + n), this.#headerFilled);
-        this.#headerFilled += n;
-        at += n;
-        if (this.#headerFilled === this.#header.length) {
-          const header = deserialize(this.#header) as Header;
-          this.#header = undefined;
-          this.#frame = { header, tensors: {}, next: 0 };
-          this.#nextTensor();
-        }
-      } else {
-        const n = Math.min(4 - this.#lengthFilled, chunk.length - at);
-        this.#lengthBytes.set(chunk.subarray(at, at + n), this.#lengthFilled);
-        this.#lengthFilled += n;
-        at += n;
-        if (this.#lengthFilled === 4) {
-          this.#lengthFilled = 0;
-          const length = this.#lengthBytes.readUInt32LE(0);
-          if (length === 0) throw new Error("a runner frame with an empty header");
-          this.#header = Buffer.allocUnsafe(length);
-          this.#headerFilled = 0;
-        }
+      const n = Math.min(this.#want.length - this.#filled, chunk.length - at);
+      this.#want.set(chunk.subarray(at, at + n), this.#filled);
+      this.#filled += n;
+      at += n;
+      if (this.#filled < this.#want.length) continue;
+      this.#filled = 0;
+      if (this.#part === "length") {
+        const length = this.#lengthBytes.readUInt32LE(0);
+        if (length === 0) throw new Error("a runner frame with an empty header");
+        this.#part = "header";
+        this.#want = Buffer.allocUnsafe(length);
+        continue;
       }
+      if (this.#part === "header")
+        this.#frame = { header: deserialize(this.#want) as Header, tensors: {}, next: 0 };
+      this.#nextTensor();
     }
   }
 
@@ -200,12 +182,14 @@ export class FrameReader {
         data: new Ctor(memory),
       } as TensorMap[string];
       if (bytes > 0) {
-        this.#target = new Uint8Array(memory);
-        this.#targetFilled = 0;
+        this.#part = "tensor";
+        this.#want = new Uint8Array(memory);
         return;
       }
     }
     this.#frame = undefined;
+    this.#part = "length";
+    this.#want = this.#lengthBytes;
     const { message, field } = frame.header;
     this.#onMessage(field ? ({ ...message, [field]: frame.tensors } as Message) : message);
   }
