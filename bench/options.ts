@@ -23,8 +23,9 @@ export const USAGE = `Usage: node dist/bench/run.js [options]     (or: npm run b
                        large tensors (image- and detector-shaped, OIP JSON and binary,
                        light and with the real families' arithmetic, the light
                        detector also with its runner in a child process) and a
-                       stateful 4-input model vs onnxruntime in-process; the
-                       --concurrency flag does not apply (npm run bench:overhead)
+                       stateful 4-input model vs onnxruntime in-process, with a
+                       bare node:http OIP server beside them; the --concurrency
+                       flag does not apply (npm run bench:overhead)
   --cases LIST         overhead suite: only these cases (comma-separated ids, e.g.
                        image-binary,detect-full-binary; default all)
   --tuned R/MS         batching suite: also modelport with --batch-max-rows R

@@ -9,6 +9,9 @@
 //   binary) and on a stateful multi-input model with a scalar input (OIP JSON). The large-tensor
 //   models come twice: light (a few ms of inference, so the transport's own cost dominates) and
 //   "full", with the arithmetic of the real families (tens of ms, as the issue's measured models).
+// The OIP cases also measure a bare node:http + onnxruntime OIP server (bench/bare-oip-server.ts)
+// in the same round: what the transport costs any server, so that what modelport adds beyond it
+// shows apart from what loopback HTTP costs (reported, not judged).
 // Concurrency-1 points use a sequential keep-alive node:http client (sub-millisecond latencies,
 // binary bodies); the concurrency-64 point uses the shared autocannon load generator. Models come
 // from bench/overhead-models.ts. Ratios are per round, reported as medians.
@@ -21,7 +24,7 @@ import { processTreeCpuMs } from "./cpu.js";
 import { loop } from "./in-process.js";
 import { UsageError } from "./options.js";
 import { type OverheadModel, writeOverheadModel } from "./overhead-models.js";
-import { type RunningServer, startModelport, startNaive } from "./servers.js";
+import { type RunningServer, startBareOip, startModelport, startNaive } from "./servers.js";
 import { median, round, Samples } from "./stats.js";
 import { type SuiteContext, writeResults } from "./suite.js";
 import type { Workload } from "./workload.js";
@@ -48,7 +51,11 @@ interface Case {
   bar?: { rule: string; holds(modelport: number, baseline: number): boolean };
   /** `modelport serve` flags beyond the defaults (e.g. the runner's placement). */
   flags?: readonly string[];
+  /** Also measure the bare OIP server (bench/bare-oip-server.ts) in each round (OIP cases). */
+  bare?: true;
 }
+
+type Server = "modelport" | "naive" | "bare";
 
 const MLP_IN: InputSpec[] = [{ name: "features", datatype: "FP32", shape: [1, 30] }];
 const MLP32_IN: InputSpec[] = [{ name: "features", datatype: "FP32", shape: [32, 30] }];
@@ -73,7 +80,7 @@ const largeBinary = {
  */
 function largeTensorCases(variant: "" | "-full", about: { image: string; detector: string }): Case[] {
   const image = `overhead-image${variant}` as OverheadModel;
-  const common = { concurrency: 1, baseline: "in-process", metric: "p50" } as const;
+  const common = { concurrency: 1, baseline: "in-process", metric: "p50", bare: true } as const;
   return [
     {
       id: `image${variant}-json`,
@@ -156,6 +163,7 @@ export const CASES: readonly Case[] = [
     concurrency: 1,
     baseline: "in-process",
     metric: "p50",
+    bare: true,
   },
   {
     id: "detect-binary-process",
@@ -189,7 +197,7 @@ interface Request {
   body: Buffer;
 }
 
-export function encodeRequest(c: Case, values: Values[], kind: "modelport" | "naive"): Request {
+export function encodeRequest(c: Case, values: Values[], kind: Server): Request {
   const numbers = (v: Values) => Array.from(v as ArrayLike<number | bigint>, Number);
   if (c.transport === "rows") {
     const [spec, data] = [c.inputs[0]!, numbers(values[0]!)];
@@ -309,7 +317,7 @@ export async function sequential(
 }
 
 /** The first output of an answer, flat (JSON rows, OIP JSON or OIP binary). */
-function firstOutput(c: Case, a: Answer, kind: "modelport" | "naive"): number[] {
+function firstOutput(c: Case, a: Answer, kind: Server): number[] {
   if (c.transport === "oip-binary") {
     const headerLength = Number(a.headers["inference-header-content-length"]);
     const header = JSON.parse(a.body.subarray(0, headerLength).toString()) as {
@@ -358,7 +366,7 @@ export async function inProcess(
 interface Point {
   case: string;
   round: number;
-  server: "modelport" | "naive" | "in-process";
+  server: Server | "in-process";
   measure: Measure;
 }
 
@@ -377,7 +385,7 @@ export function workloadFor(c: Case): Workload {
 async function measureServer(
   ctx: SuiteContext,
   c: Case,
-  kind: "modelport" | "naive",
+  kind: Server,
   values: Values[],
   expected: number[],
 ): Promise<{ measure: Measure; command: string }> {
@@ -385,7 +393,9 @@ async function measureServer(
   const server: RunningServer =
     kind === "naive"
       ? await startNaive(ctx.modelDir, w)
-      : await startModelport(ctx.modelDir, ctx.opts.logLevel, w, { flags: c.flags ?? [] });
+      : kind === "bare"
+        ? await startBareOip(ctx.modelDir, w)
+        : await startModelport(ctx.modelDir, ctx.opts.logLevel, w, { flags: c.flags ?? [] });
   try {
     const req = encodeRequest(c, values, kind);
     const agent = new Agent({ keepAlive: false });
@@ -450,8 +460,8 @@ export async function runOverhead(ctx: SuiteContext, commandLine: string): Promi
       const session = await openSession(files.get(c.model)!);
       const f = feeds(c, values);
       const expected = Array.from((await session.run(f))[session.outputNames[0]!]!.data as Float32Array);
-      const order =
-        turn++ % 2 === 0 ? (["modelport", c.baseline] as const) : ([c.baseline, "modelport"] as const);
+      const servers = ["modelport", c.baseline, ...(c.bare ? (["bare"] as const) : [])] as const;
+      const order = turn++ % 2 === 0 ? servers : [...servers].reverse();
       for (const who of order) {
         let measure: Measure;
         if (who === "in-process") measure = await inProcess(session, f, opts.warmupS, opts.durationS);
@@ -476,6 +486,8 @@ export async function runOverhead(ctx: SuiteContext, commandLine: string): Promi
     const b = pick(c.baseline);
     const ratios = m.map((v, i) => v / b[i]!);
     const [mm, bb] = [median(m), median(b)];
+    const bare = pick("bare");
+    const overBare = bare.map((v, i) => m[i]! / v);
     return {
       case: c.id,
       about: c.about,
@@ -485,19 +497,22 @@ export async function runOverhead(ctx: SuiteContext, commandLine: string): Promi
       baselineValue: round(bb),
       ratio: round(median(ratios)),
       perRound: ratios.map(round),
+      bare: bare.length > 0 ? round(median(bare)) : null,
+      overBare: bare.length > 0 ? round(median(overBare)) : null,
+      overBarePerRound: overBare.map(round),
       bar: c.bar?.rule ?? null,
       holds: c.bar ? c.bar.holds(mm, bb) : null,
     };
   });
 
   const header =
-    "| case | measure | baseline | modelport | baseline value | ratio (rounds) | bar | verdict |";
+    "| case | measure | baseline | modelport | baseline value | ratio (rounds) | bar | verdict | bare OIP server | modelport / bare (rounds) |";
   const table = [
     header,
-    "|---|---|---|--:|--:|--:|---|---|",
+    "|---|---|---|--:|--:|--:|---|---|--:|--:|",
     ...rows.map(
       (r) =>
-        `| ${r.case}: ${r.about} | ${r.metric === "p50" ? "p50 ms" : "req/s"} | ${r.baseline} | ${r.modelport} | ${r.baselineValue} | ${r.ratio} (${r.perRound.join(", ")}) | ${r.bar ?? "-"} | ${r.holds === null ? "-" : r.holds ? "holds" : "missed"} |`,
+        `| ${r.case}: ${r.about} | ${r.metric === "p50" ? "p50 ms" : "req/s"} | ${r.baseline} | ${r.modelport} | ${r.baselineValue} | ${r.ratio} (${r.perRound.join(", ")}) | ${r.bar ?? "-"} | ${r.holds === null ? "-" : r.holds ? "holds" : "missed"} | ${r.bare ?? "-"} | ${r.overBare === null ? "-" : `${r.overBare} (${r.overBarePerRound.join(", ")})`} |`,
     ),
   ].join("\n");
   const out = writeResults(ctx, "overhead", {
@@ -515,8 +530,8 @@ export async function runOverhead(ctx: SuiteContext, commandLine: string): Promi
     `### Overhead suite, ${ctx.date.slice(0, 10)}`,
     "",
     `Machine: ${ctx.machine.cpuModel}, ${ctx.machine.cpus} CPUs, Node ${ctx.machine.node}. ${opts.rounds} round(s), ` +
-      `${opts.warmupS} s warm-up and ${opts.durationS} s measured per point; modelport and its baseline alternate. ` +
-      "Ratios are modelport / baseline per round, medians shown.",
+      `${opts.warmupS} s warm-up and ${opts.durationS} s measured per point; modelport and its baselines alternate. ` +
+      "Ratios are modelport / baseline per round, medians shown; the bare OIP server (bench/bare-oip-server.ts: node:http and onnxruntime on its main thread) is measured beside the OIP cases in the same rounds, not judged.",
     "",
     table,
     "",

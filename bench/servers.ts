@@ -10,9 +10,9 @@ const ADDRESS = /"address":"(http:\/\/127\.0\.0\.1:\d+)"/;
 const START_TIMEOUT_MS = 60_000;
 
 export interface RunningServer {
-  /** The label in the results: "modelport", "naive", or a modelport variant such as "modelport-off". */
+  /** The label in the results: "modelport", "naive", "bare", or a modelport variant such as "modelport-off". */
   name: string;
-  kind: "modelport" | "naive";
+  kind: "modelport" | "naive" | "bare";
   modelName: string;
   /** How it was started, for the report (the model directory shown as <models>). */
   command: string;
@@ -135,22 +135,42 @@ async function launchModelport(l: Launch): Promise<RunningServer> {
 }
 
 /** `node dist/bench/naive-server.js DIR/MODEL.onnx 0`; it prints its address once loaded. */
-export async function startNaive(modelDir: string, workload: Workload): Promise<RunningServer> {
-  const script = path.join(here, "naive-server.js");
+export function startNaive(modelDir: string, workload: Workload): Promise<RunningServer> {
+  return startBaseline("naive-server", "naive", NAIVE_PREDICT_PATH, modelDir, workload);
+}
+
+/** `node dist/bench/bare-oip-server.js DIR/MODEL.onnx 0`: the model at /v2/models/NAME/infer. */
+export function startBareOip(modelDir: string, workload: Workload): Promise<RunningServer> {
+  return startBaseline(
+    "bare-oip-server",
+    "bare",
+    `/v2/models/${workload.modelName}/infer`,
+    modelDir,
+    workload,
+  );
+}
+
+async function startBaseline(
+  script: string,
+  name: "naive" | "bare",
+  predictPath: string,
+  modelDir: string,
+  workload: Workload,
+): Promise<RunningServer> {
   const child = spawnChild(
     process.execPath,
-    [script, path.join(modelDir, workload.modelFile), "0"],
-    "naive server",
+    [path.join(here, `${script}.js`), path.join(modelDir, workload.modelFile), "0"],
+    `${name} server`,
   );
   try {
     const url = (await child.waitFor(ADDRESS, START_TIMEOUT_MS))[1]!;
     return {
-      name: "naive",
-      kind: "naive",
+      name,
+      kind: name,
       modelName: workload.modelName,
-      command: `node dist/bench/naive-server.js <models>/${workload.modelFile} 0`,
+      command: `node dist/bench/${script}.js <models>/${workload.modelFile} 0`,
       url,
-      predictPath: NAIVE_PREDICT_PATH,
+      predictPath,
       child,
     };
   } catch (err) {
