@@ -22,12 +22,16 @@ export const USAGE = `Usage: node dist/bench/run.js [options]     (or: npm run b
                        MLP (1 row at c=1, 32 rows at c=1 and 64) vs the naive server;
                        large tensors (image- and detector-shaped, OIP JSON and binary,
                        light and with the real families' arithmetic, the light
-                       detector also with its runner in a child process) and a
+                       detector also with its runner in a child process and
+                       computed on the HTTP thread) and a
                        stateful 4-input model vs onnxruntime in-process, with a
                        bare node:http OIP server beside them; the --concurrency
                        flag does not apply (npm run bench:overhead)
   --cases LIST         overhead suite: only these cases (comma-separated ids, e.g.
                        image-binary,detect-full-binary; default all)
+  --server-cpus LIST   overhead suite: start each server (modelport and the baselines,
+                       not the bench's own client) under taskset -c LIST (Linux), e.g.
+                       1 to keep a server's threads on one core
   --tuned R/MS         batching suite: also modelport with --batch-max-rows R
                        --batch-max-delay-ms MS (default 64/1; "off" to skip)
   --duration S         measured seconds per load point (default 8; jobs suite 10)
@@ -75,6 +79,8 @@ export interface BenchOptions {
   quick: boolean;
   /** Overhead suite: the case ids to run; null for all. */
   cases: string[] | null;
+  /** Overhead suite: taskset's CPU list for the servers; null to leave them to the scheduler. */
+  serverCpus: string | null;
 }
 
 function positive(flag: string, value: string): number {
@@ -96,6 +102,14 @@ function nonNegative(flag: string, value: string): number {
   return n;
 }
 
+/** taskset's list form: 1, 0-3, 0,2 (digits, commas and ranges only). */
+function cpuList(value: string | undefined): string | null {
+  if (value === undefined) return null;
+  if (!/^\d+(-\d+)?(,\d+(-\d+)?)*$/.test(value))
+    throw new UsageError(`--server-cpus takes a CPU list such as 1, 0-1 or 0,2; got '${value}'`);
+  return value;
+}
+
 function parseTuned(value: string): BenchOptions["tuned"] {
   if (value === "off") return null;
   const [rows, ms, ...rest] = value.split("/");
@@ -110,6 +124,7 @@ function parse(argv: string[]) {
     options: {
       suite: { type: "string" },
       cases: { type: "string" },
+      "server-cpus": { type: "string" },
       tuned: { type: "string" },
       duration: { type: "string" },
       warmup: { type: "string" },
@@ -157,5 +172,6 @@ export function parseOptions(argv: string[]): BenchOptions | null {
     outDir: values.out ?? null,
     quick,
     cases: values.cases !== undefined ? values.cases.split(",").map((c) => c.trim()) : null,
+    serverCpus: cpuList(values["server-cpus"]),
   };
 }

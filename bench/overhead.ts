@@ -176,6 +176,18 @@ export const CASES: readonly Case[] = [
     metric: "p50",
     flags: ["--placement", "process"],
   },
+  {
+    id: "detect-binary-inline",
+    about:
+      "the light detector over OIP binary, computed on the HTTP thread when the model is idle (--inline-max-ms 50)",
+    model: "overhead-detect",
+    inputs: DETECT_IN,
+    transport: "oip-binary",
+    concurrency: 1,
+    baseline: "in-process",
+    metric: "p50",
+    flags: ["--inline-max-ms", "50"],
+  },
 ];
 
 type Values = Float32Array | BigInt64Array;
@@ -392,10 +404,13 @@ async function measureServer(
   const w = workloadFor(c);
   const server: RunningServer =
     kind === "naive"
-      ? await startNaive(ctx.modelDir, w)
+      ? await startNaive(ctx.modelDir, w, ctx.opts.serverCpus)
       : kind === "bare"
-        ? await startBareOip(ctx.modelDir, w)
-        : await startModelport(ctx.modelDir, ctx.opts.logLevel, w, { flags: c.flags ?? [] });
+        ? await startBareOip(ctx.modelDir, w, ctx.opts.serverCpus)
+        : await startModelport(ctx.modelDir, ctx.opts.logLevel, w, {
+            flags: c.flags ?? [],
+            cpus: ctx.opts.serverCpus,
+          });
   try {
     const req = encodeRequest(c, values, kind);
     const agent = new Agent({ keepAlive: false });

@@ -47,6 +47,20 @@ export interface ModelportVariant {
   name?: string;
   /** Extra serve flags, e.g. ["--batching", "off"]. */
   flags?: readonly string[];
+  /** Start it under `taskset -c CPUS` (Linux): the server's threads on those cores only. */
+  cpus?: string | null;
+}
+
+/** `node ARGS`, under `taskset -c CPUS` when given (taskset runs node in its own process). */
+function spawnNode(args: readonly string[], label: string, cpus: string | null | undefined): Child {
+  return cpus
+    ? spawnChild("taskset", ["-c", cpus, process.execPath, ...args], label)
+    : spawnChild(process.execPath, [...args], label);
+}
+
+/** How the report shows a server's command, with its taskset prefix. */
+function shown(command: string, cpus: string | null | undefined): string {
+  return cpus ? `taskset -c ${cpus} ${command}` : command;
 }
 
 /**
@@ -69,6 +83,7 @@ export function startModelport(
     shownArgs: [`<models>/${workload.modelFile}`],
     logLevel,
     flags: variant.flags ?? [],
+    cpus: variant.cpus ?? null,
   });
 }
 
@@ -106,6 +121,7 @@ interface Launch {
   shownArgs: readonly string[];
   logLevel: string;
   flags: readonly string[];
+  cpus?: string | null;
 }
 
 async function launchModelport(l: Launch): Promise<RunningServer> {
@@ -114,7 +130,7 @@ async function launchModelport(l: Launch): Promise<RunningServer> {
   if (l.logLevel !== "info") tail.push("--log-level", l.logLevel);
   tail.push(...l.flags);
   const bin = path.join(repoRoot, "bin/modelport.js");
-  const child = spawnChild(process.execPath, [bin, "serve", ...l.args, ...tail], l.name);
+  const child = spawnNode([bin, "serve", ...l.args, ...tail], l.name, l.cpus);
   try {
     const url =
       port === 0 ? (await child.waitFor(ADDRESS, START_TIMEOUT_MS))[1]! : `http://127.0.0.1:${port}`;
@@ -123,7 +139,7 @@ async function launchModelport(l: Launch): Promise<RunningServer> {
       name: l.name,
       kind: "modelport",
       modelName: l.modelName,
-      command: `node bin/modelport.js serve ${[...l.shownArgs, ...tail].join(" ")}`,
+      command: shown(`node bin/modelport.js serve ${[...l.shownArgs, ...tail].join(" ")}`, l.cpus),
       url,
       predictPath: l.predictPath,
       child,
@@ -135,18 +151,27 @@ async function launchModelport(l: Launch): Promise<RunningServer> {
 }
 
 /** `node dist/bench/naive-server.js DIR/MODEL.onnx 0`; it prints its address once loaded. */
-export function startNaive(modelDir: string, workload: Workload): Promise<RunningServer> {
-  return startBaseline("naive-server", "naive", NAIVE_PREDICT_PATH, modelDir, workload);
+export function startNaive(
+  modelDir: string,
+  workload: Workload,
+  cpus?: string | null,
+): Promise<RunningServer> {
+  return startBaseline("naive-server", "naive", NAIVE_PREDICT_PATH, modelDir, workload, cpus);
 }
 
 /** `node dist/bench/bare-oip-server.js DIR/MODEL.onnx 0`: the model at /v2/models/NAME/infer. */
-export function startBareOip(modelDir: string, workload: Workload): Promise<RunningServer> {
+export function startBareOip(
+  modelDir: string,
+  workload: Workload,
+  cpus?: string | null,
+): Promise<RunningServer> {
   return startBaseline(
     "bare-oip-server",
     "bare",
     `/v2/models/${workload.modelName}/infer`,
     modelDir,
     workload,
+    cpus,
   );
 }
 
@@ -156,11 +181,12 @@ async function startBaseline(
   predictPath: string,
   modelDir: string,
   workload: Workload,
+  cpus: string | null | undefined,
 ): Promise<RunningServer> {
-  const child = spawnChild(
-    process.execPath,
+  const child = spawnNode(
     [path.join(here, `${script}.js`), path.join(modelDir, workload.modelFile), "0"],
     `${name} server`,
+    cpus,
   );
   try {
     const url = (await child.waitFor(ADDRESS, START_TIMEOUT_MS))[1]!;
@@ -168,7 +194,7 @@ async function startBaseline(
       name,
       kind: name,
       modelName: workload.modelName,
-      command: `node dist/bench/${script}.js <models>/${workload.modelFile} 0`,
+      command: shown(`node dist/bench/${script}.js <models>/${workload.modelFile} 0`, cpus),
       url,
       predictPath,
       child,
