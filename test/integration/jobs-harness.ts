@@ -75,13 +75,27 @@ export interface FaultyJobStore extends JobStore {
   readonly rejected: Map<string, number>;
   /** Calls made so far, per method. */
   readonly calls: Map<string, number>;
+  /**
+   * Calls made so far of one method for one job (its first argument): a job running meanwhile
+   * (its lease renewals read it) does not count toward another's.
+   */
+  callsFor(name: keyof JobStore, id: string): number;
 }
 
 export function faultyJobStore(real: JobStore): FaultyJobStore {
   const failing = new Set<keyof JobStore>();
   const rejected = new Map<string, number>();
   const calls = new Map<string, number>();
-  const wrapper = { failing, rejected, calls, pausedClaims: false, heldRenewals: false } as FaultyJobStore;
+  const byJob = new Map<string, number>();
+  const callsFor = (name: string, id: string) => byJob.get(`${name} ${id}`) ?? 0;
+  const wrapper = {
+    failing,
+    rejected,
+    calls,
+    callsFor,
+    pausedClaims: false,
+    heldRenewals: false,
+  } as FaultyJobStore;
   for (const name of [
     "create",
     "get",
@@ -103,6 +117,7 @@ export function faultyJobStore(real: JobStore): FaultyJobStore {
   ] as const) {
     (wrapper as unknown as Record<string, unknown>)[name] = (...args: unknown[]) => {
       calls.set(name, (calls.get(name) ?? 0) + 1);
+      if (typeof args[0] === "string") byJob.set(`${name} ${args[0]}`, callsFor(name, args[0]) + 1);
       if (failing.has(name)) {
         rejected.set(name, (rejected.get(name) ?? 0) + 1);
         return Promise.reject(

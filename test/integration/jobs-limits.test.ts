@@ -124,11 +124,12 @@ describe("job limits", () => {
     try {
       await drainQueue();
       const sub = await submit({ rows: [ROW] });
-      const before = { get: store.calls.get("get") ?? 0, state: store.calls.get("state") ?? 0 };
-      const res = await get(`/v1/jobs/${sub.body.id}?wait=3`);
+      const id = sub.body.id as string;
+      const before = { get: store.callsFor("get", id), state: store.callsFor("state", id) };
+      const res = await get(`/v1/jobs/${id}?wait=3`);
       assert.equal(res.body.status, "queued");
-      const gets = (store.calls.get("get") ?? 0) - before.get;
-      const states = (store.calls.get("state") ?? 0) - before.state;
+      const gets = store.callsFor("get", id) - before.get;
+      const states = store.callsFor("state", id) - before.state;
       assert.ok(states >= 2, `state reads: ${states}`);
       assert.ok(gets <= 1, `whole-job reads: ${gets}`);
     } finally {
@@ -198,8 +199,9 @@ describe("event stream life", () => {
     store.pausedClaims = true;
     try {
       const sub = await postJson(`${srv.url}/v1/models/tree/jobs`, { rows: [ROW] });
-      const before = store.calls.get("get") ?? 0;
-      const res = await fetch(`${srv.url}/v1/jobs/${sub.body.id}/events`, {
+      const id = sub.body.id as string;
+      const before = store.callsFor("get", id);
+      const res = await fetch(`${srv.url}/v1/jobs/${id}/events`, {
         signal: AbortSignal.timeout(30_000),
       });
       const text = await res.text();
@@ -209,10 +211,8 @@ describe("event stream life", () => {
       assert.match(text, /^retry: \d+$/m);
       assert.doesNotMatch(text, /^event: end$/m);
       // The job is still queued; the stream read it whole once, then polled its status.
-      assert.ok(
-        (store.calls.get("get") ?? 0) - before <= 2,
-        `gets: ${(store.calls.get("get") ?? 0) - before}`,
-      );
+      const gets = store.callsFor("get", id) - before;
+      assert.ok(gets <= 2, `gets: ${gets}`);
       assert.equal(srv.server.context.streams.held(), 0);
     } finally {
       store.pausedClaims = false;
