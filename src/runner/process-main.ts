@@ -2,7 +2,7 @@
 // the model exactly as a worker thread does: its load report over the IPC channel, batches and
 // answers as frames on the frame channel (tensor-frames.ts). The process is the model's own, so a
 // native crash or an out-of-memory kill here cannot take the HTTP server down.
-import { Socket } from "node:net";
+import { type OnReadOpts, Socket, type SocketConstructorOpts } from "node:net";
 import { applyHeapGrowth } from "../heap-growth.js";
 import { applyMallocThresholds } from "../malloc-thresholds.js";
 import { serveModel } from "./serve-model.js";
@@ -20,25 +20,46 @@ applyHeapGrowth();
 applyMallocThresholds();
 
 // The server went away (exited, crashed or was SIGKILLed): the IPC channel closes, and a
-// runner without its server must not live on holding the model's memory. So does the frame
-// channel, and a frame this side cannot read means the two sides no longer agree.
+// runner without its server must not live on holding the model's memory.
 process.on("disconnect", () => process.exit(0));
-const frames = new Socket({ fd: FRAME_CHANNEL_FD, readable: true, writable: true });
-frames.on("end", () => process.exit(0));
-frames.on("error", () => process.exit(0));
 
 const listeners: ((msg: ToWorker) => void)[] = [];
 const reader = new FrameReader((msg) => {
   for (const l of listeners) l(msg as ToWorker);
 });
-frames.on("data", (chunk: Buffer) => {
+// The socket reads into memory this side chooses (`onread`): while a large tensor is arriving,
+// straight into that tensor's memory, so the kernel's copy is the only one; everything else
+// (lengths, headers, small tensors) into one scratch buffer whose bytes push() copies out.
+const scratch = Buffer.allocUnsafe(64 * 1024);
+let direct = false;
+function readInto(): Uint8Array {
+  const target = reader.target();
+  direct = target !== undefined;
+  return target ?? scratch;
+}
+function onRead(n: number, buffer: Uint8Array): boolean {
   try {
-    reader.push(chunk);
+    if (direct) reader.advance(n);
+    else reader.push(buffer.subarray(0, n));
   } catch (err) {
     process.stderr.write(`runner process ${process.pid}: ${(err as Error).message}\n`);
     process.exit(1);
   }
-});
+  return true;
+}
+// `onread` is a documented option of new net.Socket() (Node's net docs) that this @types/node
+// version lists only for connect().
+const options: SocketConstructorOpts & { onread: OnReadOpts } = {
+  fd: FRAME_CHANNEL_FD,
+  readable: true,
+  writable: true,
+  onread: { buffer: readInto, callback: onRead },
+};
+const frames = new Socket(options);
+// So does the frame channel; and a frame this side cannot read (onRead) means the two sides no
+// longer agree.
+frames.on("end", () => process.exit(0));
+frames.on("error", () => process.exit(0));
 
 function send(msg: FromWorker): void {
   // After "closed" or "load-failed" there is nothing left to do; a failed send means the parent is gone.

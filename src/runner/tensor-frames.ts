@@ -4,7 +4,9 @@
 // and the receiver joined the socket's chunks into a third copy, all of it fresh memory for the
 // collector: 4.9 MB in and 2.1 MB out cost ~8 ms a call more than a worker thread. Here a tensor's
 // memory goes to the socket as it lies, and the receiver copies each tensor once, from the
-// socket's chunks into memory of its own, sized and aligned for it.
+// socket's chunks into memory of its own, sized and aligned for it; a receiver that chooses where
+// the socket reads into (net.Socket's `onread`, in the child) has the kernel write a large tensor
+// straight into that memory instead (FrameReader.target).
 //
 // A frame: the header's length (u32, little-endian), the header (V8-serialized: the message with
 // its tensors replaced by their descriptions), then the bytes of each typed-array tensor in the
@@ -21,6 +23,9 @@ type Message = ToWorker | FromWorker;
 
 /** Frames up to this many bytes are copied into one buffer and written at once. */
 const SMALL_FRAME = 64 * 1024;
+
+/** A tensor's bytes still to come from which FrameReader.target offers its memory to read into. */
+const DIRECT_READ = 64 * 1024;
 
 const ARRAYS = {
   Float32Array,
@@ -133,6 +138,7 @@ export class FrameReader {
     this.#onMessage = onMessage;
   }
 
+  /** Reads a chunk of the stream; keeps no reference to it (the caller may reuse its memory). */
   push(chunk: Uint8Array): void {
     let at = 0;
     while (at < chunk.length) {
@@ -153,6 +159,26 @@ export class FrameReader {
         this.#frame = { header: deserialize(this.#want) as Header, tensors: {}, next: 0 };
       this.#nextTensor();
     }
+  }
+
+  /**
+   * Where the stream's next bytes can be read straight into, skipping push()'s copy: the rest of
+   * the memory of the tensor being received, while at least DIRECT_READ bytes of it are to come;
+   * undefined otherwise (read a chunk and push() it). After reading n bytes into it, advance(n).
+   */
+  target(): Uint8Array | undefined {
+    if (this.#part !== "tensor" || this.#want.length - this.#filled < DIRECT_READ) return undefined;
+    return this.#want.subarray(this.#filled);
+  }
+
+  /** Counts `n` bytes read into target()'s memory. */
+  advance(n: number): void {
+    if (this.#part !== "tensor" || !(n >= 0 && this.#filled + n <= this.#want.length))
+      throw new Error(`a runner frame read of ${n} bytes past where it was offered`);
+    this.#filled += n;
+    if (this.#filled < this.#want.length) return;
+    this.#filled = 0;
+    this.#nextTensor();
   }
 
   /** Takes the frame's tensors up to the next one whose bytes are to come; hands on the message when none is. */

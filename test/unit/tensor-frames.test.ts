@@ -1,6 +1,7 @@
 // The frames a child-process runner's batches and answers travel in (src/runner/tensor-frames.ts):
 // every kind of tensor data comes back equal, in memory of its own, however the byte stream is
-// cut; a frame the reader cannot make sense of is refused, not half-read.
+// cut, or read straight into a large tensor's memory as the child process reads its batches; a
+// frame the reader cannot make sense of is refused, not half-read.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { FrameReader, type FrameSink, writeFrame } from "../../src/runner/tensor-frames.js";
@@ -100,6 +101,36 @@ function roundTrip(messages: Message[], cut: (stream: Buffer) => Buffer[]): Mess
   return got;
 }
 
+/**
+ * Reads the stream as the child process does (net.Socket's onread): into FrameReader.target() when
+ * it offers memory, else into a scratch buffer that is pushed; each read takes up to `size(i)`
+ * bytes, as a socket hands over what has arrived. Returns the messages and the bytes read direct.
+ */
+function readDirect(messages: Message[], size: (i: number) => number): { got: Message[]; direct: number } {
+  const sink = collect();
+  for (const m of messages) writeFrame(sink, m);
+  const stream = sink.bytes();
+  const got: Message[] = [];
+  const reader = new FrameReader((m) => got.push(m));
+  const scratch = Buffer.alloc(64 * 1024);
+  let direct = 0;
+  for (let at = 0, i = 0; at < stream.length; i++) {
+    const target = reader.target();
+    const into = target ?? scratch;
+    const n = Math.min(into.length, size(i), stream.length - at);
+    into.set(stream.subarray(at, at + n));
+    at += n;
+    if (target) {
+      direct += n;
+      reader.advance(n);
+    } else {
+      reader.push(scratch.subarray(0, n));
+      scratch.fill(0xee); // the reader must have copied what it keeps
+    }
+  }
+  return { got, direct };
+}
+
 const whole = (b: Buffer) => [b];
 const byteByByte = (b: Buffer) => Array.from({ length: b.length }, (_, i) => b.subarray(i, i + 1));
 function seededCuts(seed: number) {
@@ -161,6 +192,55 @@ describe("runner frames", () => {
       assert.deepEqual(got[1], messages[1]);
       assertSameTensors((got[2] as Extract<FromWorker, { type: "result" }>).outputs, everyKind(70_000));
     }
+  });
+
+  it("read straight into a large tensor's memory, as the child reads, the messages come back equal", () => {
+    const big = Float32Array.from({ length: 300_000 }, (_, i) => Math.sin(i));
+    const messages: Message[] = [
+      { type: "predict", id: 1, inputs: { x: { datatype: "FP32", shape: [300_000], data: big } } },
+      { type: "predict", id: 2, inputs: everyKind(5) },
+      { type: "predict", id: 3, inputs: everyKind(40_000) },
+      { type: "close" },
+    ];
+    let seed = 11;
+    const random = () => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return 1 + (seed % 200_000);
+    };
+    const sizes = [() => 65_536, () => 1_000_000, (i: number) => 1 + ((i * 7919) % 90_000), random];
+    for (const size of sizes) {
+      const { got, direct } = readDirect(messages, size);
+      assert.deepEqual(
+        got.map((m) => m.type),
+        ["predict", "predict", "predict", "close"],
+      );
+      assertSameTensors(
+        (got[0] as { inputs: TensorMap }).inputs,
+        messages[0]!.type === "predict" ? messages[0]!.inputs : {},
+      );
+      assertSameTensors((got[1] as { inputs: TensorMap }).inputs, everyKind(5));
+      assertSameTensors((got[2] as { inputs: TensorMap }).inputs, everyKind(40_000));
+      // The 1.2 MB tensor's bytes, but for what came with its frame's header, were read in place.
+      assert.ok(direct > 1_000_000, `${direct} bytes read straight into tensors`);
+    }
+  });
+
+  it("refuses a direct read it did not offer", () => {
+    const reader = new FrameReader(() => {});
+    assert.equal(reader.target(), undefined, "nothing to read into before a frame's header");
+    assert.throws(() => reader.advance(1), /past where it was offered/);
+    const sink = collect();
+    writeFrame(sink, {
+      type: "predict",
+      id: 1,
+      inputs: { x: { datatype: "FP32", shape: [100_000], data: new Float32Array(100_000) } },
+    });
+    const stream = sink.bytes();
+    const start = 4 + stream.readUInt32LE(0) + 10; // the length, the header, 10 of the tensor's bytes
+    reader.push(stream.subarray(0, start));
+    const target = reader.target()!;
+    assert.equal(target.length, stream.length - start);
+    assert.throws(() => reader.advance(target.length + 1), /past where it was offered/);
   });
 
   it("a handler's plain arrays cross as they were", () => {
