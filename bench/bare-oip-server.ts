@@ -10,10 +10,9 @@
 //
 //   node dist/bench/bare-oip-server.js MODEL.onnx PORT    (PORT 0 picks a free one)
 // Prints {"address":"http://127.0.0.1:PORT"} on stdout once the model is loaded and it listens.
-import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { InferenceSession, Tensor } from "onnxruntime-node";
+import { serveBaseline } from "./baseline-server.js";
 
 const [modelPath, portArg = "0"] = process.argv.slice(2);
 if (modelPath === undefined) {
@@ -51,64 +50,44 @@ function fromNumbers(datatype: InputHeader["datatype"], data: number[]): Float32
   return datatype === "INT64" ? BigInt64Array.from(data, BigInt) : Float32Array.from(data);
 }
 
-const server = createServer((req, res) => {
-  const chunks: Buffer[] = [];
-  req.on("data", (c: Buffer) => chunks.push(c));
-  req.on("end", async () => {
-    try {
-      const body = Buffer.concat(chunks);
-      const headerLength = req.headers["inference-header-content-length"];
-      const jsonEnd = headerLength === undefined ? body.length : Number(headerLength);
-      const request = JSON.parse(body.toString("utf8", 0, jsonEnd)) as RequestHeader;
-      const feeds: Record<string, Tensor> = {};
-      let at = jsonEnd;
-      for (const input of request.inputs) {
-        const size = input.parameters?.binary_data_size;
-        let data: Float32Array | BigInt64Array;
-        if (size === undefined) data = fromNumbers(input.datatype, input.data ?? []);
-        else {
-          data = fromBytes(input.datatype, body.subarray(at, at + size));
-          at += size;
-        }
-        feeds[input.name] = new Tensor(input.datatype === "INT64" ? "int64" : "float32", data, input.shape);
-      }
-      const results = await session.run(feeds);
-      const binary = request.parameters?.binary_data_output === true;
-      const values = session.outputNames.map((name) => results[name]!.data as Float32Array | BigInt64Array);
-      const outputs = session.outputNames.map((name, i) => {
-        const t = results[name]!;
-        const head = { name, datatype: t.type === "int64" ? "INT64" : "FP32", shape: t.dims };
-        const data = values[i]!;
-        return binary
-          ? { ...head, parameters: { binary_data_size: data.byteLength } }
-          : { ...head, data: Array.from(data, Number) };
-      });
-      const header = JSON.stringify({ model_name: modelName, outputs });
-      if (!binary) {
-        res.writeHead(200, { "content-type": "application/json" });
-        res.end(header);
-        return;
-      }
-      const json = Buffer.from(header);
-      const raw = values.map((d) => Buffer.from(d.buffer, d.byteOffset, d.byteLength));
-      res.writeHead(200, {
-        "content-type": "application/octet-stream",
-        "inference-header-content-length": String(json.length),
-      });
-      res.end(Buffer.concat([json, ...raw]));
-    } catch (err) {
-      res.writeHead(500, { "content-type": "application/json" });
-      res.end(JSON.stringify({ error: String(err) }));
+serveBaseline(Number(portArg), async (body, req, res) => {
+  const headerLength = req.headers["inference-header-content-length"];
+  const jsonEnd = headerLength === undefined ? body.length : Number(headerLength);
+  const request = JSON.parse(body.toString("utf8", 0, jsonEnd)) as RequestHeader;
+  const feeds: Record<string, Tensor> = {};
+  let at = jsonEnd;
+  for (const input of request.inputs) {
+    const size = input.parameters?.binary_data_size;
+    let data: Float32Array | BigInt64Array;
+    if (size === undefined) data = fromNumbers(input.datatype, input.data ?? []);
+    else {
+      data = fromBytes(input.datatype, body.subarray(at, at + size));
+      at += size;
     }
+    feeds[input.name] = new Tensor(input.datatype === "INT64" ? "int64" : "float32", data, input.shape);
+  }
+  const results = await session.run(feeds);
+  const binary = request.parameters?.binary_data_output === true;
+  const values = session.outputNames.map((name) => results[name]!.data as Float32Array | BigInt64Array);
+  const outputs = session.outputNames.map((name, i) => {
+    const t = results[name]!;
+    const head = { name, datatype: t.type === "int64" ? "INT64" : "FP32", shape: t.dims };
+    const data = values[i]!;
+    return binary
+      ? { ...head, parameters: { binary_data_size: data.byteLength } }
+      : { ...head, data: Array.from(data, Number) };
   });
-});
-
-server.listen(Number(portArg), "127.0.0.1", () => {
-  const { port } = server.address() as AddressInfo;
-  process.stdout.write(`${JSON.stringify({ address: `http://127.0.0.1:${port}` })}\n`);
-});
-
-process.on("SIGTERM", () => {
-  server.close(() => process.exit(0));
-  server.closeAllConnections();
+  const header = JSON.stringify({ model_name: modelName, outputs });
+  if (!binary) {
+    res.writeHead(200, { "content-type": "application/json" });
+    res.end(header);
+    return;
+  }
+  const json = Buffer.from(header);
+  const raw = values.map((d) => Buffer.from(d.buffer, d.byteOffset, d.byteLength));
+  res.writeHead(200, {
+    "content-type": "application/octet-stream",
+    "inference-header-content-length": String(json.length),
+  });
+  res.end(Buffer.concat([json, ...raw]));
 });

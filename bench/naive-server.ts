@@ -6,9 +6,8 @@
 //   node dist/bench/naive-server.js MODEL.onnx PORT    (PORT 0 picks a free one)
 // Prints {"address":"http://127.0.0.1:PORT"} on stdout once the model is loaded and it listens.
 // Takes {"rows":[[...],...]}; answers {OUTPUT: [per row: a number, or an array for [batch, k]]}.
-import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
 import { InferenceSession, Tensor } from "onnxruntime-node";
+import { serveBaseline } from "./baseline-server.js";
 
 const [modelPath, portArg = "0"] = process.argv.slice(2);
 if (modelPath === undefined) {
@@ -52,31 +51,12 @@ function perRow(t: Tensor, rows: number): unknown[] {
   return out;
 }
 
-const server = createServer((req, res) => {
-  const chunks: Buffer[] = [];
-  req.on("data", (c: Buffer) => chunks.push(c));
-  req.on("end", async () => {
-    try {
-      const rows = JSON.parse(Buffer.concat(chunks).toString("utf8")).rows as number[][];
-      const features = new Tensor("float32", Float32Array.from(rows.flat()), [rows.length, width]);
-      const out = await session.run({ [inputName]: features });
-      const body: Record<string, unknown[]> = {};
-      for (const name of session.outputNames) body[name] = perRow(out[name]!, rows.length);
-      res.writeHead(200, { "content-type": "application/json" });
-      res.end(JSON.stringify(body));
-    } catch (err) {
-      res.writeHead(500, { "content-type": "application/json" });
-      res.end(JSON.stringify({ error: String(err) }));
-    }
-  });
-});
-
-server.listen(Number(portArg), "127.0.0.1", () => {
-  const { port } = server.address() as AddressInfo;
-  process.stdout.write(`${JSON.stringify({ address: `http://127.0.0.1:${port}` })}\n`);
-});
-
-process.on("SIGTERM", () => {
-  server.close(() => process.exit(0));
-  server.closeAllConnections();
+serveBaseline(Number(portArg), async (body, _req, res) => {
+  const rows = JSON.parse(body.toString("utf8")).rows as number[][];
+  const features = new Tensor("float32", Float32Array.from(rows.flat()), [rows.length, width]);
+  const out = await session.run({ [inputName]: features });
+  const answer: Record<string, unknown[]> = {};
+  for (const name of session.outputNames) answer[name] = perRow(out[name]!, rows.length);
+  res.writeHead(200, { "content-type": "application/json" });
+  res.end(JSON.stringify(answer));
 });

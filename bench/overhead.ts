@@ -112,6 +112,16 @@ function largeTensorCases(variant: "" | "-full", about: { image: string; detecto
   ];
 }
 
+/** The light detector over OIP binary against in-process, for the cases that vary modelport's flags. */
+const LIGHT_DETECTOR_BINARY = {
+  model: "overhead-detect",
+  inputs: DETECT_IN,
+  transport: "oip-binary",
+  concurrency: 1,
+  baseline: "in-process",
+  metric: "p50",
+} as const;
+
 export const CASES: readonly Case[] = [
   {
     id: "mlp-1row-c1",
@@ -168,24 +178,14 @@ export const CASES: readonly Case[] = [
   {
     id: "detect-binary-process",
     about: "the light detector over OIP binary, its runner a child process (--placement process)",
-    model: "overhead-detect",
-    inputs: DETECT_IN,
-    transport: "oip-binary",
-    concurrency: 1,
-    baseline: "in-process",
-    metric: "p50",
+    ...LIGHT_DETECTOR_BINARY,
     flags: ["--placement", "process"],
   },
   {
     id: "detect-binary-inline",
     about:
       "the light detector over OIP binary, computed on the HTTP thread when the model is idle (--inline-max-ms 50)",
-    model: "overhead-detect",
-    inputs: DETECT_IN,
-    transport: "oip-binary",
-    concurrency: 1,
-    baseline: "in-process",
-    metric: "p50",
+    ...LIGHT_DETECTOR_BINARY,
     flags: ["--inline-max-ms", "50"],
   },
 ];
