@@ -22,11 +22,10 @@ export const USAGE = `Usage: node dist/bench/run.js [options]     (or: npm run b
                        MLP (1 row at c=1, 32 rows at c=1 and 64) vs the naive server;
                        large tensors (image- and detector-shaped, OIP JSON and binary,
                        light and with the real families' arithmetic, the light
-                       detector also with its runner in a child process and
-                       computed on the HTTP thread) and a
-                       stateful 4-input model vs onnxruntime in-process, with a
-                       bare node:http OIP server beside them; the --concurrency
-                       flag does not apply (npm run bench:overhead)
+                       detector also with its runner in a child process and on the
+                       HTTP thread) and a stateful 4-input model vs onnxruntime
+                       in-process, with a bare node:http OIP server beside them; the
+                       --concurrency flag does not apply (npm run bench:overhead)
   --cases LIST         overhead suite: only these cases (comma-separated ids, e.g.
                        image-binary,detect-full-binary; default all)
   --server-cpus LIST   overhead suite: start each server (modelport and the baselines,
