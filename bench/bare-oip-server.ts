@@ -1,6 +1,6 @@
 // A bare Open Inference Protocol server, the second baseline beside modelport on large tensors:
-// what a person would write with node:http and onnxruntime-node to serve one model at
-// POST /v2/models/NAME/infer, its tensors as JSON numbers or as bytes after a JSON header
+// what a person would write with node:http and onnxruntime-node to serve one model's
+// POST /v2/models/NAME/infer (any path is taken as that), its tensors as JSON numbers or as bytes after a JSON header
 // (Inference-Header-Content-Length, as Triton's clients send them). FP32 and INT64 tensors. No
 // validation, request ids, logs, metrics, limits or batching; session.run on the main thread, one
 // request at a time per call, 1 intra-op thread. Outputs as JSON numbers (JSON.stringify of the
