@@ -1,6 +1,7 @@
 // `modelport bench URL`: load a running server (modelport or any HTTP URL) with autocannon at
 // one or more concurrencies and report requests/s and latency percentiles, as a table, JSON and
 // an SVG (or HTML) chart.
+import { isUtf8 } from "node:buffer";
 import { writeFileSync } from "node:fs";
 import { extname } from "node:path";
 import { chartHtml, chartSvg } from "../loadgen/chart.js";
@@ -29,7 +30,8 @@ Options:
       --duration S         measured seconds per run (default 10)
       --warmup S           seconds of load before each run, not measured (default 1)
       --method METHOD      HTTP method (default GET; POST with --body or --model)
-      --body JSON|@FILE    request body, inline or from a file (content-type defaults to JSON)
+      --body JSON|@FILE    request body, inline or a file's bytes as they are (content-type defaults
+                           to JSON; a binary OIP body needs --header inference-header-content-length:N)
       --header K:V         request header (repeatable), e.g. --header "authorization: Bearer KEY"
       --model NAME         bench POST URL/v1/models/NAME/predict; unless --body is given the body
                            is one row made from the model's declared inputs (GET /v1/models/NAME):
@@ -187,7 +189,7 @@ export async function bench(args: string[]): Promise<number> {
           method,
           headers: redacted(headers),
           bodyBytes: body === undefined ? 0 : Buffer.byteLength(body),
-          ...(body !== undefined && body.length <= 4096 ? { body } : {}),
+          ...(shownBody(body) !== undefined ? { body: shownBody(body) } : {}),
           bodySource,
           ...(values.model ? { model: values.model } : {}),
           concurrency,
@@ -239,4 +241,11 @@ export async function bench(args: string[]): Promise<number> {
     }
     throw err;
   }
+}
+
+/** The body as the results show it: text of at most 4 KiB (a file's too, when it is UTF-8); else none. */
+function shownBody(body: string | Buffer | undefined): string | undefined {
+  if (body === undefined || Buffer.byteLength(body) > 4096) return undefined;
+  if (typeof body === "string") return body;
+  return isUtf8(body) ? body.toString("utf8") : undefined;
 }

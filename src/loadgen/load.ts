@@ -10,7 +10,8 @@ export interface Target {
   url: string;
   method: string;
   headers: Record<string, string>;
-  body?: string;
+  /** Text, or bytes sent as they are. */
+  body?: string | Buffer;
 }
 
 export interface LoadPhase {

@@ -11,12 +11,15 @@ export class LoadgenError extends Error {
   override name = "LoadgenError";
 }
 
-/** `--body`: inline text, or `@FILE` for a file's contents. */
-export function readBodyArg(arg: string): string {
+/**
+ * `--body`: inline text, or `@FILE` for a file's bytes as they are (a binary tensor body, such as
+ * an OIP request with Inference-Header-Content-Length, is sent unchanged).
+ */
+export function readBodyArg(arg: string): string | Buffer {
   if (!arg.startsWith("@")) return arg;
   const file = arg.slice(1);
   try {
-    return readFileSync(file, "utf8");
+    return readFileSync(file);
   } catch (err) {
     throw new LoadgenError(`--body ${arg}: cannot read ${file} (${(err as NodeJS.ErrnoException).code})`);
   }
@@ -58,7 +61,9 @@ export async function trialRequest(target: Target): Promise<{ status: number; te
     res = await fetch(target.url, {
       method: target.method,
       headers: target.headers,
-      ...(target.body !== undefined ? { body: target.body } : {}),
+      ...(target.body !== undefined
+        ? { body: typeof target.body === "string" ? target.body : new Uint8Array(target.body) }
+        : {}),
       signal: AbortSignal.timeout(10_000),
     });
   } catch (err) {

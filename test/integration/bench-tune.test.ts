@@ -1,8 +1,9 @@
 // `modelport bench` and `modelport tune` as a user runs them: real CLI processes, a real server,
 // short measurements (about a second per point).
 import assert from "node:assert/strict";
+import { isUtf8 } from "node:buffer";
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -130,6 +131,58 @@ describe("modelport bench", () => {
         "latency (ms)",
       ])
         assert.ok(chart.includes(label), `chart lacks '${label}'`);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it("sends a --body file's bytes as they are: a binary OIP request", { timeout: 60_000 }, async () => {
+    const server = await startChild([join(models, "churn-tree.onnx")]);
+    try {
+      assert.equal((await waitReady(server.url)).status, 200);
+      // FP32 bytes that are not UTF-8 (95 is 00 00 BE 42): read as text, they would change.
+      const values = Float32Array.of(3, 95, 4, 1, 0, 20);
+      const raw = Buffer.from(values.buffer);
+      assert.equal(isUtf8(raw), false);
+      const header = Buffer.from(
+        JSON.stringify({
+          inputs: [
+            {
+              name: "features",
+              datatype: "FP32",
+              shape: [1, 6],
+              parameters: { binary_data_size: raw.length },
+            },
+          ],
+        }),
+      );
+      const file = join(dir, "request.bin");
+      writeFileSync(file, Buffer.concat([header, raw]));
+      const json = join(dir, "bench-binary.json");
+      const r = await run([
+        "bench",
+        `${server.url}/v2/models/churn-tree/infer`,
+        "--body",
+        `@${file}`,
+        "--header",
+        `inference-header-content-length: ${header.length}`,
+        "--concurrency",
+        "1",
+        "--duration",
+        "1",
+        "--warmup",
+        "0.2",
+        "--json",
+        json,
+      ]);
+      assert.equal(r.code, 0, r.stderr + r.stdout);
+      assert.doesNotMatch(r.stderr, /trial request answered/);
+      const out = JSON.parse(readFileSync(json, "utf8"));
+      assert.equal(out.settings.bodyBytes, header.length + raw.length);
+      assert.equal(out.settings.body, undefined, "bytes that are not text are not shown");
+      assert.ok(out.results[0].rps > 0);
+      assert.equal(out.results[0].non2xx, 0);
+      assert.equal(out.results[0].errors, 0);
     } finally {
       await server.stop();
     }
