@@ -140,7 +140,11 @@ export function cpuReport(a: CpuSnapshot, b: CpuSnapshot, cores: number): CpuRep
 
 /** CPU ms a process has used so far, all its threads (utime + stime); null where /proc is not readable. */
 export function processCpuMs(pid: number): number | null {
-  const fields = statFields(pid);
+  return cpuMsOf(statFields(pid));
+}
+
+/** utime + stime from /proc/PID/stat's fields, in ms. */
+function cpuMsOf(fields: string[] | null): number | null {
   return fields ? ((Number(fields[11]) + Number(fields[12])) / TICKS_PER_S) * 1000 : null;
 }
 
@@ -163,8 +167,8 @@ export function processTreeCpuMs(pid: number): number | null {
   let total = own;
   for (const entry of readdirSync("/proc")) {
     // A process that ends while the list is read has no fields, and drops out.
-    if (/^\d+$/.test(entry) && Number(statFields(entry)?.[1]) === pid)
-      total += processCpuMs(Number(entry)) ?? 0;
+    const fields = /^\d+$/.test(entry) ? statFields(entry) : null;
+    if (fields && Number(fields[1]) === pid) total += cpuMsOf(fields) ?? 0;
   }
   return total;
 }

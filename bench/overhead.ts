@@ -9,9 +9,9 @@
 //   binary) and on a stateful multi-input model with a scalar input (OIP JSON). The large-tensor
 //   models come twice: light (a few ms of inference, so the transport's own cost dominates) and
 //   "full", with the arithmetic of the real families (tens of ms, as the measured models).
-// The OIP cases on the default runner also measure a bare node:http + onnxruntime OIP server (bench/bare-oip-server.ts)
-// in the same round: what the transport costs any server, so that what modelport adds beyond it
-// shows apart from what loopback HTTP costs (reported, not judged).
+// The OIP cases on the default runner also measure a bare node:http + onnxruntime OIP server
+// (bench/bare-oip-server.ts) in the same round: what the transport costs any server, so that what
+// modelport adds beyond it shows apart from what loopback HTTP costs (reported, not judged).
 // Concurrency-1 points use a sequential keep-alive node:http client (sub-millisecond latencies,
 // binary bodies); the concurrency-64 point uses the shared autocannon load generator. Models come
 // from bench/overhead-models.ts. Ratios are per round, reported as medians.

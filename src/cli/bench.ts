@@ -179,6 +179,7 @@ export async function bench(args: string[]): Promise<number> {
     }
     out.push("latency: of 2xx answers, ms; errors: connection errors and timeouts (no answer).");
     if (values.json) {
+      const shown = shownBody(body);
       const json = {
         tool: "modelport bench",
         version: VERSION,
@@ -189,7 +190,7 @@ export async function bench(args: string[]): Promise<number> {
           method,
           headers: redacted(headers),
           bodyBytes: body === undefined ? 0 : Buffer.byteLength(body),
-          ...(shownBody(body) !== undefined ? { body: shownBody(body) } : {}),
+          ...(shown !== undefined ? { body: shown } : {}),
           bodySource,
           ...(values.model ? { model: values.model } : {}),
           concurrency,

@@ -29,18 +29,14 @@ const reader = new FrameReader((msg) => {
 });
 // The socket reads into memory this side chooses (`onread`): while a large tensor is arriving,
 // straight into that tensor's memory, so the kernel's copy is the only one; everything else
-// (lengths, headers, small tensors) into one scratch buffer whose bytes push() copies out.
+// (lengths, headers, small tensors) into one scratch buffer whose bytes push() copies out. The
+// callback gets the buffer the read went into.
 const scratch = Buffer.allocUnsafe(64 * 1024);
-let direct = false;
-function readInto(): Uint8Array {
-  const target = reader.target();
-  direct = target !== undefined;
-  return target ?? scratch;
-}
+const readInto = (): Uint8Array => reader.target() ?? scratch;
 function onRead(n: number, buffer: Uint8Array): boolean {
   try {
-    if (direct) reader.advance(n);
-    else reader.push(buffer.subarray(0, n));
+    if (buffer === scratch) reader.push(buffer.subarray(0, n));
+    else reader.advance(n);
   } catch (err) {
     process.stderr.write(`runner process ${process.pid}: ${(err as Error).message}\n`);
     process.exit(1);

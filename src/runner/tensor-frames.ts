@@ -146,18 +146,7 @@ export class FrameReader {
       this.#want.set(chunk.subarray(at, at + n), this.#filled);
       this.#filled += n;
       at += n;
-      if (this.#filled < this.#want.length) continue;
-      this.#filled = 0;
-      if (this.#part === "length") {
-        const length = this.#lengthBytes.readUInt32LE(0);
-        if (length === 0) throw new Error("a runner frame with an empty header");
-        this.#part = "header";
-        this.#want = Buffer.allocUnsafe(length);
-        continue;
-      }
-      if (this.#part === "header")
-        this.#frame = { header: deserialize(this.#want) as Header, tensors: {}, next: 0 };
-      this.#nextTensor();
+      if (this.#filled === this.#want.length) this.#partDone();
     }
   }
 
@@ -176,8 +165,21 @@ export class FrameReader {
     if (this.#part !== "tensor" || !(n >= 0 && this.#filled + n <= this.#want.length))
       throw new Error(`a runner frame read of ${n} bytes past where it was offered`);
     this.#filled += n;
-    if (this.#filled < this.#want.length) return;
+    if (this.#filled === this.#want.length) this.#partDone();
+  }
+
+  /** The part being filled is whole: on to the header, or to the frame's next tensor. */
+  #partDone(): void {
     this.#filled = 0;
+    if (this.#part === "length") {
+      const length = this.#lengthBytes.readUInt32LE(0);
+      if (length === 0) throw new Error("a runner frame with an empty header");
+      this.#part = "header";
+      this.#want = Buffer.allocUnsafe(length);
+      return;
+    }
+    if (this.#part === "header")
+      this.#frame = { header: deserialize(this.#want) as Header, tensors: {}, next: 0 };
     this.#nextTensor();
   }
 
