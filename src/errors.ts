@@ -93,7 +93,7 @@ export const ERRORS = {
     status: 400,
     retryable: false,
     summary:
-      "A binary tensor's byte count (binary_data_size, or the raw body) does not match its shape and datatype, or runs past the body.",
+      "A binary tensor's byte count (binary_data_size, shared_memory_byte_size, or the raw body) does not match its shape and datatype, or runs past the body.",
   },
   MP_ERR_BINARY_TRAILING_BYTES: {
     status: 400,
@@ -111,6 +111,40 @@ export const ERRORS = {
     status: 400,
     retryable: false,
     summary: "An output requested in `outputs` is not one the model produces.",
+  },
+  // The shared-memory extension (docs/API.md, "Shared memory")
+  MP_ERR_SHARED_MEMORY_DISABLED: {
+    status: 400,
+    retryable: false,
+    summary:
+      "The request uses shared memory, but the server was not started with it (server.sharedMemory.enabled, `--shared-memory`).",
+  },
+  MP_ERR_SHARED_MEMORY_KEY: {
+    status: 400,
+    retryable: false,
+    summary:
+      "A region's key is not an allowed shared memory object: not a valid name, outside server.sharedMemory.keyPrefix, missing, a link, not openable, or registered by another API key.",
+  },
+  MP_ERR_SHARED_MEMORY_REGION_NOT_FOUND: {
+    status: 400,
+    retryable: false,
+    summary: "No shared memory region of that name is registered for the caller's key.",
+  },
+  MP_ERR_SHARED_MEMORY_REGION_EXISTS: {
+    status: 409,
+    retryable: false,
+    summary: "A region of that name is already registered for the caller's key; unregister it first.",
+  },
+  MP_ERR_SHARED_MEMORY_RANGE: {
+    status: 400,
+    retryable: false,
+    summary:
+      "A byte range runs past its region or object, or an output is larger than the shared_memory_byte_size given for it.",
+  },
+  MP_ERR_SHARED_MEMORY_LIMIT: {
+    status: 409,
+    retryable: false,
+    summary: "server.sharedMemory.maxRegions regions are registered; unregister one first.",
   },
   // Routing and models
   MP_ERR_ROUTE_NOT_FOUND: { status: 404, retryable: false, summary: "No route matches the method and path." },

@@ -30,6 +30,7 @@ export const SERVE_OPTIONS = {
   "drain-timeout-ms": { type: "string" },
   processes: { type: "string" },
   "allow-oversubscription": { type: "boolean" },
+  "shared-memory": { type: "boolean" },
   role: { type: "string" },
   runner: { type: "string", multiple: true },
   "instance-id": { type: "string" },
@@ -130,6 +131,7 @@ export function serveFlags(v: ServeValues): ServeFlags {
   set("drainTimeoutMs", int("drain-timeout-ms", v["drain-timeout-ms"]));
   set("processes", int("processes", v.processes));
   set("allowOversubscription", v["allow-oversubscription"]);
+  set("sharedMemory", v["shared-memory"]);
   const role = v.role;
   if (role !== undefined && role !== "all" && role !== "api" && role !== "runner") {
     throw new UsageError(`--role must be all, api or runner, got '${role}'`);

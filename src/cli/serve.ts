@@ -59,6 +59,9 @@ Options:
       --drain-timeout-ms N how long SIGTERM waits for in-flight requests (default 10000)
       --processes N        HTTP front processes, each with its own copy of the models (default 1)
       --allow-oversubscription  accept a layout whose multi-threaded models oversubscribe the cores
+      --shared-memory      let clients on this host send and receive tensors through registered
+                           shared memory regions (/dev/shm; Triton's system shared-memory
+                           extension; trusted clients only) (docs/API.md#shared-memory)
       --role ROLE          all (default: HTTP and models in one process) | api (HTTP, validation,
                            auth, jobs API; loads no weights, forwards to runners, and serves every
                            model and version they report: no MODEL or -c needed) | runner (loads

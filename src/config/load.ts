@@ -67,6 +67,8 @@ export interface ServeFlags {
   batchAdaptive?: boolean;
   inlineMaxMs?: number;
   adminKeys?: string[];
+  /** server.sharedMemory.enabled. */
+  sharedMemory?: boolean;
   /** A model repository folder (docs/Models-over-time.md). */
   repository?: string;
   /** Poll the repository this often (poll mode). */
@@ -210,6 +212,8 @@ function applyServerFlags(server: Record<string, unknown>, flags: ServeFlags, en
   if (flags.maxConnections !== undefined)
     server.connections = { ...(server.connections as object), maxConnections: flags.maxConnections };
   if (flags.allowOversubscription !== undefined) server.allowOversubscription = flags.allowOversubscription;
+  if (flags.sharedMemory !== undefined)
+    server.sharedMemory = { ...(server.sharedMemory as object), enabled: flags.sharedMemory };
   addKeys(server, "apiKeys", flags.apiKeys, env.MODELPORT_API_KEYS);
   if (flags.keys !== undefined) server.keys = flags.keys;
   addKeys(server, "adminKeys", flags.adminKeys, env.MODELPORT_ADMIN_KEYS);

@@ -326,6 +326,26 @@ export const connectionsSchema = z
 
 export type ConnectionsConfig = z.output<typeof connectionsSchema>;
 
+/** The Open Inference Protocol's system shared-memory extension (docs/API.md, "Shared memory"). */
+export const sharedMemorySchema = z
+  .object({
+    /**
+     * Let clients on this host register shared memory objects (/dev/shm) and send and receive
+     * tensors through them. Any key allowed to infer may then make the server read and write the
+     * objects it can open under keyPrefix: enable it for clients you trust on this host.
+     */
+    enabled: z.boolean().default(false),
+    /** Only objects whose names start with this (after the leading '/') may be registered. */
+    keyPrefix: z
+      .string()
+      .regex(/^[A-Za-z0-9._-]*$/, "use letters, digits, '.', '_' or '-'")
+      .max(200)
+      .default(""),
+    /** Regions registered at once, all keys together; beyond it 409 MP_ERR_SHARED_MEMORY_LIMIT. */
+    maxRegions: positiveInt.max(65_536).default(64),
+  })
+  .strict();
+
 export const serverSchema = z
   .object({
     host: z.string().min(1).default("127.0.0.1"),
@@ -385,8 +405,15 @@ export const serverSchema = z
     connections: connectionsSchema.default(connectionsSchema.parse({})),
     /** Where models' captured request/response pairs go (docs/Capture.md); unset: no capture. */
     capture: captureDestinationSchema.optional(),
+    /** Tensors through shared memory for clients on the same host; off by default. */
+    sharedMemory: sharedMemorySchema.default(sharedMemorySchema.parse({})),
   })
-  .strict();
+  .strict()
+  // Each HTTP process would keep its own regions: a region registered on one would be unknown to the next.
+  .refine((s) => !s.sharedMemory.enabled || s.processes === 1, {
+    message: "sharedMemory.enabled needs processes: 1 (each process would keep its own registered regions)",
+    path: ["sharedMemory", "enabled"],
+  });
 
 const fsBlobsSchema = z
   .object({
@@ -636,6 +663,8 @@ export interface ServerConfig {
   readonly connections: Readonly<ConnectionsConfig>;
   /** Where captured request/response pairs go (docs/Capture.md); absent: nothing is captured. */
   readonly capture?: Readonly<CaptureDestinationConfig>;
+  /** Tensors through shared memory for clients on the same host (docs/API.md, "Shared memory"). */
+  readonly sharedMemory: Readonly<z.output<typeof sharedMemorySchema>>;
 }
 
 export interface Config {

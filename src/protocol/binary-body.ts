@@ -2,11 +2,11 @@
 // of Inference-Header-Content-Length bytes, then each binary tensor's bytes in order. Splitting
 // a request body, choosing binary outputs, and building a binary response.
 import { ModelportError } from "../errors.js";
-import type { ModelSignature, TensorMap } from "../tensor.js";
+import type { ModelSignature } from "../tensor.js";
 import { BinarySection } from "./binary-section.js";
 import { INFERENCE_HEADER, OCTET_STREAM } from "./headers.js";
 import { jsonDepthExceeds } from "./json-depth.js";
-import { jsonOutputs, oipAnswer } from "./oip-body.js";
+import { type OipAnswerOutput, oipAnswer } from "./oip-body.js";
 import { tensorToBytes } from "./tensor-bytes.js";
 
 // Fastify's JSON parser refuses __proto__ keys; the JSON header of a binary body gets the same rule.
@@ -137,17 +137,17 @@ export function buildBinaryBody(header: Buffer, chunks: readonly Uint8Array[]): 
 
 /**
  * An OIP infer response with the outputs in `binary` as binary data (`parameters.binary_data_size`,
- * bytes after the JSON header in output order) and the others as JSON `data`.
+ * bytes after the JSON header in output order) and the others as they are: JSON `data`, or their
+ * parameters alone (an output written to shared memory).
  */
 export function encodeOipBinary(
   meta: Record<string, unknown>,
-  outputs: TensorMap,
-  names: readonly string[] | undefined,
+  outputs: readonly OipAnswerOutput[],
   binary: ReadonlySet<string>,
 ): BinaryBody {
   const chunks: Uint8Array[] = [];
-  const list = jsonOutputs(outputs, names).map((o) => {
-    if (!binary.has(o.name)) return o;
+  const list = outputs.map((o) => {
+    if (o.parameters || !binary.has(o.name)) return o;
     const bytes = tensorToBytes(o.tensor);
     chunks.push(bytes);
     return { ...o, parameters: { binary_data_size: bytes.byteLength } };

@@ -4,9 +4,17 @@
 import { ModelportError } from "../errors.js";
 import type { ModelSignature, Tensor, TensorMap, TensorSpec } from "../tensor.js";
 import type { BinarySection } from "./binary-section.js";
-import { checkInputs, type DecodeLimits, decodeTensor, requireObject } from "./decode-tensor.js";
+import {
+  checkInputs,
+  type DecodeLimits,
+  decodeTensor,
+  decodeTypedTensor,
+  requireObject,
+} from "./decode-tensor.js";
 import { JsonWriter } from "./json-data.js";
 import { pickOutputs } from "./requested-outputs.js";
+import { SHM } from "./shared-memory-params.js";
+import { tensorDataFromBytes } from "./tensor-bytes.js";
 
 /** An OIP input's `parameters.binary_data_size` (binary tensor extension); undefined when absent. */
 function binaryDataSize(inp: Record<string, unknown>, i: number): unknown {
@@ -37,13 +45,16 @@ export function refuseBytesFor(spec: TensorSpec, datatype: unknown): void {
 /**
  * Open Inference Protocol infer body: `{id?, parameters?, inputs: [{name, shape, datatype, data}], outputs?}`.
  * With `binary` (the bytes after a binary request's JSON header), inputs with
- * `parameters.binary_data_size` take their data from it, in input order; the others carry `data`.
+ * `parameters.binary_data_size` take their data from it, in input order. With `shared` (the bytes
+ * read from shared memory regions, by input index; shared-memory-params.ts), those inputs take
+ * their data from there. The others carry `data`.
  */
 export function decodeOip(
   body: unknown,
   signature: ModelSignature,
   limits: DecodeLimits,
   binary?: BinarySection,
+  shared?: ReadonlyMap<number, Uint8Array>,
 ): TensorMap {
   const obj = requireObject(body, "the request body");
   if (!Array.isArray(obj.inputs)) {
@@ -73,7 +84,14 @@ export function decodeOip(
     }
     const size = binaryDataSize(inp, i);
     const hasData = Object.hasOwn(inp, "data");
-    if (size === undefined && !hasData) {
+    const sharedBytes = shared?.get(i);
+    if (sharedBytes && (size !== undefined || hasData)) {
+      throw new ModelportError(
+        "MP_ERR_REQUEST_INVALID",
+        `inputs[${i}] ('${inp.name}') names a shared memory region and also has ${hasData ? '"data"' : "parameters.binary_data_size"}; send one`,
+      );
+    }
+    if (!sharedBytes && size === undefined && !hasData) {
       throw new ModelportError(
         "MP_ERR_REQUEST_INVALID",
         `inputs[${i}] ('${inp.name}'): "data" is required (or parameters.binary_data_size in a binary request)`,
@@ -89,6 +107,14 @@ export function decodeOip(
     const spec = specs.get(inp.name);
     // An unknown input is reported by checkInputs with the list of known inputs.
     if (spec) refuseBytesFor(spec, inp.datatype);
+    if (sharedBytes) {
+      if (!spec) return;
+      const what = `input '${inp.name}' (${SHM.byteSize} ${sharedBytes.length})`;
+      tensors[inp.name] = decodeTypedTensor(spec, inp.shape, inp.datatype, (dt, count) =>
+        tensorDataFromBytes(dt, count, sharedBytes, what),
+      );
+      return;
+    }
     if (size === undefined) {
       if (spec) tensors[inp.name] = decodeTensor(spec, inp.data, inp.shape, inp.datatype);
       return;

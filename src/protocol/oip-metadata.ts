@@ -25,9 +25,20 @@ export interface ModelMetadata {
 
 const PLATFORM: Record<string, string> = { onnx: "onnxruntime_onnx", custom: "modelport_custom" };
 
-/** The server's name, version and the protocol extensions it speaks (binary tensors and the repository on HTTP). */
-export function serverMetadata(): { name: string; version: string; extensions: string[] } {
-  return { name: "modelport", version: VERSION, extensions: ["binary_tensor_data", "model_repository"] };
+/**
+ * The server's name, version and the protocol extensions it speaks: binary tensors and the
+ * repository on HTTP, and `extra` (system_shared_memory where it is on).
+ */
+export function serverMetadata(extra: readonly string[] = []): {
+  name: string;
+  version: string;
+  extensions: string[];
+} {
+  return {
+    name: "modelport",
+    version: VERSION,
+    extensions: ["binary_tensor_data", "model_repository", ...extra],
+  };
 }
 
 /**

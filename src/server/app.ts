@@ -20,6 +20,7 @@ import type { RunnerFactory } from "../lifecycle/local-tensor-model.js";
 import { Metrics } from "../metrics/metrics.js";
 import { resolveWebhookSecret } from "../notify/webhook.js";
 import { INSTANCE_HEADER, OCTET_STREAM, REQUEST_ID_HEADER } from "../protocol/headers.js";
+import { SHARED_MEMORY_DIR, SharedMemoryRegions } from "../shared-memory/regions.js";
 import type { BlobStore } from "../storage/blob-store.js";
 import { createBlobStore } from "../storage/create-blob-store.js";
 import { TRACE_LOG_OPTIONS } from "../telemetry/log-fields.js";
@@ -48,6 +49,7 @@ import { oipRoutes } from "./routes/oip.js";
 import { openaiRoutes } from "./routes/openai.js";
 import { openAiEmbeddingsRoutes } from "./routes/openai-embeddings.js";
 import { repositoryRoutes } from "./routes/repository.js";
+import { sharedMemoryRoutes } from "./routes/shared-memory.js";
 import { uiRoutes } from "./routes/ui.js";
 import { usageRoutes } from "./routes/usage.js";
 import { StreamSlots } from "./stream-slots.js";
@@ -177,6 +179,9 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     usage,
     audit: auditLog.audit,
     bodyBudget: new BodyBudget(bodyBudget(config.limits)),
+    sharedMemory: config.server.sharedMemory.enabled
+      ? new SharedMemoryRegions({ ...config.server.sharedMemory, dir: SHARED_MEMORY_DIR })
+      : undefined,
     draining: false,
   };
   app.decorate("modelport", context);
@@ -298,6 +303,7 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     openaiRoutes,
     openAiEmbeddingsRoutes,
     repositoryRoutes,
+    sharedMemoryRoutes,
     usageRoutes,
     uiRoutes,
   ])
@@ -326,6 +332,7 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   // the models close; what is left then is counted as dropped.
   if (capture) app.addHook("onClose", () => capture.close(Math.max(drainDeadline, Date.now() + 1000)));
   app.addHook("onClose", () => catalogue.closeAll());
+  app.addHook("onClose", async () => context.sharedMemory?.close());
   app.addHook("onClose", () => jobStore.close());
   app.addHook("onClose", () => blobStore.close());
   app.addHook("onClose", () => tenancy.close());

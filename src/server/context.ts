@@ -10,6 +10,7 @@ import type { JobQueue } from "../jobs/job-queue.js";
 import type { Metrics } from "../metrics/metrics.js";
 import { COLD_START_HEADER, TIMEOUT_HEADER } from "../protocol/headers.js";
 import { requestTimeoutMs } from "../protocol/request-timeout.js";
+import type { SharedMemoryRegions } from "../shared-memory/regions.js";
 import type { TraceParent } from "../telemetry/propagation.js";
 import type { Span } from "../telemetry/spans.js";
 import type { KeyLimiter } from "../tenants/key-limits.js";
@@ -45,6 +46,8 @@ export interface AppContext {
   readonly audit: Audit;
   /** limits.maxBodyBytesInFlight: request bodies and gRPC messages held at once. */
   readonly bodyBudget: BodyBudget;
+  /** Registered shared memory regions (server.sharedMemory); undefined where the extension is off. */
+  readonly sharedMemory: SharedMemoryRegions | undefined;
   /** Counts what a request or call used against its key, priced (undefined where usage is not recorded). */
   readonly recordUsage: ((key: string, model: string, used: Omit<RequestUsage, "model">) => void) | undefined;
   /** Usage per key (tenants/usage.ts); undefined on a server without keys, which records none. */

@@ -11,7 +11,7 @@ import {
   splitOipBody,
 } from "../../src/protocol/binary-body.js";
 import { BinarySection } from "../../src/protocol/binary-section.js";
-import { decodeOip } from "../../src/protocol/oip-body.js";
+import { decodeOip, jsonOutputs } from "../../src/protocol/oip-body.js";
 import {
   decodeRawTensor,
   encodeRawTensor,
@@ -328,7 +328,7 @@ describe("OIP binary bodies", () => {
       label: { datatype: "INT64", shape: [2], data: new BigInt64Array([1n, 0n]) },
       proba: { datatype: "FP32", shape: [2, 2], data: new Float32Array([0.25, 0.75, 1, 0]) },
     };
-    const res = encodeOipBinary({ model_name: "m" }, outputs, undefined, new Set(["proba"]));
+    const res = encodeOipBinary({ model_name: "m" }, jsonOutputs(outputs), new Set(["proba"]));
     const len = Number(res.headers["inference-header-content-length"]);
     const header = JSON.parse(res.body.subarray(0, len).toString());
     assert.deepEqual(header, {
@@ -339,7 +339,7 @@ describe("OIP binary bodies", () => {
       ],
     });
     assert.deepEqual(res.body.subarray(len), le("f32", [0.25, 0.75, 1, 0]));
-    const only = encodeOipBinary({}, outputs, ["label"], new Set(["label"]));
+    const only = encodeOipBinary({}, jsonOutputs(outputs, ["label"]), new Set(["label"]));
     assert.equal(only.body.length, Number(only.headers["inference-header-content-length"]) + 16);
   });
 });

@@ -188,6 +188,24 @@ describe("config", () => {
     );
   });
 
+  it("shared memory: --shared-memory turns it on, several processes refuse it, a bad prefix is listed", async () => {
+    const path = join(await testModels(), "churn-tree.onnx");
+    assert.equal(loadConfig({ modelPath: path, env: {} }).server.sharedMemory.enabled, false);
+    const on = loadConfig({ modelPath: path, flags: { sharedMemory: true }, env: {} }).server.sharedMemory;
+    assert.deepEqual(on, { enabled: true, keyPrefix: "", maxRegions: 64 });
+    assert.match(
+      problems(() =>
+        loadConfig({ modelPath: path, flags: { sharedMemory: true, processes: 2 }, env: {}, cores: 4 }),
+      ).join("\n"),
+      /server\.sharedMemory\.enabled.*processes: 1/,
+    );
+    const file = yaml(
+      "shm.yaml",
+      `server:\n  sharedMemory: {enabled: true, keyPrefix: "../x"}\nmodels:\n  - {name: a, path: ${path}}\n`,
+    );
+    assert.match(problems(() => loadConfig({ file, env: {} })).join("\n"), /server\.sharedMemory\.keyPrefix/);
+  });
+
   it("invalid YAML names the line", () => {
     const file = yaml("syntax.yaml", "models:\n  - name: a\n    path: [unclosed\n");
     assert.match(

@@ -25,7 +25,7 @@ const LAYERS: readonly (readonly string[])[] = [
   // Payload capture's redaction paths: the config schema validates them. The body budget is
   // shared by both surfaces.
   ["golden.ts", "protocol/", "telemetry/", "capture/redact.ts", "body-budget.ts"],
-  ["llm/", "notify/", "metrics/", "loadgen/", "tenants/"],
+  ["llm/", "notify/", "metrics/", "loadgen/", "tenants/", "shared-memory/"],
   ["config/"],
   ["storage/", "backends/"],
   ["runner/"],

@@ -12,6 +12,7 @@ import type { TensorMap } from "../../tensor.js";
 import { acquire, infer } from "../context.js";
 import { sendJson } from "../json-answer.js";
 import { errorHandler } from "../plugins/errors.js";
+import { readSharedInputs, sharedOutputRefs, writeSharedOutputs } from "../shared-tensors.js";
 
 interface Params {
   model: string;
@@ -30,7 +31,8 @@ export const oipRoutes: FastifyPluginAsync = async (app) => {
   // Every error in this scope (auth, drain, body parsing included) in the OIP shape.
   app.setErrorHandler(errorHandler("oip", ctx.config.limits.maxBodyBytes));
 
-  app.get("/v2", async () => serverMetadata());
+  const extensions = ctx.sharedMemory ? ["system_shared_memory"] : [];
+  app.get("/v2", async () => serverMetadata(extensions));
 
   for (const prefix of ["/v2/models/:model", "/v2/models/:model/versions/:version"]) {
     app.get<{ Params: Params }>(prefix, async (req) => {
@@ -60,7 +62,8 @@ export const oipRoutes: FastifyPluginAsync = async (app) => {
             req.headers[INFERENCE_HEADER],
             ctx.config.limits.maxJsonDepth,
           );
-          decoded = { body, inputs: decodeOip(body, signature, host.config.limits, binary) };
+          const shared = await readSharedInputs(ctx, req, reply, body);
+          decoded = { body, inputs: decodeOip(body, signature, host.config.limits, binary, shared) };
         } catch (err) {
           if (tracing.on)
             stage(SPAN.decode, ATTR.decodeMs, req.trace, decodeAt, () => ({ [ATTR.model]: host.name }), err);
@@ -71,6 +74,7 @@ export const oipRoutes: FastifyPluginAsync = async (app) => {
         const { body, inputs } = decoded;
         const names = requestedOutputs(body?.outputs, signature);
         const binaryNames = binaryOutputs(body, signature);
+        const sharedRefs = sharedOutputRefs(ctx, req, body);
         const { outputs, version: answered } = await infer(host, inputs, req);
         captureVersion(req, answered);
         const encodeAt = tracing.on ? performance.now() : 0;
@@ -79,13 +83,15 @@ export const oipRoutes: FastifyPluginAsync = async (app) => {
           model_version: answered,
           id: typeof body?.id === "string" ? body.id : req.id,
         };
+        let answer = jsonOutputs(outputs, names);
+        if (sharedRefs.size > 0) answer = await writeSharedOutputs(ctx, req, answer, sharedRefs);
         if (!binaryNames) {
-          return sendJson(req, reply, oipAnswer(meta, jsonOutputs(outputs, names)), () => {
+          return sendJson(req, reply, oipAnswer(meta, answer), () => {
             if (tracing.on)
               stage(SPAN.encode, ATTR.encodeMs, req.trace, encodeAt, () => ({ [ATTR.model]: host.name }));
           });
         }
-        const res = encodeOipBinary(meta, outputs, names, binaryNames);
+        const res = encodeOipBinary(meta, answer, binaryNames);
         if (tracing.on)
           stage(SPAN.encode, ATTR.encodeMs, req.trace, encodeAt, () => ({ [ATTR.model]: host.name }));
         return reply.headers(res.headers).send(res.body);

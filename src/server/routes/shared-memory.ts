@@ -1,0 +1,42 @@
+// The system shared-memory extension's registry routes, as Triton serves them: status, register
+// and unregister of the caller's regions (src/shared-memory/regions.ts). Errors in the OIP shape.
+import type { FastifyPluginAsync, onRequestHookHandler } from "fastify";
+import { requireObject } from "../../protocol/decode-tensor.js";
+import { errorHandler } from "../plugins/errors.js";
+import { regionOwner, sharedMemoryOn } from "../shared-tensors.js";
+
+interface Params {
+  region?: string;
+}
+
+// Unregister takes no body; a client that still labels its empty body JSON is not refused for it.
+const noBody: onRequestHookHandler = (req, _reply, done) => {
+  if (req.headers["content-length"] === "0") delete req.headers["content-type"];
+  done();
+};
+
+export const sharedMemoryRoutes: FastifyPluginAsync = async (app) => {
+  const ctx = app.modelport;
+  app.setErrorHandler(errorHandler("oip", ctx.config.limits.maxBodyBytes));
+
+  for (const prefix of ["/v2/systemsharedmemory", "/v2/systemsharedmemory/region/:region"]) {
+    app.get<{ Params: Params }>(`${prefix}/status`, async (req) =>
+      sharedMemoryOn(ctx).status(regionOwner(req), req.params.region),
+    );
+    // Without a region: every region of the caller's key.
+    app.post<{ Params: Params }>(`${prefix}/unregister`, { onRequest: noBody }, async (req, reply) => {
+      await sharedMemoryOn(ctx).unregister(regionOwner(req), req.params.region);
+      return reply.code(200).send();
+    });
+  }
+
+  app.post<{ Params: Required<Params> }>(
+    "/v2/systemsharedmemory/region/:region/register",
+    async (req, reply) => {
+      const regions = sharedMemoryOn(ctx);
+      const body = requireObject(req.body, "the request body");
+      await regions.register(regionOwner(req), req.params.region, body.key, body.offset, body.byte_size);
+      return reply.code(200).send();
+    },
+  );
+};

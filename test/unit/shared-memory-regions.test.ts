@@ -1,0 +1,83 @@
+// The shared memory registry on its own, over files in a temporary folder: registrations racing for
+// one name or for the last free slot, reads and writes bounded by their region, and a region whose
+// file closes only once the reads using it are done.
+import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, describe, it } from "node:test";
+import { ModelportError } from "../../src/errors.js";
+import { SharedMemoryRegions } from "../../src/shared-memory/regions.js";
+
+const dir = mkdtempSync(join(tmpdir(), "mp-shm-"));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+function file(name: string, bytes: number[] | number): string {
+  writeFileSync(join(dir, name), typeof bytes === "number" ? Buffer.alloc(bytes) : Buffer.from(bytes));
+  return `/${name}`;
+}
+
+async function rejectsCode(p: Promise<unknown>, code: string): Promise<void> {
+  await assert.rejects(p, (err: unknown) => err instanceof ModelportError && err.code === code);
+}
+
+describe("SharedMemoryRegions", () => {
+  it("lets one of two registrations of a name racing each other through", async () => {
+    const regions = new SharedMemoryRegions({ dir, keyPrefix: "", maxRegions: 8 });
+    const key = file("race", 16);
+    const results = await Promise.allSettled([
+      regions.register("k", "r", key, 0, 8),
+      regions.register("k", "r", key, 8, 8),
+    ]);
+    const refused = results.filter((r) => r.status === "rejected");
+    assert.equal(refused.length, 1, "exactly one of the two is registered");
+    assert.equal((refused[0]!.reason as ModelportError).code, "MP_ERR_SHARED_MEMORY_REGION_EXISTS");
+    assert.equal(regions.status("k").length, 1);
+    await regions.close();
+  });
+
+  it("counts registrations still opening their file against maxRegions", async () => {
+    const regions = new SharedMemoryRegions({ dir, keyPrefix: "", maxRegions: 2 });
+    const key = file("slots", 16);
+    const results = await Promise.allSettled(
+      ["a", "b", "c", "d"].map((name) => regions.register("k", name, key, 0, 16)),
+    );
+    assert.equal(results.filter((r) => r.status === "fulfilled").length, 2);
+    for (const r of results.filter((r) => r.status === "rejected"))
+      assert.equal(
+        ((r as PromiseRejectedResult).reason as ModelportError).code,
+        "MP_ERR_SHARED_MEMORY_LIMIT",
+      );
+    assert.equal(regions.status("k").length, 2);
+    await regions.close();
+  });
+
+  it("reads and writes within the region only, at the region's offset into its object", async () => {
+    const regions = new SharedMemoryRegions({ dir, keyPrefix: "mp", maxRegions: 8 });
+    const key = file("mp-bytes", [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    await rejectsCode(regions.register("k", "x", file("other", 4), 0, 4), "MP_ERR_SHARED_MEMORY_KEY");
+    await regions.register("k", "r", key, 2, 6);
+    assert.deepEqual([...(await regions.read("k", "r", 1, 3, "t"))], [3, 4, 5]);
+    await rejectsCode(regions.read("k", "r", 4, 3, "t"), "MP_ERR_SHARED_MEMORY_RANGE");
+    await rejectsCode(regions.read("other-key", "r", 0, 1, "t"), "MP_ERR_SHARED_MEMORY_REGION_NOT_FOUND");
+    await regions.write("k", "r", 4, 2, new Uint8Array([90, 91]), "t");
+    await rejectsCode(
+      regions.write("k", "r", 0, 2, new Uint8Array([1, 2, 3]), "t"),
+      "MP_ERR_SHARED_MEMORY_RANGE",
+    );
+    await rejectsCode(regions.write("k", "r", 5, 2, new Uint8Array([1]), "t"), "MP_ERR_SHARED_MEMORY_RANGE");
+    assert.deepEqual([...readFileSync(join(dir, "mp-bytes"))], [0, 1, 2, 3, 4, 5, 90, 91, 8, 9]);
+    await regions.close();
+  });
+
+  it("finishes reads under way when their region is unregistered", async () => {
+    const regions = new SharedMemoryRegions({ dir, keyPrefix: "", maxRegions: 8 });
+    const size = 8 << 20;
+    const key = file("large", size);
+    await regions.register("k", "r", key, 0, size);
+    const reads = Array.from({ length: 4 }, () => regions.read("k", "r", 0, size, "t"));
+    await regions.unregister("k");
+    for (const bytes of await Promise.all(reads)) assert.equal(bytes.length, size);
+    await rejectsCode(regions.read("k", "r", 0, 1, "t"), "MP_ERR_SHARED_MEMORY_REGION_NOT_FOUND");
+  });
+});
