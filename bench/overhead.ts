@@ -25,11 +25,13 @@ import { loop } from "./in-process.js";
 import { UsageError } from "./options.js";
 import { type OverheadModel, writeOverheadModel } from "./overhead-models.js";
 import { type RunningServer, startBareOip, startModelport, startNaive } from "./servers.js";
+import { openShmSession } from "./shared-memory-client.js";
 import { median, round, Samples } from "./stats.js";
 import { type SuiteContext, writeResults } from "./suite.js";
 import type { Workload } from "./workload.js";
 
-type Transport = "rows" | "oip-json" | "oip-binary";
+/** oip-shm: inputs and the first output through registered shared memory regions (bench/shared-memory-client.ts). */
+type Transport = "rows" | "oip-json" | "oip-binary" | "oip-shm";
 
 interface InputSpec {
   name: string;
@@ -175,6 +177,19 @@ export const CASES: readonly Case[] = [
     metric: "p50",
     bare: true,
   },
+  ...(["image", "detect", "detect-full"] as const).map(
+    (m): Case => ({
+      id: `${m}-shm`,
+      about: `the ${m === "image" ? "light image" : m === "detect" ? "light detector" : "full detector"} through shared memory regions (--shared-memory; inputs written once, as perf_analyzer does)`,
+      model: `overhead-${m}` as OverheadModel,
+      inputs: m === "image" ? IMAGE_IN : DETECT_IN,
+      transport: "oip-shm",
+      concurrency: 1,
+      baseline: "in-process",
+      metric: "p50",
+      flags: ["--shared-memory"],
+    }),
+  ),
   {
     id: "detect-binary-process",
     about: "the light detector over OIP binary, its runner a child process (--placement process)",
@@ -399,7 +414,7 @@ async function measureServer(
   c: Case,
   kind: Server,
   values: Values[],
-  expected: number[],
+  expected: { name: string; values: number[] },
 ): Promise<{ measure: Measure; command: string }> {
   const w = workloadFor(c);
   const server: RunningServer =
@@ -411,17 +426,35 @@ async function measureServer(
             flags: c.flags ?? [],
             cpus: ctx.opts.serverCpus,
           });
+  const shm =
+    c.transport === "oip-shm"
+      ? await openShmSession(
+          server.url,
+          `mp-bench-${process.pid}`,
+          c.inputs.map((s, i) => {
+            const v = values[i]!;
+            return { ...s, bytes: new Uint8Array(v.buffer, v.byteOffset, v.byteLength) };
+          }),
+          { name: expected.name, byteSize: expected.values.length * 4 },
+        )
+      : undefined;
   try {
-    const req = encodeRequest(c, values, kind);
+    const req: Request = shm
+      ? {
+          path: `/v2/models/${c.model}/infer`,
+          headers: { "content-type": "application/json" },
+          body: shm.body,
+        }
+      : encodeRequest(c, values, kind);
     const agent = new Agent({ keepAlive: false });
     const answer = await send(agent, server.url, req);
     agent.destroy();
     if (answer.status !== 200)
       throw new Error(`${kind} answered ${answer.status}: ${answer.body.toString().slice(0, 500)}`);
-    const got = firstOutput(c, answer, kind);
+    const got = shm ? Array.from(shm.output()) : firstOutput(c, answer, kind);
     const worst = got.reduce(
-      (m, v, i) => Math.max(m, Math.abs(v - expected[i]!)),
-      got.length === expected.length ? 0 : Infinity,
+      (m, v, i) => Math.max(m, Math.abs(v - expected.values[i]!)),
+      got.length === expected.values.length ? 0 : Infinity,
     );
     if (!(worst <= 1e-4)) throw new Error(`${kind}'s answer differs from onnxruntime's by ${worst}`);
     const { warmupS, durationS } = ctx.opts;
@@ -444,6 +477,7 @@ async function measureServer(
     }
     return { measure, command: server.command };
   } finally {
+    await shm?.remove();
     await server.child.stop();
   }
 }
@@ -474,7 +508,8 @@ export async function runOverhead(ctx: SuiteContext, commandLine: string): Promi
       const values = makeInputs(c);
       const session = await openSession(files.get(c.model)!);
       const f = feeds(c, values);
-      const expected = Array.from((await session.run(f))[session.outputNames[0]!]!.data as Float32Array);
+      const name = session.outputNames[0]!;
+      const expected = { name, values: Array.from((await session.run(f))[name]!.data as Float32Array) };
       const servers = ["modelport", c.baseline, ...(c.bare ? (["bare"] as const) : [])] as const;
       const order = turn++ % 2 === 0 ? servers : [...servers].reverse();
       for (const who of order) {

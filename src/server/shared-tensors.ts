@@ -2,6 +2,7 @@
 // registered regions, and the outputs it writes to them (src/shared-memory/regions.ts).
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { ModelportError } from "../errors.js";
+import { ownBodyMemory } from "../protocol/body-memory.js";
 import type { OipAnswerOutput } from "../protocol/oip-body.js";
 import {
   type SharedMemoryRef,
@@ -54,10 +55,12 @@ export async function readSharedInputs(
   reply.raw.once("close", ctx.bodyBudget.reserve(total));
   const owner = regionOwner(req);
   const read = await Promise.all(
-    [...refs].map(
-      async ([i, ref]) =>
-        [i, await regions.read(owner, ref.region, ref.offset, ref.byteSize, `inputs[${i}]`)] as const,
-    ),
+    [...refs].map(async ([i, ref]) => {
+      const bytes = await regions.read(owner, ref.region, ref.offset, ref.byteSize, `inputs[${i}]`);
+      // Each input's bytes are this request's alone: its tensor views them and the runner takes them.
+      ownBodyMemory(bytes.buffer as ArrayBuffer);
+      return [i, bytes] as const;
+    }),
   );
   return new Map(read);
 }

@@ -148,11 +148,14 @@ export class SharedMemoryRegions {
     return list.map((r) => ({ name: r.name, key: r.key, offset: r.offset, byte_size: r.byteSize }));
   }
 
-  /** `size` bytes at `offset` of `owner`'s region `name`, in memory of their own. */
+  /**
+   * `size` bytes at `offset` of `owner`'s region `name`, in memory of their own (an ArrayBuffer of
+   * exactly those bytes, not zeroed first since every byte is read into it).
+   */
   async read(owner: string, name: string, offset: number, size: number, what: string): Promise<Uint8Array> {
     const region = this.#use(owner, name, offset, size, what);
     try {
-      const bytes = new Uint8Array(size);
+      const bytes = Buffer.allocUnsafeSlow(size);
       let done = 0;
       while (done < size) {
         const { bytesRead } = await region.file.read(bytes, done, size - done, region.offset + offset + done);

@@ -1,0 +1,83 @@
+// A same-host client of modelport's shared-memory extension for the overhead suite, as Triton's
+// perf_analyzer runs one: the inputs are written to /dev/shm objects once, regions are registered
+// for them and for the first output, and every timed request is a small JSON body naming the regions.
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+
+export interface ShmInput {
+  name: string;
+  datatype: string;
+  shape: number[];
+  bytes: Uint8Array;
+}
+
+export interface ShmSession {
+  /** The infer body: inputs and the output by region; the answer carries no tensor data. */
+  body: Buffer;
+  /** The first output's bytes as the last request left them in its region. */
+  output(): Float32Array;
+  /** Unregisters the regions and removes the objects. */
+  remove(): Promise<void>;
+}
+
+async function post(url: string, body?: unknown): Promise<void> {
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  if (res.status !== 200) throw new Error(`${url} answered ${res.status}: ${await res.text()}`);
+}
+
+/** Objects `${prefix}-in-<i>` and `${prefix}-out` in /dev/shm, registered on `base` as regions of the same names. */
+export async function openShmSession(
+  base: string,
+  prefix: string,
+  inputs: readonly ShmInput[],
+  output: { name: string; byteSize: number },
+): Promise<ShmSession> {
+  const objects: string[] = [];
+  const region = async (name: string, bytes: Uint8Array) => {
+    writeFileSync(join("/dev/shm", name), bytes);
+    objects.push(name);
+    await post(`${base}/v2/systemsharedmemory/region/${name}/register`, {
+      key: `/${name}`,
+      offset: 0,
+      byte_size: bytes.length,
+    });
+  };
+  const ref = (name: string, byteSize: number) => ({
+    shared_memory_region: name,
+    shared_memory_byte_size: byteSize,
+  });
+  const body = {
+    inputs: [] as unknown[],
+    outputs: [{ name: output.name, parameters: ref(`${prefix}-out`, output.byteSize) }],
+  };
+  try {
+    for (const [i, inp] of inputs.entries()) {
+      await region(`${prefix}-in-${i}`, inp.bytes);
+      body.inputs.push({
+        name: inp.name,
+        datatype: inp.datatype,
+        shape: inp.shape,
+        parameters: ref(`${prefix}-in-${i}`, inp.bytes.length),
+      });
+    }
+    await region(`${prefix}-out`, new Uint8Array(output.byteSize));
+  } catch (err) {
+    for (const o of objects) rmSync(join("/dev/shm", o), { force: true });
+    throw err;
+  }
+  return {
+    body: Buffer.from(JSON.stringify(body)),
+    output: () => {
+      const b = readFileSync(join("/dev/shm", `${prefix}-out`));
+      return new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength));
+    },
+    remove: async () => {
+      await post(`${base}/v2/systemsharedmemory/unregister`).catch(() => {});
+      for (const o of objects) rmSync(join("/dev/shm", o), { force: true });
+    },
+  };
+}
