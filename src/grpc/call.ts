@@ -12,6 +12,7 @@ import { isModelportError, ModelportError } from "../errors.js";
 import type { Metrics } from "../metrics/metrics.js";
 import { INSTANCE_HEADER, REQUEST_ID_HEADER } from "../protocol/headers.js";
 import { requestIdFrom } from "../protocol/request-id.js";
+import type { SharedMemoryRegions } from "../shared-memory/regions.js";
 import { parseTraceParent, TRACEPARENT, TRACESTATE, type TraceParent } from "../telemetry/propagation.js";
 import { ATTR, KIND, parentOf, startSpan, tracing } from "../telemetry/spans.js";
 import type { KeyLimiter } from "../tenants/key-limits.js";
@@ -29,6 +30,8 @@ export interface GrpcContext {
   readonly limiter: KeyLimiter;
   /** limits.maxBodyBytesInFlight: a call's message counts from its start to its end. */
   readonly bodyBudget: BodyBudget;
+  /** Registered shared memory regions (server.sharedMemory); undefined where the extension is off. */
+  readonly sharedMemory: SharedMemoryRegions | undefined;
   /** Counts what a call used against its key (absent where usage is not recorded). */
   readonly recordUsage:
     | ((

@@ -19,7 +19,11 @@ export function grpcCode(err: ModelportError): status {
     case 504:
       return status.DEADLINE_EXCEEDED;
     case 409:
-      return err.code === "MP_ERR_JOB_IDEMPOTENCY_CONFLICT" ? status.ALREADY_EXISTS : status.ABORTED;
+      if (err.code === "MP_ERR_SHARED_MEMORY_LIMIT") return status.RESOURCE_EXHAUSTED;
+      return err.code === "MP_ERR_JOB_IDEMPOTENCY_CONFLICT" ||
+        err.code === "MP_ERR_SHARED_MEMORY_REGION_EXISTS"
+        ? status.ALREADY_EXISTS
+        : status.ABORTED;
     case 413:
     case 429:
       return status.RESOURCE_EXHAUSTED;

@@ -15,6 +15,7 @@ import {
 } from "./decode-tensor.js";
 import { refuseBytesFor } from "./oip-body.js";
 import { pickOutputs } from "./requested-outputs.js";
+import { type SharedMemoryRef, sharedMemoryRef } from "./shared-memory-params.js";
 import { tensorDataFromBytes, tensorToBytes } from "./tensor-bytes.js";
 
 // The message shapes as @grpc/proto-loader decodes them with the options of src/grpc/proto.ts:
@@ -32,10 +33,21 @@ export interface GrpcTensorContents {
   bytes_contents: Uint8Array[];
 }
 
+/** One InferParameter: the oneof's member that is set, named by `parameter_choice`. */
+export interface GrpcParameter {
+  parameter_choice?: "bool_param" | "int64_param" | "string_param";
+  bool_param?: boolean;
+  int64_param?: string | number;
+  string_param?: string;
+}
+
+export type GrpcParameters = Record<string, GrpcParameter>;
+
 export interface GrpcInferInput {
   name: string;
   datatype: string;
   shape: string[];
+  parameters: GrpcParameters;
   contents: GrpcTensorContents | null;
 }
 
@@ -44,7 +56,7 @@ export interface GrpcInferRequest {
   model_version: string;
   id: string;
   inputs: GrpcInferInput[];
-  outputs: { name: string }[];
+  outputs: { name: string; parameters: GrpcParameters }[];
   raw_input_contents: Uint8Array[];
 }
 
@@ -52,8 +64,53 @@ export interface GrpcInferResponse {
   model_name: string;
   model_version: string;
   id: string;
-  outputs: { name: string; datatype: string; shape: number[] }[];
+  outputs: { name: string; datatype: string; shape: number[]; parameters?: GrpcParameters }[];
   raw_output_contents: Uint8Array[];
+}
+
+/**
+ * A parameters map's values as JSON would carry them: strings, booleans, and int64 values as
+ * numbers (beyond 2^53 - 1 they are no safe integer, which every reader of a count refuses).
+ */
+export function grpcParameterValues(params: GrpcParameters | null | undefined): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [key, p] of Object.entries(params ?? {})) {
+    const choice = p.parameter_choice;
+    if (choice === undefined) continue;
+    out[key] = choice === "int64_param" ? Number(p.int64_param) : p[choice];
+  }
+  return out;
+}
+
+/** Values as InferParameters: strings, booleans, and numbers as int64. */
+export function grpcParameters(values: Record<string, unknown>): GrpcParameters {
+  const out: GrpcParameters = {};
+  for (const [key, v] of Object.entries(values)) {
+    if (typeof v === "string") out[key] = { string_param: v };
+    else if (typeof v === "boolean") out[key] = { bool_param: v };
+    else if (typeof v === "number") out[key] = { int64_param: String(v) };
+  }
+  return out;
+}
+
+/** The inputs of a ModelInferRequest whose parameters name a shared memory region, by index. */
+export function grpcSharedInputs(request: GrpcInferRequest): Map<number, SharedMemoryRef> {
+  const refs = new Map<number, SharedMemoryRef>();
+  request.inputs.forEach((inp, i) => {
+    const ref = sharedMemoryRef(grpcParameterValues(inp.parameters), `inputs[${i}] ('${inp.name}')`);
+    if (ref) refs.set(i, ref);
+  });
+  return refs;
+}
+
+/** The requested outputs of a ModelInferRequest to be written to a shared memory region, by name. */
+export function grpcSharedOutputs(request: GrpcInferRequest): Map<string, SharedMemoryRef> {
+  const refs = new Map<string, SharedMemoryRef>();
+  request.outputs.forEach((out, i) => {
+    const ref = sharedMemoryRef(grpcParameterValues(out.parameters), `outputs[${i}] ('${out.name}')`);
+    if (ref) refs.set(out.name, ref);
+  });
+  return refs;
 }
 
 type ContentsField = keyof GrpcTensorContents;
@@ -141,7 +198,9 @@ function contentValues(spec: TensorSpec, contents: GrpcTensorContents, index: nu
 
 /**
  * A ModelInferRequest's inputs as tensors checked against the model: every input raw (one
- * raw_input_contents entry each, in order) or every input typed (its `contents`), never both.
+ * raw_input_contents entry each, in order) or every input typed (its `contents`), never both;
+ * with `shared` (the bytes read from shared memory regions, by input index), those inputs take
+ * their bytes from there and have no raw entry (as Triton reads them).
  * @throws ModelportError with the code the same fault gets over HTTP (MP_ERR_INPUT_*,
  *   MP_ERR_BINARY_DATA_SIZE for raw bytes that do not fit the shape, MP_ERR_REQUEST_INVALID).
  */
@@ -149,19 +208,31 @@ export function decodeGrpcInputs(
   request: GrpcInferRequest,
   signature: ModelSignature,
   limits: DecodeLimits,
+  shared?: ReadonlyMap<number, Uint8Array>,
 ): TensorMap {
   const raw = request.raw_input_contents;
   const inputs = request.inputs;
-  if (raw.length > 0 && raw.length !== inputs.length) {
+  const unshared = inputs.length - (shared?.size ?? 0);
+  if (raw.length > 0 && raw.length !== unshared) {
     throw new ModelportError(
       "MP_ERR_REQUEST_INVALID",
-      `raw_input_contents holds ${raw.length} entries but inputs lists ${inputs.length}: send one per input, in the order of inputs`,
+      `raw_input_contents holds ${raw.length} entries but inputs lists ${unshared} not in shared memory: send one per such input, in the order of inputs`,
     );
   }
   const specs = new Map(signature.inputs.map((s) => [s.name, s]));
   const tensors: TensorMap = {};
   const names: string[] = [];
+  let rawIndex = 0;
   inputs.forEach((inp, i) => {
+    const sharedBytes = shared?.get(i);
+    if (sharedBytes && inp.contents !== null) {
+      throw new ModelportError(
+        "MP_ERR_REQUEST_INVALID",
+        `inputs[${i}] ('${inp.name}') names a shared memory region and also has contents; send one`,
+        { input: inp.name },
+      );
+    }
+    const bytes = sharedBytes ?? (raw.length > 0 ? raw[rawIndex++] : undefined);
     if (raw.length > 0 && inp.contents !== null) {
       throw new ModelportError(
         "MP_ERR_REQUEST_INVALID",
@@ -176,10 +247,12 @@ export function decodeGrpcInputs(
     refuseBytesFor(spec, inp.datatype);
     const shape = parseShape(inp.name, inp.shape);
     let tensor: Tensor;
-    if (raw.length > 0) {
-      const bytes = raw[i]!;
+    if (bytes) {
+      const what = sharedBytes
+        ? `input '${inp.name}' (shared_memory_byte_size ${bytes.length})`
+        : `raw_input_contents[${rawIndex - 1}] (input '${inp.name}')`;
       tensor = decodeTypedTensor(spec, shape, inp.datatype, (dt, count) =>
-        tensorDataFromBytes(dt, count, bytes, `raw_input_contents[${i}] (input '${inp.name}')`),
+        tensorDataFromBytes(dt, count, bytes, what),
       );
     } else {
       if (inp.contents === null) {
@@ -198,14 +271,30 @@ export function decodeGrpcInputs(
   return tensors;
 }
 
-/** A ModelInferResponse: the outputs named in `names` (all when undefined) with their bytes raw. */
+/**
+ * A ModelInferResponse: the outputs named in `names` (all when undefined) with their bytes raw;
+ * those in `shared` (written to shared memory, with the parameters they answer with) with those
+ * parameters and an empty raw entry, as Triton answers.
+ */
 export function encodeGrpcOutputs(
   meta: { model_name: string; model_version: string; id: string },
   outputs: TensorMap,
   names: readonly string[] | undefined,
+  shared?: ReadonlyMap<string, Record<string, unknown>>,
 ): GrpcInferResponse {
   const response: GrpcInferResponse = { ...meta, outputs: [], raw_output_contents: [] };
   for (const [name, t] of pickOutputs(outputs, names)) {
+    const parameters = shared?.get(name);
+    if (parameters) {
+      response.outputs.push({
+        name,
+        datatype: t.datatype,
+        shape: t.shape,
+        parameters: grpcParameters(parameters),
+      });
+      response.raw_output_contents.push(Buffer.alloc(0));
+      continue;
+    }
     response.outputs.push({ name, datatype: t.datatype, shape: t.shape });
     const bytes = tensorToBytes(t);
     // A Buffer over the same memory: protobufjs copies anything else into a Buffer first.

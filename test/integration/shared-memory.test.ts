@@ -3,12 +3,15 @@
 // registers regions of it, and names them in infer requests instead of sending bytes; outputs come
 // back through regions too. Answers must equal the JSON route's; every bad registration or
 // reference gets its 4xx and code; regions belong to the key that registered them; files close
-// when regions go; and a client that is not ours (Python's multiprocessing.shared_memory, urllib)
-// works against it. Tensor bytes are written and read with Buffer's own methods.
+// when regions go; the same over gRPC (Triton's SystemSharedMemory calls and ModelInfer
+// parameters, with @grpc/grpc-js loading src/grpc/inference.proto as it ships); and clients that
+// are not ours (Python's multiprocessing.shared_memory with urllib, and with grpcio stubs generated
+// from the same .proto) work against it. Tensor bytes are written and read with Buffer's own methods.
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
+import { execFile, spawnSync } from "node:child_process";
 import {
   existsSync,
+  mkdtempSync,
   readdirSync,
   readFileSync,
   readlinkSync,
@@ -21,8 +24,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
+import * as grpc from "@grpc/grpc-js";
+import { loadSync } from "@grpc/proto-loader";
 import { testModels } from "../helpers/models.js";
-import { type InProcessServer, postJson, startInProcess } from "../helpers/server.js";
+import { type InProcessServer, postJson, REPO_ROOT, startInProcess } from "../helpers/server.js";
 
 const SHM = "/dev/shm";
 const PREFIX = `mptest-${process.pid}-`;
@@ -33,6 +38,30 @@ const B = { authorization: `Bearer ${KEY_B}` };
 const MAX_REGIONS = 8;
 
 let srv: InProcessServer;
+let client: grpc.Client & Record<string, any>;
+const PROTO = join(REPO_ROOT, "src", "grpc", "inference.proto");
+
+/** A unary gRPC call with key `key`: its error (null on success) and answer. */
+function rpc(
+  method: string,
+  request: unknown,
+  key = KEY_A,
+): Promise<{ err: grpc.ServiceError | null; res: any }> {
+  const md = new grpc.Metadata();
+  md.set("authorization", `Bearer ${key}`);
+  return new Promise((resolve) =>
+    client[method](request, md, (err: grpc.ServiceError | null, res: any) => resolve({ err, res })),
+  );
+}
+
+/** InferParameters naming a region, as Triton's gRPC client sets them. */
+function grpcShm(region: string, byteSize: number, offset?: number) {
+  return {
+    shared_memory_region: { string_param: region },
+    shared_memory_byte_size: { int64_param: String(byteSize) },
+    ...(offset === undefined ? {} : { shared_memory_offset: { int64_param: String(offset) } }),
+  };
+}
 
 /** A model with four inputs of three element sizes (a + b, c × 2, d), as in the binary tests. */
 const MIXED_HANDLER = `export function load() {
@@ -179,10 +208,15 @@ before(async () => {
       `    path: ${join(models, "shm-mixed.mjs")}`,
     ].join("\n"),
   );
-  srv = await startInProcess({ file });
+  srv = await startInProcess({ file }, { grpc: true });
+  const definition = loadSync(PROTO, { keepCase: true, longs: String, defaults: true, oneofs: true });
+  const Service = (grpc.loadPackageDefinition(definition) as any).inference
+    .GRPCInferenceService as grpc.ServiceClientConstructor;
+  client = new Service(srv.grpc!, grpc.credentials.createInsecure());
 });
 
 after(async () => {
+  client.close();
   await srv.close();
   for (const f of readdirSync(SHM)) if (f.startsWith(PREFIX)) rmSync(join(SHM, f), { force: true });
 });
@@ -551,6 +585,233 @@ finally:
     assert.deepEqual(got.probabilities, expected.body.outputs[0].data.map(Math.fround));
   });
 });
+
+describe("system shared memory over gRPC", () => {
+  it("registers, infers with regions and raw contents mixed, and answers what HTTP answers", async () => {
+    const meta = await rpc("ServerMetadata", {});
+    assert.ok(meta.res.extensions.includes("system_shared_memory"));
+    const input = mixedInputs();
+    const output = object("grpc-out", 256);
+    const reg = await rpc("SystemSharedMemoryRegister", {
+      name: "g-in",
+      key: input.key,
+      offset: "0",
+      byte_size: "256",
+    });
+    assert.equal(reg.err, null, reg.err?.details);
+    await rpc("SystemSharedMemoryRegister", {
+      name: "g-out",
+      key: output.key,
+      offset: "0",
+      byte_size: "256",
+    });
+    try {
+      const st = await rpc("SystemSharedMemoryStatus", { name: "" });
+      assert.deepEqual(Object.keys(st.res.regions).sort(), ["g-in", "g-out"]);
+      assert.equal(st.res.regions["g-in"].key, input.key);
+      assert.equal(String(st.res.regions["g-in"].byte_size), "256");
+      // One registry for both ports: the same key sees them over HTTP.
+      assert.deepEqual((await status("g-out")).body, [
+        { name: "g-out", key: output.key, offset: 0, byte_size: 256 },
+      ]);
+      // a and c from the region; d and b raw, in the order of inputs (Triton skips region inputs in raw_input_contents).
+      const res = await rpc("ModelInfer", {
+        model_name: "mixed",
+        inputs: [
+          { name: "a", datatype: "FP32", shape: [2, 4], parameters: grpcShm("g-in", 32) },
+          { name: "d", datatype: "UINT8", shape: [2, 1] },
+          { name: "c", datatype: "FP64", shape: [2, 2], parameters: grpcShm("g-in", 32, 64) },
+          { name: "b", datatype: "FP32", shape: [2, 4] },
+        ],
+        outputs: [{ name: "sum", parameters: grpcShm("g-out", 64, 16) }, { name: "c2" }, { name: "d" }],
+        raw_input_contents: [Buffer.from(D_VALUES), f32(B_VALUES)],
+      });
+      assert.equal(res.err, null, res.err?.details);
+      const expected = await infer("mixed", MIXED_JSON);
+      const byName = Object.fromEntries(expected.body.outputs.map((o: any) => [o.name, o]));
+      const [sum, c2, d] = res.res.outputs;
+      assert.equal(sum.name, "sum");
+      assert.equal(sum.parameters.shared_memory_region.string_param, "g-out");
+      assert.equal(String(sum.parameters.shared_memory_byte_size.int64_param), "32");
+      assert.equal(String(sum.parameters.shared_memory_offset.int64_param), "16");
+      assert.equal(res.res.raw_output_contents[0].length, 0, "a region's output has an empty raw entry");
+      const written = readFileSync(output.file);
+      assert.deepEqual(
+        Array.from({ length: 8 }, (_, i) => written.readFloatLE(16 + i * 4)),
+        byName.sum.data,
+      );
+      const raw = res.res.raw_output_contents as Buffer[];
+      assert.equal(c2.name, "c2");
+      assert.deepEqual(
+        Array.from({ length: 4 }, (_, i) => raw[1]!.readDoubleLE(i * 8)),
+        byName.c2.data,
+      );
+      assert.equal(d.name, "d");
+      assert.deepEqual([...raw[2]!], byName.d.data);
+    } finally {
+      await rpc("SystemSharedMemoryUnregister", { name: "" });
+    }
+    assert.deepEqual((await rpc("SystemSharedMemoryStatus", { name: "" })).res.regions, {});
+  });
+
+  it("answers bad registrations and references with their codes", async () => {
+    const input = mixedInputs();
+    const code = (a: { err: grpc.ServiceError | null }) => [
+      a.err?.code,
+      a.err?.metadata.get("mp-error-code")[0],
+    ];
+    assert.deepEqual(
+      code(
+        await rpc("SystemSharedMemoryRegister", {
+          name: "x",
+          key: "/../etc/passwd",
+          offset: "0",
+          byte_size: "8",
+        }),
+      ),
+      [grpc.status.INVALID_ARGUMENT, "MP_ERR_SHARED_MEMORY_KEY"],
+    );
+    assert.deepEqual(
+      code(
+        await rpc("SystemSharedMemoryRegister", {
+          name: "x",
+          key: input.key,
+          offset: "0",
+          byte_size: "99999999999999999999",
+        }),
+      ),
+      [grpc.status.INVALID_ARGUMENT, "MP_ERR_REQUEST_INVALID"],
+    );
+    await rpc("SystemSharedMemoryRegister", { name: "x", key: input.key, offset: "0", byte_size: "256" });
+    try {
+      assert.deepEqual(
+        code(
+          await rpc("SystemSharedMemoryRegister", { name: "x", key: input.key, offset: "0", byte_size: "8" }),
+        ),
+        [grpc.status.ALREADY_EXISTS, "MP_ERR_SHARED_MEMORY_REGION_EXISTS"],
+      );
+      assert.deepEqual(code(await rpc("SystemSharedMemoryStatus", { name: "x" }, KEY_B)), [
+        grpc.status.INVALID_ARGUMENT,
+        "MP_ERR_SHARED_MEMORY_REGION_NOT_FOUND",
+      ]);
+      const inputs = [
+        { name: "a", datatype: "FP32", shape: [2, 4], parameters: grpcShm("x", 32) },
+        { name: "d", datatype: "UINT8", shape: [2, 1], parameters: grpcShm("x", 2, 200) },
+        { name: "c", datatype: "FP64", shape: [2, 2], parameters: grpcShm("x", 32, 64) },
+        { name: "b", datatype: "FP32", shape: [2, 4], parameters: grpcShm("x", 32, 128) },
+      ];
+      assert.equal((await rpc("ModelInfer", { model_name: "mixed", inputs })).err, null);
+      const extraRaw = await rpc("ModelInfer", {
+        model_name: "mixed",
+        inputs,
+        raw_input_contents: [Buffer.alloc(8)],
+      });
+      assert.deepEqual(code(extraRaw), [grpc.status.INVALID_ARGUMENT, "MP_ERR_REQUEST_INVALID"]);
+      const otherKey = await rpc("ModelInfer", { model_name: "mixed", inputs }, KEY_B);
+      assert.deepEqual(code(otherKey), [
+        grpc.status.INVALID_ARGUMENT,
+        "MP_ERR_SHARED_MEMORY_REGION_NOT_FOUND",
+      ]);
+      const tooSmall = await rpc("ModelInfer", {
+        model_name: "mixed",
+        inputs,
+        outputs: [{ name: "sum", parameters: grpcShm("x", 8) }],
+      });
+      assert.deepEqual(code(tooSmall), [grpc.status.INVALID_ARGUMENT, "MP_ERR_SHARED_MEMORY_RANGE"]);
+      const badSize = await rpc("ModelInfer", {
+        model_name: "mixed",
+        inputs: [
+          {
+            ...inputs[0]!,
+            parameters: {
+              shared_memory_region: { string_param: "x" },
+              shared_memory_byte_size: { bool_param: true },
+            },
+          },
+          ...inputs.slice(1),
+        ],
+      });
+      assert.deepEqual(code(badSize), [grpc.status.INVALID_ARGUMENT, "MP_ERR_REQUEST_INVALID"]);
+    } finally {
+      await rpc("SystemSharedMemoryUnregister", { name: "" });
+    }
+  });
+
+  it("works with Python grpcio stubs generated from the same .proto, as Triton's client calls it", {
+    skip: grpcPythonSkip(),
+  }, async () => {
+    const out = mkdtempSync(join(tmpdir(), "modelport-shm-py-"));
+    await promisify(execFile)("/usr/bin/python3", [
+      "-m",
+      "grpc_tools.protoc",
+      `-I${join(REPO_ROOT, "src", "grpc")}`,
+      `--python_out=${out}`,
+      `--grpc_python_out=${out}`,
+      PROTO,
+    ]);
+    const script = `import json, struct, sys
+import grpc
+from multiprocessing import shared_memory
+import inference_pb2 as pb, inference_pb2_grpc as rpc
+target, prefix, key = sys.argv[1:4]
+stub = rpc.GRPCInferenceServiceStub(grpc.insecure_channel(target))
+auth = [("authorization", "Bearer " + key)]
+features = [27, 51.25, 1, 1, 0, 37, 6, 107.5, 2, 1, 0, 99]
+inp = shared_memory.SharedMemory(name=prefix + "gpy-in", create=True, size=48)
+out = shared_memory.SharedMemory(name=prefix + "gpy-out", create=True, size=64)
+try:
+    inp.buf[:48] = struct.pack("<12f", *features)
+    stub.SystemSharedMemoryRegister(pb.SystemSharedMemoryRegisterRequest(name="gpy_in", key="/" + prefix + "gpy-in", offset=0, byte_size=48), metadata=auth)
+    stub.SystemSharedMemoryRegister(pb.SystemSharedMemoryRegisterRequest(name="gpy_out", key="/" + prefix + "gpy-out", offset=0, byte_size=64), metadata=auth)
+    req = pb.ModelInferRequest(model_name="tree")
+    t = req.inputs.add(); t.name = "features"; t.datatype = "FP32"; t.shape.extend([2, 6])
+    t.parameters["shared_memory_region"].string_param = "gpy_in"
+    t.parameters["shared_memory_byte_size"].int64_param = 48
+    o = req.outputs.add(); o.name = "probabilities"
+    o.parameters["shared_memory_region"].string_param = "gpy_out"
+    o.parameters["shared_memory_byte_size"].int64_param = 64
+    res = stub.ModelInfer(req, metadata=auth, timeout=30)
+    size = res.outputs[0].parameters["shared_memory_byte_size"].int64_param
+    status = stub.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest(), metadata=auth)
+    print(json.dumps({"size": size, "regions": sorted(status.regions.keys()),
+                      "probabilities": list(struct.unpack("<%df" % (size // 4), bytes(out.buf[:size])))}))
+    stub.SystemSharedMemoryUnregister(pb.SystemSharedMemoryUnregisterRequest(), metadata=auth)
+finally:
+    inp.close(); inp.unlink(); out.close(); out.unlink()
+`;
+    writeFileSync(join(out, "client.py"), script);
+    // Asynchronously: the server answering it runs in this process.
+    const ran = await promisify(execFile)(
+      "/usr/bin/python3",
+      [join(out, "client.py"), srv.grpc!, PREFIX, KEY_A],
+      {
+        cwd: out,
+      },
+    );
+    const got = JSON.parse(ran.stdout) as { size: number; regions: string[]; probabilities: number[] };
+    const expected = await infer("tree", {
+      inputs: [
+        {
+          name: "features",
+          shape: [2, 6],
+          datatype: "FP32",
+          data: [27, 51.25, 1, 1, 0, 37, 6, 107.5, 2, 1, 0, 99],
+        },
+      ],
+      outputs: [{ name: "probabilities" }],
+    });
+    assert.equal(got.size, 16);
+    assert.deepEqual(got.regions, ["gpy_in", "gpy_out"]);
+    assert.deepEqual(got.probabilities, expected.body.outputs[0].data.map(Math.fround));
+    rmSync(out, { recursive: true, force: true });
+  });
+});
+
+function grpcPythonSkip(): string | false {
+  if (!existsSync("/usr/bin/python3")) return "/usr/bin/python3 is not installed";
+  const ok = spawnSync("/usr/bin/python3", ["-c", "import grpc, grpc_tools"]).status === 0;
+  return ok ? false : "python3-grpcio and python3-grpc-tools are not installed (apt-get install them)";
+}
 
 function pythonSkip(): string | false {
   return existsSync("/usr/bin/python3") ? false : "/usr/bin/python3 is not installed";

@@ -9,24 +9,32 @@ import { ERRORS, type ErrorCode, ModelportError } from "../../src/errors.js";
 import { ERROR_CODE_KEY, errorStatus, grpcCode } from "../../src/grpc/status.js";
 import { REPO_ROOT } from "../helpers/server.js";
 
-/** docs/API.md's table: explicit HTTP statuses, the row for "every other 4xx" and the one for "any other". */
-function documented(): { byStatus: Map<number, string>; other4xx: string; other: string; conflict: string } {
+/**
+ * docs/API.md's table: explicit HTTP statuses, the row for "every other 4xx", the one for "any
+ * other", and the codes a row names as exceptions ("`STATUS` for `MP_ERR_A` and `MP_ERR_B`").
+ */
+function documented(): {
+  byStatus: Map<number, string>;
+  other4xx: string;
+  other: string;
+  byCode: Map<string, string>;
+} {
   const doc = readFileSync(join(REPO_ROOT, "docs", "API.md"), "utf8");
   const from = doc.indexOf("| HTTP status of the `MP_ERR_*` code");
   const section = doc.slice(from, doc.indexOf("\n\n", from));
   const byStatus = new Map<number, string>();
+  const byCode = new Map<string, string>();
   let other4xx = "";
   let other = "";
-  let conflict = "";
   for (const m of section.matchAll(/^\| ([^|`]+?)\s*\| `([A-Z_]+)`([^|]*)\|$/gm)) {
     const [, statuses, code, note] = m as unknown as [string, string, string, string];
     if (/every other 4xx/.test(statuses)) other4xx = code;
     if (/any other/.test(statuses)) other = code;
     for (const s of statuses.match(/\b\d{3}\b/g) ?? []) byStatus.set(Number(s), code);
-    const alt = /`([A-Z_]+)` for an idempotency-key conflict/.exec(note);
-    if (alt) conflict = alt[1]!;
+    for (const alt of note.matchAll(/`([A-Z_]+)` for ((?:`MP_ERR_[A-Z_]+`(?: and )?)+)/g))
+      for (const named of alt[2]!.matchAll(/MP_ERR_[A-Z_]+/g)) byCode.set(named[0], alt[1]!);
   }
-  return { byStatus, other4xx, other, conflict };
+  return { byStatus, other4xx, other, byCode };
 }
 
 describe("gRPC statuses of the MP_ERR codes", () => {
@@ -36,17 +44,16 @@ describe("gRPC statuses of the MP_ERR codes", () => {
     assert.equal(doc.byStatus.get(401), "UNAUTHENTICATED");
     assert.equal(doc.other4xx, "INVALID_ARGUMENT");
     assert.equal(doc.other, "INTERNAL");
-    assert.equal(doc.conflict, "ALREADY_EXISTS");
+    assert.equal(doc.byCode.get("MP_ERR_JOB_IDEMPOTENCY_CONFLICT"), "ALREADY_EXISTS");
   });
 
   it("maps every code as documented, and none to OK", () => {
     for (const code of Object.keys(ERRORS) as ErrorCode[]) {
       const err = new ModelportError(code, "x");
       const want =
-        code === "MP_ERR_JOB_IDEMPOTENCY_CONFLICT"
-          ? doc.conflict
-          : (doc.byStatus.get(err.status) ??
-            (err.status >= 400 && err.status < 500 ? doc.other4xx : doc.other));
+        doc.byCode.get(code) ??
+        doc.byStatus.get(err.status) ??
+        (err.status >= 400 && err.status < 500 ? doc.other4xx : doc.other);
       assert.equal(status[grpcCode(err)], want, `${code} (HTTP ${err.status})`);
       assert.notEqual(grpcCode(err), status.OK);
     }

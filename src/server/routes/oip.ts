@@ -7,12 +7,14 @@ import { INFERENCE_HEADER, OCTET_STREAM } from "../../protocol/headers.js";
 import { decodeOip, jsonOutputs, oipAnswer } from "../../protocol/oip-body.js";
 import { modelMetadata, serverMetadata } from "../../protocol/oip-metadata.js";
 import { requestedOutputs } from "../../protocol/requested-outputs.js";
+import { sharedInputs, sharedOutputs } from "../../protocol/shared-memory-params.js";
+import { checkSharedOutputs, readSharedInputs, writeSharedOutputs } from "../../shared-memory/tensors.js";
 import { ATTR, SPAN, stage, tracing } from "../../telemetry/spans.js";
+import { ANONYMOUS } from "../../tenants/principal.js";
 import type { TensorMap } from "../../tensor.js";
 import { acquire, infer } from "../context.js";
 import { sendJson } from "../json-answer.js";
 import { errorHandler } from "../plugins/errors.js";
-import { readSharedInputs, sharedOutputRefs, writeSharedOutputs } from "../shared-tensors.js";
 
 interface Params {
   model: string;
@@ -54,6 +56,8 @@ export const oipRoutes: FastifyPluginAsync = async (app) => {
         const host = await acquire(ctx, req, reply, req.params.model, "predict", req.params.version);
         const signature = host.signature;
         if (!signature) throw host.notReadyError();
+        // Shared memory regions are kept per key (docs/API.md, "Shared memory").
+        const caller = { regions: ctx.sharedMemory, owner: (req.principal ?? ANONYMOUS).name };
         const decodeAt = tracing.on ? performance.now() : 0;
         let decoded: { body: ReturnType<typeof splitOipBody>["body"]; inputs: TensorMap };
         try {
@@ -62,8 +66,14 @@ export const oipRoutes: FastifyPluginAsync = async (app) => {
             req.headers[INFERENCE_HEADER],
             ctx.config.limits.maxJsonDepth,
           );
-          const shared = await readSharedInputs(ctx, req, reply, body);
-          decoded = { body, inputs: decodeOip(body, signature, host.config.limits, binary, shared) };
+          const shared = await readSharedInputs(
+            caller,
+            sharedInputs(body),
+            ctx.config.limits.maxBodyBytes,
+            ctx.bodyBudget,
+          );
+          reply.raw.once("close", shared.release);
+          decoded = { body, inputs: decodeOip(body, signature, host.config.limits, binary, shared.bytes) };
         } catch (err) {
           if (tracing.on)
             stage(SPAN.decode, ATTR.decodeMs, req.trace, decodeAt, () => ({ [ATTR.model]: host.name }), err);
@@ -74,7 +84,8 @@ export const oipRoutes: FastifyPluginAsync = async (app) => {
         const { body, inputs } = decoded;
         const names = requestedOutputs(body?.outputs, signature);
         const binaryNames = binaryOutputs(body, signature);
-        const sharedRefs = sharedOutputRefs(ctx, req, body);
+        const sharedRefs = sharedOutputs(body);
+        checkSharedOutputs(caller, sharedRefs);
         const { outputs, version: answered } = await infer(host, inputs, req);
         captureVersion(req, answered);
         const encodeAt = tracing.on ? performance.now() : 0;
@@ -83,8 +94,11 @@ export const oipRoutes: FastifyPluginAsync = async (app) => {
           model_version: answered,
           id: typeof body?.id === "string" ? body.id : req.id,
         };
-        let answer = jsonOutputs(outputs, names);
-        if (sharedRefs.size > 0) answer = await writeSharedOutputs(ctx, req, answer, sharedRefs);
+        const written = await writeSharedOutputs(caller, Object.entries(outputs), sharedRefs);
+        const answer = jsonOutputs(outputs, names).map((o) => {
+          const parameters = written.get(o.name);
+          return parameters ? { ...o, parameters } : o;
+        });
         if (!binaryNames) {
           return sendJson(req, reply, oipAnswer(meta, answer), () => {
             if (tracing.on)

@@ -1,9 +1,13 @@
 // The system shared-memory extension's registry routes, as Triton serves them: status, register
 // and unregister of the caller's regions (src/shared-memory/regions.ts). Errors in the OIP shape.
-import type { FastifyPluginAsync, onRequestHookHandler } from "fastify";
+import type { FastifyPluginAsync, FastifyRequest, onRequestHookHandler } from "fastify";
 import { requireObject } from "../../protocol/decode-tensor.js";
+import { sharedMemoryOn } from "../../shared-memory/tensors.js";
+import { ANONYMOUS } from "../../tenants/principal.js";
 import { errorHandler } from "../plugins/errors.js";
-import { regionOwner, sharedMemoryOn } from "../shared-tensors.js";
+
+/** Regions are kept per key: the caller's key name (anonymous on a server without keys). */
+const owner = (req: FastifyRequest) => (req.principal ?? ANONYMOUS).name;
 
 interface Params {
   region?: string;
@@ -21,11 +25,11 @@ export const sharedMemoryRoutes: FastifyPluginAsync = async (app) => {
 
   for (const prefix of ["/v2/systemsharedmemory", "/v2/systemsharedmemory/region/:region"]) {
     app.get<{ Params: Params }>(`${prefix}/status`, async (req) =>
-      sharedMemoryOn(ctx).status(regionOwner(req), req.params.region),
+      sharedMemoryOn(ctx.sharedMemory).status(owner(req), req.params.region),
     );
     // Without a region: every region of the caller's key.
     app.post<{ Params: Params }>(`${prefix}/unregister`, { onRequest: noBody }, async (req, reply) => {
-      await sharedMemoryOn(ctx).unregister(regionOwner(req), req.params.region);
+      await sharedMemoryOn(ctx.sharedMemory).unregister(owner(req), req.params.region);
       return reply.code(200).send();
     });
   }
@@ -33,9 +37,9 @@ export const sharedMemoryRoutes: FastifyPluginAsync = async (app) => {
   app.post<{ Params: Required<Params> }>(
     "/v2/systemsharedmemory/region/:region/register",
     async (req, reply) => {
-      const regions = sharedMemoryOn(ctx);
+      const regions = sharedMemoryOn(ctx.sharedMemory);
       const body = requireObject(req.body, "the request body");
-      await regions.register(regionOwner(req), req.params.region, body.key, body.offset, body.byte_size);
+      await regions.register(owner(req), req.params.region, body.key, body.offset, body.byte_size);
       return reply.code(200).send();
     },
   );

@@ -1,0 +1,100 @@
+// A request's tensors in its caller's shared memory regions, for both surfaces that take them (the
+// OIP infer route and gRPC's ModelInfer): inputs read, outputs checked before inference and
+// written after it.
+import type { BodyBudget } from "../body-budget.js";
+import { ModelportError } from "../errors.js";
+import { ownBodyMemory } from "../protocol/body-memory.js";
+import { type SharedMemoryRef, sharedOutputParameters } from "../protocol/shared-memory-params.js";
+import { tensorToBytes } from "../protocol/tensor-bytes.js";
+import type { Tensor } from "../tensor.js";
+import type { SharedMemoryRegions } from "./regions.js";
+
+/** The registry, or 400 MP_ERR_SHARED_MEMORY_DISABLED on a server without the extension. */
+export function sharedMemoryOn(regions: SharedMemoryRegions | undefined): SharedMemoryRegions {
+  if (regions) return regions;
+  throw new ModelportError(
+    "MP_ERR_SHARED_MEMORY_DISABLED",
+    "this server does not accept shared memory: start it with --shared-memory (server.sharedMemory.enabled)",
+  );
+}
+
+/** Who asks, and the server's regions (undefined where the extension is off). */
+export interface SharedMemoryCaller {
+  readonly regions: SharedMemoryRegions | undefined;
+  /** The caller's key name: regions are kept per key. */
+  readonly owner: string;
+}
+
+/**
+ * The bytes of the inputs `refs` names, by input index (undefined when it names none), and the
+ * release of what they hold against `budget`. Together they count against `maxBytes`
+ * (limits.maxBodyBytes), and they are held against limits.maxBodyBytesInFlight until `release`, as
+ * a body of that size is. Each input's buffer is the request's own: its tensor views it and the
+ * runner is handed it whole (protocol/body-memory.ts).
+ */
+export async function readSharedInputs(
+  caller: SharedMemoryCaller,
+  refs: ReadonlyMap<number, SharedMemoryRef>,
+  maxBytes: number,
+  budget: BodyBudget,
+): Promise<{ bytes: Map<number, Uint8Array> | undefined; release: () => void }> {
+  if (refs.size === 0) return { bytes: undefined, release: () => {} };
+  const regions = sharedMemoryOn(caller.regions);
+  let total = 0;
+  for (const ref of refs.values()) total += ref.byteSize;
+  if (total > maxBytes) {
+    throw new ModelportError(
+      "MP_ERR_REQUEST_BODY_TOO_LARGE",
+      `the inputs in shared memory add up to ${total} bytes; limits.maxBodyBytes is ${maxBytes}`,
+    );
+  }
+  const release = budget.reserve(total);
+  try {
+    const read = await Promise.all(
+      [...refs].map(async ([i, ref]) => {
+        const bytes = await regions.read(caller.owner, ref.region, ref.offset, ref.byteSize, `inputs[${i}]`);
+        ownBodyMemory(bytes.buffer as ArrayBuffer);
+        return [i, bytes] as const;
+      }),
+    );
+    return { bytes: new Map(read), release };
+  } catch (err) {
+    release();
+    throw err;
+  }
+}
+
+/** Checks, before inference runs, that each output in `refs` has the caller's region and the room given there. */
+export function checkSharedOutputs(
+  caller: SharedMemoryCaller,
+  refs: ReadonlyMap<string, SharedMemoryRef>,
+): void {
+  if (refs.size === 0) return;
+  const regions = sharedMemoryOn(caller.regions);
+  for (const [name, ref] of refs)
+    regions.check(caller.owner, ref.region, ref.offset, ref.byteSize, `output '${name}'`);
+}
+
+/**
+ * Writes each of `outputs` that `refs` names to its region; returns the parameters each written
+ * output answers with instead of its data (the region, its offset and the bytes written).
+ */
+export async function writeSharedOutputs(
+  caller: SharedMemoryCaller,
+  outputs: readonly (readonly [string, Tensor])[],
+  refs: ReadonlyMap<string, SharedMemoryRef>,
+): Promise<Map<string, Record<string, unknown>>> {
+  const written = new Map<string, Record<string, unknown>>();
+  if (refs.size === 0) return written;
+  const regions = sharedMemoryOn(caller.regions);
+  await Promise.all(
+    outputs.map(async ([name, tensor]) => {
+      const ref = refs.get(name);
+      if (!ref) return;
+      const bytes = tensorToBytes(tensor);
+      await regions.write(caller.owner, ref.region, ref.offset, ref.byteSize, bytes, `output '${name}'`);
+      written.set(name, sharedOutputParameters(ref, bytes.length));
+    }),
+  );
+  return written;
+}
