@@ -54,6 +54,11 @@ export function byteCount(value: unknown, what: string): number {
   return value;
 }
 
+/** "inputs[2] ('x')" for errors; a name that is no string (any JSON value) is left out. */
+function where(list: string, i: number, name: unknown): string {
+  return typeof name === "string" ? `${list}[${i}] ('${name}')` : `${list}[${i}]`;
+}
+
 /** The inputs of an OIP infer body that name a region, by their index in `inputs`. */
 export function sharedInputs(body: Record<string, unknown> | undefined): Map<number, SharedMemoryRef> {
   const refs = new Map<number, SharedMemoryRef>();
@@ -61,7 +66,7 @@ export function sharedInputs(body: Record<string, unknown> | undefined): Map<num
   body.inputs.forEach((inp: unknown, i) => {
     if (typeof inp !== "object" || inp === null) return;
     const { name, parameters } = inp as { name?: unknown; parameters?: unknown };
-    const ref = sharedMemoryRef(parameters, `inputs[${i}] ('${String(name)}')`);
+    const ref = sharedMemoryRef(parameters, where("inputs", i, name));
     if (ref) refs.set(i, ref);
   });
   return refs;
@@ -74,7 +79,7 @@ export function sharedOutputs(body: Record<string, unknown> | undefined): Map<st
   body.outputs.forEach((out: unknown, i) => {
     if (typeof out !== "object" || out === null) return;
     const { name, parameters } = out as { name?: unknown; parameters?: unknown };
-    const ref = sharedMemoryRef(parameters, `outputs[${i}] ('${String(name)}')`);
+    const ref = sharedMemoryRef(parameters, where("outputs", i, name));
     if (ref && typeof name === "string") refs.set(name, ref);
   });
   return refs;

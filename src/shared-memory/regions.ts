@@ -46,7 +46,8 @@ export interface Region {
   removed: boolean;
 }
 
-const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+// At most 100 characters: the HTTP router's limit on a path segment.
+const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
 const KEY = /^\/?([A-Za-z0-9_][A-Za-z0-9._-]{0,254})$/;
 
 function invalid(message: string): ModelportError {
@@ -77,7 +78,7 @@ export class SharedMemoryRegions {
   ): Promise<void> {
     if (!NAME.test(name))
       throw invalid(
-        `region name '${name}': use letters, digits, '.', '_' or '-' (max 128), starting with a letter or digit`,
+        `region name '${name}': use letters, digits, '.', '_' or '-' (max 100), starting with a letter or digit`,
       );
     if (typeof key !== "string") throw invalid('"key" must be a string: the shared memory object\'s name');
     const start = byteCount(offset ?? 0, '"offset"');

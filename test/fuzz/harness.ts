@@ -36,8 +36,9 @@ export const SHARES = {
   nativeRaw: 0.06,
   nativeValid: 0.03,
   raggedBatch: 0.01,
-  oipJson: 0.12,
-  oipBinary: 0.1,
+  oipJson: 0.1,
+  oipBinary: 0.09,
+  oipShm: 0.03,
   chat: 0.01,
   completions: 0.01,
   embeddings: 0.04,
@@ -175,6 +176,10 @@ export function styleOf(path: string): WireStyle {
   const p = new URL(path, "http://x").pathname;
   if (p === "/v1/chat/completions" || p === "/v1/completions" || p === "/v1/embeddings") return "openai";
   if (/^\/v2(\/models\/[^/]+(\/versions\/[^/]+)?(\/ready|\/infer)?)?$/.test(p)) return "oip";
+  if (
+    /^\/v2\/systemsharedmemory(\/region\/[^/]+\/(status|register|unregister)|\/(status|unregister))$/.test(p)
+  )
+    return "oip";
   return "native";
 }
 
@@ -246,11 +251,15 @@ export interface FuzzServer {
 
 export const MODEL_NAMES = ["tree", "mlp", "multi", "wide"] as const;
 
+/** The fuzz servers' server.sharedMemory.keyPrefix: objects of other processes stay out of reach. */
+export const SHM_PREFIX = "mp-fuzz-";
+
 /** A config with the example models (tensor models always; language models when `llm`). */
 export function fuzzConfig(models: string, dir: string, llm: boolean, extra: string[] = []): string {
   return [
     // Errors and unexpected failures are still logged; one line per request is not needed here.
-    "server: {requestLogging: false}",
+    // Shared memory on, for the objects the fuzzers make under this prefix (tensor-routes.test.ts).
+    `server: {requestLogging: false, sharedMemory: {enabled: true, keyPrefix: "${SHM_PREFIX}"}}`,
     "limits:",
     "  maxBodyBytes: 1048576",
     "  maxBatchRows: 64",

@@ -135,4 +135,16 @@ describe("decoding refuses, never crashes on", () => {
     });
     assert.equal(ok.status, 200, JSON.stringify(ok.body));
   });
+
+  // Naming the input in a shared memory error message turned an object name whose toString is no
+  // function into a TypeError (500) before the name itself was checked.
+  it("an OIP input or output named by an object whose toString is no function", async () => {
+    const input = '{"name":{"toString":1},"datatype":"FP32","shape":[1,6],"data":[1,2,3,4,5,6]}';
+    await expect400(INFER, `{"inputs":[${input}]}`, "MP_ERR_REQUEST_INVALID");
+    await expect400(
+      INFER,
+      '{"inputs":[{"name":"features","datatype":"FP32","shape":[1,6],"data":[1,2,3,4,5,6]}],"outputs":[{"name":{"toString":1}}]}',
+      "MP_ERR_REQUEST_INVALID",
+    );
+  });
 });

@@ -3,7 +3,9 @@
 // the binary tensor extension). Every answer is a 2xx or a 4xx with an MP_ERR_* code in the
 // route's wire shape; valid inputs get one output row per input row.
 import assert from "node:assert/strict";
-import { describe, it } from "node:test";
+import { rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
 import fc from "fast-check";
 import {
   edgeNumber,
@@ -18,7 +20,7 @@ import {
   rows,
   WIDTHS,
 } from "./arbitraries.js";
-import { check, checkAnswer, postJson, send, styleOf, useFuzzServer } from "./harness.js";
+import { check, checkAnswer, postJson, SHM_PREFIX, send, styleOf, useFuzzServer } from "./harness.js";
 
 const MODELS = [
   "tree",
@@ -314,6 +316,132 @@ describe("Open Inference Protocol infer", () => {
           if (c.contentType) headers["content-type"] = c.contentType;
           const res = await send(server.url, "POST", `/v2/models/${model}/infer`, { headers, body: full });
           checkAnswer(res, "oip", { what: `${model} ${headerText.slice(0, 300)} ${JSON.stringify(c)}` });
+        },
+      ),
+    ));
+});
+
+describe("Open Inference Protocol shared memory", () => {
+  // Two registered regions over objects of this process: inputs are read from `in` (random bytes,
+  // so any datatype may come out of them), outputs written to `out`.
+  const objects = ["in", "out", "spare"].map((n) => `${SHM_PREFIX}${process.pid}-${n}`);
+  const REGION_BYTES = 65_536;
+  before(async () => {
+    for (const o of objects)
+      writeFileSync(
+        join("/dev/shm", o),
+        Buffer.from(Array.from({ length: REGION_BYTES }, (_, i) => (i * 131) & 0xff)),
+      );
+    for (const [name, o] of [
+      ["in", objects[0]],
+      ["out", objects[1]],
+    ] as const) {
+      const res = await postJson(server.url, `/v2/systemsharedmemory/region/${name}/register`, {
+        key: `/${o}`,
+        offset: 0,
+        byte_size: REGION_BYTES,
+      });
+      assert.equal(res.status, 200, res.text);
+    }
+  });
+  after(() => {
+    for (const o of objects) rmSync(join("/dev/shm", o), { force: true });
+  });
+
+  const reference = fc.record({
+    region: fc.oneof(
+      { arbitrary: fc.constantFrom("in", "out"), weight: 6 },
+      fc.constantFrom("nope", "", "IN", "in/../out") as fc.Arbitrary<Json>,
+      edgeNumber as fc.Arbitrary<Json>,
+      fc.constant(null),
+    ),
+    sizeDelta: fc.oneof({ arbitrary: fc.constant(0), weight: 6 }, fc.integer({ min: -9, max: 9 })),
+    size: fc.option(fc.oneof(edgeNumber, edgeString) as fc.Arbitrary<Json>, { nil: undefined }),
+    offset: fc.option(
+      fc.oneof(fc.nat({ max: REGION_BYTES + 10 }), edgeNumber, edgeString) as fc.Arbitrary<Json>,
+      { nil: undefined },
+    ),
+    drop: fc.constantFrom(undefined, "region", "size"),
+  });
+
+  /** Shared memory parameters for a tensor of `bytes` bytes, as the case bends them. */
+  function shmParameters(bytes: number, r: typeof reference extends fc.Arbitrary<infer T> ? T : never) {
+    const p: Record<string, Json> = {};
+    if (r.drop !== "region") p.shared_memory_region = r.region;
+    if (r.drop !== "size") p.shared_memory_byte_size = r.size ?? bytes + r.sizeDelta;
+    if (r.offset !== undefined) p.shared_memory_offset = r.offset;
+    return p;
+  }
+
+  it("inputs and outputs by region, with wrong names, sizes and offsets, get 2xx or a coded 4xx", () =>
+    check(
+      "oipShm",
+      fc.asyncProperty(
+        oipBody.chain(({ model, body }) =>
+          fc.tuple(
+            target(model),
+            fc.constant(body),
+            fc.nat(),
+            fc.array(reference, { minLength: 1, maxLength: 5 }),
+            fc.option(fc.tuple(fc.constantFrom("label", "probabilities", "output", "y"), reference), {
+              nil: undefined,
+            }),
+            fc.oneof(
+              { arbitrary: fc.constant(undefined), weight: 8 },
+              fc.record({
+                name: fc.oneof(fc.constantFrom("f1", "in", "a/b", "%00", "x".repeat(200)), edgeString),
+                key: fc.oneof(
+                  fc.constantFrom(`/${objects[2]}`, `/${objects[0]}`, "/", "/..", "/etc/passwd", "../x"),
+                  edgeString,
+                ) as fc.Arbitrary<Json>,
+                offset: fc.oneof(fc.nat({ max: REGION_BYTES + 10 }), edgeNumber) as fc.Arbitrary<Json>,
+                byteSize: fc.oneof(
+                  fc.nat({ max: REGION_BYTES + 10 }),
+                  edgeNumber,
+                  edgeString,
+                ) as fc.Arbitrary<Json>,
+              }),
+            ),
+          ),
+        ),
+        async ([model, body, mask, refs, output, registration]) => {
+          const inputs = (body as unknown as { inputs: OipInput[] }).inputs.map((inp, i) => {
+            if (!((mask >> i) & 1) && i !== 0) return inp as unknown as Json;
+            const r = refs[i % refs.length]!;
+            const size = inp.data.length * (inp.datatype === "FP64" || inp.datatype === "INT64" ? 8 : 4);
+            return {
+              name: inp.name,
+              shape: inp.shape,
+              datatype: inp.datatype,
+              parameters: shmParameters(size, r),
+            };
+          });
+          const request: Record<string, Json> = { inputs };
+          if (output) request.outputs = [{ name: output[0], parameters: shmParameters(64, output[1]) }];
+          const path = `/v2/models/${model}/infer`;
+          const res = await postJson(server.url, path, request);
+          checkAnswer(res, styleOf(path), { what: `${model} ${encode(request).slice(0, 400)}` });
+          if (!registration) return;
+          let name: string;
+          try {
+            name = encodeURIComponent(String(registration.name));
+          } catch {
+            // A lone surrogate: sent as the bytes UTF-8 would give it, which no decoder accepts.
+            name = "%ED%A0%80";
+          }
+          const reg = await postJson(server.url, `/v2/systemsharedmemory/region/${name}/register`, {
+            key: registration.key,
+            offset: registration.offset,
+            byte_size: registration.byteSize,
+          });
+          checkAnswer(reg, "oip", { what: `register ${name} ${encode(registration as unknown as Json)}` });
+          const status = await send(server.url, "GET", `/v2/systemsharedmemory/region/${name}/status`);
+          checkAnswer(status, "oip", { what: `status ${name}` });
+          // Never the two regions every case uses.
+          if (name !== "in" && name !== "out") {
+            const gone = await send(server.url, "POST", `/v2/systemsharedmemory/region/${name}/unregister`);
+            checkAnswer(gone, "oip", { what: `unregister ${name}` });
+          }
         },
       ),
     ));

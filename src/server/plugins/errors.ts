@@ -80,6 +80,12 @@ export function errorStyleOfPath(url: string): ErrorStyle {
   if (path === "/v1/chat/completions" || path === "/v1/completions" || path === "/v1/embeddings")
     return "openai";
   if (/^\/v2(\/models\/[^/]+(\/versions\/[^/]+)?(\/ready|\/infer)?)?$/.test(path)) return "oip";
+  if (
+    /^\/v2\/systemsharedmemory(\/region\/[^/]+\/(status|register|unregister)|\/(status|unregister))$/.test(
+      path,
+    )
+  )
+    return "oip";
   return "native";
 }
 
