@@ -15,7 +15,7 @@ import {
 } from "./decode-tensor.js";
 import { refuseBytesFor } from "./oip-body.js";
 import { pickOutputs } from "./requested-outputs.js";
-import { type SharedMemoryRef, sharedMemoryRef } from "./shared-memory-params.js";
+import { type SharedMemoryRef, sharedInputs, sharedOutputs } from "./shared-memory-params.js";
 import { tensorDataFromBytes, tensorToBytes } from "./tensor-bytes.js";
 
 // The message shapes as @grpc/proto-loader decodes them with the options of src/grpc/proto.ts:
@@ -95,22 +95,16 @@ export function grpcParameters(values: Record<string, unknown>): GrpcParameters 
 
 /** The inputs of a ModelInferRequest whose parameters name a shared memory region, by index. */
 export function grpcSharedInputs(request: GrpcInferRequest): Map<number, SharedMemoryRef> {
-  const refs = new Map<number, SharedMemoryRef>();
-  request.inputs.forEach((inp, i) => {
-    const ref = sharedMemoryRef(grpcParameterValues(inp.parameters), `inputs[${i}] ('${inp.name}')`);
-    if (ref) refs.set(i, ref);
-  });
-  return refs;
+  return sharedInputs(
+    request.inputs.map(({ name, parameters }) => ({ name, parameters: grpcParameterValues(parameters) })),
+  );
 }
 
 /** The requested outputs of a ModelInferRequest to be written to a shared memory region, by name. */
 export function grpcSharedOutputs(request: GrpcInferRequest): Map<string, SharedMemoryRef> {
-  const refs = new Map<string, SharedMemoryRef>();
-  request.outputs.forEach((out, i) => {
-    const ref = sharedMemoryRef(grpcParameterValues(out.parameters), `outputs[${i}] ('${out.name}')`);
-    if (ref) refs.set(out.name, ref);
-  });
-  return refs;
+  return sharedOutputs(
+    request.outputs.map(({ name, parameters }) => ({ name, parameters: grpcParameterValues(parameters) })),
+  );
 }
 
 type ContentsField = keyof GrpcTensorContents;

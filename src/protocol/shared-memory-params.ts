@@ -59,11 +59,14 @@ function where(list: string, i: number, name: unknown): string {
   return typeof name === "string" ? `${list}[${i}] ('${name}')` : `${list}[${i}]`;
 }
 
-/** The inputs of an OIP infer body that name a region, by their index in `inputs`. */
-export function sharedInputs(body: Record<string, unknown> | undefined): Map<number, SharedMemoryRef> {
+/**
+ * The tensors of a list (an infer request's `inputs`, each `{name, parameters}`) whose parameters
+ * name a region, by index. gRPC's parameters come as grpcParameterValues gives them.
+ */
+export function sharedInputs(inputs: unknown): Map<number, SharedMemoryRef> {
   const refs = new Map<number, SharedMemoryRef>();
-  if (!Array.isArray(body?.inputs)) return refs;
-  body.inputs.forEach((inp: unknown, i) => {
+  if (!Array.isArray(inputs)) return refs;
+  inputs.forEach((inp: unknown, i) => {
     if (typeof inp !== "object" || inp === null) return;
     const { name, parameters } = inp as { name?: unknown; parameters?: unknown };
     const ref = sharedMemoryRef(parameters, where("inputs", i, name));
@@ -72,11 +75,11 @@ export function sharedInputs(body: Record<string, unknown> | undefined): Map<num
   return refs;
 }
 
-/** The requested outputs of an OIP infer body to be written to a region, by output name. */
-export function sharedOutputs(body: Record<string, unknown> | undefined): Map<string, SharedMemoryRef> {
+/** The requested outputs of a list (an infer request's `outputs`) to be written to a region, by name. */
+export function sharedOutputs(outputs: unknown): Map<string, SharedMemoryRef> {
   const refs = new Map<string, SharedMemoryRef>();
-  if (!Array.isArray(body?.outputs)) return refs;
-  body.outputs.forEach((out: unknown, i) => {
+  if (!Array.isArray(outputs)) return refs;
+  outputs.forEach((out: unknown, i) => {
     if (typeof out !== "object" || out === null) return;
     const { name, parameters } = out as { name?: unknown; parameters?: unknown };
     const ref = sharedMemoryRef(parameters, where("outputs", i, name));

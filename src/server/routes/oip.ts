@@ -68,7 +68,7 @@ export const oipRoutes: FastifyPluginAsync = async (app) => {
           );
           const shared = await readSharedInputs(
             caller,
-            sharedInputs(body),
+            sharedInputs(body?.inputs),
             ctx.config.limits.maxBodyBytes,
             ctx.bodyBudget,
           );
@@ -84,7 +84,7 @@ export const oipRoutes: FastifyPluginAsync = async (app) => {
         const { body, inputs } = decoded;
         const names = requestedOutputs(body?.outputs, signature);
         const binaryNames = binaryOutputs(body, signature);
-        const sharedRefs = sharedOutputs(body);
+        const sharedRefs = sharedOutputs(body?.outputs);
         checkSharedOutputs(caller, sharedRefs);
         const { outputs, version: answered } = await infer(host, inputs, req);
         captureVersion(req, answered);
