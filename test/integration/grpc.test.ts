@@ -19,6 +19,7 @@ import { loadSync } from "@grpc/proto-loader";
 import { asFp32 } from "../helpers/fp32.js";
 import { createGate, type Gate } from "../helpers/gate.js";
 import { testModels } from "../helpers/models.js";
+import { grpcPythonSkip, PYTHON, pythonGrpcStubs } from "../helpers/python.js";
 import {
   CLI,
   type InProcessServer,
@@ -725,29 +726,10 @@ describe("gRPC: deadlines, cancellation and metrics", () => {
 });
 
 describe("gRPC: a Python client generated from the same .proto", () => {
-  const python = "/usr/bin/python3";
-  const available =
-    existsSync(python) &&
-    spawnSync(python, ["-c", "import grpc, grpc_tools"], { encoding: "utf8" }).status === 0;
   it("calls ModelInfer with struct-packed raw_input_contents and reads the raw outputs back", {
-    skip: available
-      ? false
-      : "python3-grpcio and python3-grpc-tools are not installed (apt-get install them)",
+    skip: grpcPythonSkip(),
   }, async () => {
-    const out = mkdtempSync(join(tmpdir(), "modelport-grpc-py-"));
-    const gen = spawnSync(
-      python,
-      [
-        "-m",
-        "grpc_tools.protoc",
-        `-I${join(REPO_ROOT, "src", "grpc")}`,
-        `--python_out=${out}`,
-        `--grpc_python_out=${out}`,
-        PROTO,
-      ],
-      { encoding: "utf8" },
-    );
-    assert.equal(gen.status, 0, gen.stderr);
+    const out = pythonGrpcStubs();
     const script = `import json, struct, sys
 import grpc
 import inference_pb2 as pb, inference_pb2_grpc as rpc
@@ -773,7 +755,7 @@ print(json.dumps({"id": res.id, "outputs": outputs, "unauthenticated": code}))
 `;
     writeFileSync(join(out, "client.py"), script);
     // Not spawnSync: the server it calls runs in this process's event loop.
-    const child = spawn(python, [join(out, "client.py"), srv.grpc!], { cwd: out });
+    const child = spawn(PYTHON, [join(out, "client.py"), srv.grpc!], { cwd: out });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (c) => (stdout += c));

@@ -8,10 +8,9 @@
 // are not ours (Python's multiprocessing.shared_memory with urllib, and with grpcio stubs generated
 // from the same .proto) work against it. Tensor bytes are written and read with Buffer's own methods.
 import assert from "node:assert/strict";
-import { execFile, spawnSync } from "node:child_process";
+import { execFile } from "node:child_process";
 import {
   existsSync,
-  mkdtempSync,
   readdirSync,
   readFileSync,
   readlinkSync,
@@ -27,6 +26,7 @@ import { promisify } from "node:util";
 import * as grpc from "@grpc/grpc-js";
 import { loadSync } from "@grpc/proto-loader";
 import { testModels } from "../helpers/models.js";
+import { grpcPythonSkip, PYTHON, pythonGrpcStubs } from "../helpers/python.js";
 import { type InProcessServer, postJson, REPO_ROOT, startInProcess } from "../helpers/server.js";
 
 const SHM = "/dev/shm";
@@ -567,22 +567,10 @@ finally:
     inp.close(); inp.unlink(); out.close(); out.unlink()
 `;
     // Asynchronously: the server answering it runs in this process.
-    const ran = await promisify(execFile)("/usr/bin/python3", ["-c", script, srv.url, PREFIX, KEY_A]);
+    const ran = await promisify(execFile)(PYTHON, ["-c", script, srv.url, PREFIX, KEY_A]);
     const got = JSON.parse(ran.stdout) as { size: number; probabilities: number[] };
-    const expected = await infer("tree", {
-      inputs: [
-        {
-          name: "features",
-          shape: [2, 6],
-          datatype: "FP32",
-          data: [27, 51.25, 1, 1, 0, 37, 6, 107.5, 2, 1, 0, 99],
-        },
-      ],
-      outputs: [{ name: "probabilities" }],
-    });
     assert.equal(got.size, 16);
-    // Python reads the FP32 values as doubles; JSON writes each FP32 value's shortest text.
-    assert.deepEqual(got.probabilities, expected.body.outputs[0].data.map(Math.fround));
+    assert.deepEqual(got.probabilities, await pythonTreeProbabilities());
   });
 });
 
@@ -740,15 +728,7 @@ describe("system shared memory over gRPC", () => {
   it("works with Python grpcio stubs generated from the same .proto, as Triton's client calls it", {
     skip: grpcPythonSkip(),
   }, async () => {
-    const out = mkdtempSync(join(tmpdir(), "modelport-shm-py-"));
-    await promisify(execFile)("/usr/bin/python3", [
-      "-m",
-      "grpc_tools.protoc",
-      `-I${join(REPO_ROOT, "src", "grpc")}`,
-      `--python_out=${out}`,
-      `--grpc_python_out=${out}`,
-      PROTO,
-    ]);
+    const out = pythonGrpcStubs();
     const script = `import json, struct, sys
 import grpc
 from multiprocessing import shared_memory
@@ -781,38 +761,30 @@ finally:
 `;
     writeFileSync(join(out, "client.py"), script);
     // Asynchronously: the server answering it runs in this process.
-    const ran = await promisify(execFile)(
-      "/usr/bin/python3",
-      [join(out, "client.py"), srv.grpc!, PREFIX, KEY_A],
-      {
-        cwd: out,
-      },
-    );
-    const got = JSON.parse(ran.stdout) as { size: number; regions: string[]; probabilities: number[] };
-    const expected = await infer("tree", {
-      inputs: [
-        {
-          name: "features",
-          shape: [2, 6],
-          datatype: "FP32",
-          data: [27, 51.25, 1, 1, 0, 37, 6, 107.5, 2, 1, 0, 99],
-        },
-      ],
-      outputs: [{ name: "probabilities" }],
+    const ran = await promisify(execFile)(PYTHON, [join(out, "client.py"), srv.grpc!, PREFIX, KEY_A], {
+      cwd: out,
     });
+    const got = JSON.parse(ran.stdout) as { size: number; regions: string[]; probabilities: number[] };
     assert.equal(got.size, 16);
     assert.deepEqual(got.regions, ["gpy_in", "gpy_out"]);
-    assert.deepEqual(got.probabilities, expected.body.outputs[0].data.map(Math.fround));
+    assert.deepEqual(got.probabilities, await pythonTreeProbabilities());
     rmSync(out, { recursive: true, force: true });
   });
 });
 
-function grpcPythonSkip(): string | false {
-  if (!existsSync("/usr/bin/python3")) return "/usr/bin/python3 is not installed";
-  const ok = spawnSync("/usr/bin/python3", ["-c", "import grpc, grpc_tools"]).status === 0;
-  return ok ? false : "python3-grpcio and python3-grpc-tools are not installed (apt-get install them)";
+function pythonSkip(): string | false {
+  return existsSync(PYTHON) ? false : `${PYTHON} is not installed`;
 }
 
-function pythonSkip(): string | false {
-  return existsSync("/usr/bin/python3") ? false : "/usr/bin/python3 is not installed";
+/**
+ * The tree's probabilities for the Python clients' two rows (features 27, 51.25, … 99), as the JSON
+ * route answers them and as Python reads FP32 values back: widened to doubles.
+ */
+async function pythonTreeProbabilities(): Promise<number[]> {
+  const data = [27, 51.25, 1, 1, 0, 37, 6, 107.5, 2, 1, 0, 99];
+  const res = await infer("tree", {
+    inputs: [{ name: "features", shape: [2, 6], datatype: "FP32", data }],
+    outputs: [{ name: "probabilities" }],
+  });
+  return (res.body.outputs[0].data as number[]).map(Math.fround);
 }
