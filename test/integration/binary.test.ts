@@ -8,44 +8,15 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { asFp32 } from "../helpers/fp32.js";
+import { mixedHandler } from "../helpers/mixed-handler.js";
 import { testModels } from "../helpers/models.js";
 import { type InProcessServer, postJson, startInProcess } from "../helpers/server.js";
 
 let srv: InProcessServer;
 
-/**
- * A model on its own thread with four inputs of three element sizes: a and b [n,40] FP32, c [n,20]
- * FP64, d [n,1] UINT8. It answers a + b, c × 2 and d.
- */
-const MIXED_HANDLER = `export function load() {
-  return {
-    inputs: [
-      { name: "a", datatype: "FP32", shape: [-1, 40] },
-      { name: "d", datatype: "UINT8", shape: [-1, 1] },
-      { name: "c", datatype: "FP64", shape: [-1, 20] },
-      { name: "b", datatype: "FP32", shape: [-1, 40] },
-    ],
-    outputs: [
-      { name: "sum", datatype: "FP32", shape: [-1, 40] },
-      { name: "c2", datatype: "FP64", shape: [-1, 20] },
-      { name: "d", datatype: "UINT8", shape: [-1, 1] },
-    ],
-    batchable: false,
-  };
-}
-export async function predict(batch) {
-  const a = batch.a.data, b = batch.b.data;
-  return {
-    sum: { datatype: "FP32", shape: batch.a.shape, data: a.map((v, i) => v + b[i]) },
-    c2: { datatype: "FP64", shape: batch.c.shape, data: batch.c.data.map((v) => v * 2) },
-    d: { datatype: "UINT8", shape: batch.d.shape, data: batch.d.data.slice() },
-  };
-}
-`;
-
 before(async () => {
   const models = await testModels();
-  writeFileSync(join(models, "binary-mixed.mjs"), MIXED_HANDLER);
+  writeFileSync(join(models, "binary-mixed.mjs"), mixedHandler(40, 20));
   const file = join(models, "binary.yaml");
   writeFileSync(
     file,

@@ -25,6 +25,7 @@ import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
 import * as grpc from "@grpc/grpc-js";
 import { loadSync } from "@grpc/proto-loader";
+import { mixedHandler } from "../helpers/mixed-handler.js";
 import { testModels } from "../helpers/models.js";
 import { grpcPythonSkip, PYTHON, pythonGrpcStubs } from "../helpers/python.js";
 import { type InProcessServer, postJson, REPO_ROOT, startInProcess } from "../helpers/server.js";
@@ -62,33 +63,6 @@ function grpcShm(region: string, byteSize: number, offset?: number) {
     ...(offset === undefined ? {} : { shared_memory_offset: { int64_param: String(offset) } }),
   };
 }
-
-/** A model with four inputs of three element sizes (a + b, c × 2, d), as in the binary tests. */
-const MIXED_HANDLER = `export function load() {
-  return {
-    inputs: [
-      { name: "a", datatype: "FP32", shape: [-1, 4] },
-      { name: "d", datatype: "UINT8", shape: [-1, 1] },
-      { name: "c", datatype: "FP64", shape: [-1, 2] },
-      { name: "b", datatype: "FP32", shape: [-1, 4] },
-    ],
-    outputs: [
-      { name: "sum", datatype: "FP32", shape: [-1, 4] },
-      { name: "c2", datatype: "FP64", shape: [-1, 2] },
-      { name: "d", datatype: "UINT8", shape: [-1, 1] },
-    ],
-    batchable: false,
-  };
-}
-export async function predict(batch) {
-  const a = batch.a.data, b = batch.b.data;
-  return {
-    sum: { datatype: "FP32", shape: batch.a.shape, data: a.map((v, i) => v + b[i]) },
-    c2: { datatype: "FP64", shape: batch.c.shape, data: batch.c.data.map((v) => v * 2) },
-    d: { datatype: "UINT8", shape: batch.d.shape, data: batch.d.data.slice() },
-  };
-}
-`;
 
 /** A shared memory object of ours: its key (as shm_open names it) and its file. */
 function object(name: string, bytes: Uint8Array | number): { key: string; file: string } {
@@ -187,7 +161,7 @@ const MIXED_SHM = (region: string) => ({
 
 before(async () => {
   const models = await testModels();
-  writeFileSync(join(models, "shm-mixed.mjs"), MIXED_HANDLER);
+  writeFileSync(join(models, "shm-mixed.mjs"), mixedHandler(4, 2));
   const file = join(models, "shared-memory.yaml");
   writeFileSync(
     file,
