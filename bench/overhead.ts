@@ -12,6 +12,9 @@
 // The OIP cases on the default runner also measure a bare node:http + onnxruntime OIP server
 // (bench/bare-oip-server.ts) in the same round: what the transport costs any server, so that what
 // modelport adds beyond it shows apart from what loopback HTTP costs (reported, not judged).
+// The `-shm` cases send no tensor bytes at all: inputs and the first output go through shared
+// memory regions (--shared-memory, bench/shared-memory-client.ts), as a client on the same host
+// would with Triton's extension (reported, not judged).
 // Concurrency-1 points use a sequential keep-alive node:http client (sub-millisecond latencies,
 // binary bodies); the concurrency-64 point uses the shared autocannon load generator. Models come
 // from bench/overhead-models.ts. Ratios are per round, reported as medians.
