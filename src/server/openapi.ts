@@ -4,6 +4,7 @@ import type { ServedModel } from "../catalogue/served-model.js";
 import type { Datatype, TensorSpec } from "../tensor.js";
 import { managementPaths } from "./openapi-management.js";
 import { openaiPaths } from "./openapi-openai.js";
+import { sharedMemoryPaths } from "./openapi-shared-memory.js";
 
 type Schema = Record<string, unknown>;
 
@@ -77,13 +78,18 @@ function predictRequest(host: ServedModel): Schema {
 
 const errorRef = { $ref: "#/components/schemas/Error" };
 
-/** The OpenAPI document for this server's models. */
+/** The OpenAPI document for this server's models (and the shared-memory routes where they are on). */
 export function buildOpenApi(
   hosts: ServedModel[],
   version: string,
   languageModels: readonly ServedModel[] = [],
+  sharedMemory = false,
 ): Schema {
-  const paths: Record<string, Schema> = { ...openaiPaths(languageModels), ...managementPaths() };
+  const paths: Record<string, Schema> = {
+    ...openaiPaths(languageModels),
+    ...managementPaths(),
+    ...(sharedMemory ? sharedMemoryPaths() : {}),
+  };
   for (const host of hosts) {
     const name = host.config.name;
     const sig = host.signature;
@@ -123,7 +129,7 @@ export function buildOpenApi(
                     items: {
                       oneOf: (sig?.inputs ?? []).map((s) => ({
                         type: "object",
-                        required: ["name", "shape", "datatype", "data"],
+                        required: ["name", "shape", "datatype"],
                         properties: {
                           name: { const: s.name },
                           datatype: { const: s.datatype },
@@ -133,7 +139,13 @@ export function buildOpenApi(
                             description: `[${(s.shape ?? []).join(", ")}]`,
                           },
                           data: { type: "array" },
+                          parameters: {
+                            type: "object",
+                            description:
+                              "instead of data: shared_memory_region and shared_memory_byte_size (+ shared_memory_offset) where the server runs with --shared-memory",
+                          },
                         },
+                        anyOf: [{ required: ["data"] }, { required: ["parameters"] }],
                       })),
                     },
                   },

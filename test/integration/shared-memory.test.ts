@@ -199,11 +199,15 @@ describe("system shared memory", () => {
   it("is announced in the server metadata, and refused with its code by a server without it", async () => {
     const meta = await call("GET", "/v2");
     assert.ok(meta.body.extensions.includes("system_shared_memory"), JSON.stringify(meta.body));
+    const openapi = (await call("GET", "/openapi.json")).body;
+    assert.ok(openapi.paths["/v2/systemsharedmemory/region/{region}/register"].post);
     const models = await testModels();
     const plain = await startInProcess({ modelPath: join(models, "churn-tree.onnx") });
     try {
       const m = (await (await fetch(`${plain.url}/v2`)).json()) as { extensions: string[] };
       assert.ok(!m.extensions.includes("system_shared_memory"));
+      const doc = (await (await fetch(`${plain.url}/openapi.json`)).json()) as { paths: object };
+      assert.ok(!("/v2/systemsharedmemory/status" in doc.paths));
       const { key } = object("plain", 64);
       const reg = await postJson(`${plain.url}/v2/systemsharedmemory/region/r/register`, {
         key,

@@ -77,7 +77,9 @@ const languageModels = (ctx: AppContext) => ctx.catalogue.all().filter((m) => m.
 
 export const docsRoutes: FastifyPluginAsync = async (app) => {
   const ctx = app.modelport;
-  app.get("/openapi.json", async () => buildOpenApi(tensorModels(ctx), VERSION, languageModels(ctx)));
+  app.get("/openapi.json", async () =>
+    buildOpenApi(tensorModels(ctx), VERSION, languageModels(ctx), ctx.sharedMemory !== undefined),
+  );
   app.get("/docs", async (req, reply) => {
     reply.type("text/html; charset=utf-8");
     return page(tensorModels(ctx), languageModels(ctx), `${req.protocol}://${req.host}`);
