@@ -12,6 +12,11 @@ export interface ErrorSpec {
    * model, the runner's own call failed). Absent: false.
    */
   tryElsewhere?: true;
+  /**
+   * The gRPC status where the one for the HTTP status (src/grpc/status.ts) would mislead: a 409
+   * that is a duplicate (ALREADY_EXISTS) or a full table (RESOURCE_EXHAUSTED). Absent: by status.
+   */
+  grpc?: "ALREADY_EXISTS" | "RESOURCE_EXHAUSTED";
   /** What the code means, for docs/Errors.md. */
   summary: string;
 }
@@ -133,6 +138,7 @@ export const ERRORS = {
   MP_ERR_SHARED_MEMORY_REGION_EXISTS: {
     status: 409,
     retryable: false,
+    grpc: "ALREADY_EXISTS",
     summary: "A region of that name is already registered for the caller's key; unregister it first.",
   },
   MP_ERR_SHARED_MEMORY_RANGE: {
@@ -144,6 +150,7 @@ export const ERRORS = {
   MP_ERR_SHARED_MEMORY_LIMIT: {
     status: 409,
     retryable: false,
+    grpc: "RESOURCE_EXHAUSTED",
     summary: "server.sharedMemory.maxRegions regions are registered; unregister one first.",
   },
   // Routing and models
@@ -277,6 +284,7 @@ export const ERRORS = {
   MP_ERR_JOB_IDEMPOTENCY_CONFLICT: {
     status: 409,
     retryable: false,
+    grpc: "ALREADY_EXISTS",
     summary:
       "The Idempotency-Key was already used with a different request body; use a new key for a new request.",
   },

@@ -86,9 +86,7 @@ export function inferenceHandlers(env: CallEnv): UntypedServiceImplementation {
       { model: modelName },
     ),
 
-    ServerMetadata: unary(env, "ServerMetadata", () =>
-      serverMetadata(ctx.sharedMemory ? ["system_shared_memory"] : []),
-    ),
+    ServerMetadata: unary(env, "ServerMetadata", () => serverMetadata(ctx.sharedMemory !== undefined)),
 
     ModelMetadata: unary(
       env,
@@ -121,9 +119,9 @@ export function inferenceHandlers(env: CallEnv): UntypedServiceImplementation {
           ctx.bodyBudget,
         );
         try {
-          return await inferCall(r, call, host, signature, caller, shared.bytes);
+          return await inferCall(r, call, host, signature, caller, shared?.bytes);
         } finally {
-          shared.release();
+          shared?.release();
         }
       },
       { model: (r) => r.model_name, body: true },
@@ -197,7 +195,7 @@ export function inferenceHandlers(env: CallEnv): UntypedServiceImplementation {
       model_version: answered,
       id: r.id === "" ? call.requestId : r.id,
     };
-    const written = await writeSharedOutputs(caller, Object.entries(outputs), sharedRefs);
+    const written = await writeSharedOutputs(caller, outputs, sharedRefs);
     return encodeGrpcOutputs(meta, outputs, names, written);
   }
 }

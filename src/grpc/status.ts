@@ -1,13 +1,18 @@
 // Errors as gRPC statuses: each MP_ERR_* code's HTTP status (src/errors.ts) mapped to the gRPC
 // code that means the same, the MP_ERR code first in the message and in the trailing metadata.
 import { Metadata, type StatusObject, status } from "@grpc/grpc-js";
-import type { ModelportError } from "../errors.js";
+import { ERRORS, type ErrorSpec, type ModelportError } from "../errors.js";
 
 /** The trailing metadata entry that carries the MP_ERR_* code of a failed call. */
 export const ERROR_CODE_KEY = "mp-error-code";
 
-/** The gRPC code for an error, by its HTTP status (docs/API.md, "gRPC": the table). */
+/**
+ * The gRPC code for an error: its own where the error table names one, else by its HTTP status
+ * (docs/API.md, "gRPC": the table).
+ */
 export function grpcCode(err: ModelportError): status {
+  const own = (ERRORS[err.code] as ErrorSpec).grpc;
+  if (own) return status[own];
   switch (err.status) {
     case 401:
       return status.UNAUTHENTICATED;
@@ -19,11 +24,7 @@ export function grpcCode(err: ModelportError): status {
     case 504:
       return status.DEADLINE_EXCEEDED;
     case 409:
-      if (err.code === "MP_ERR_SHARED_MEMORY_LIMIT") return status.RESOURCE_EXHAUSTED;
-      return err.code === "MP_ERR_JOB_IDEMPOTENCY_CONFLICT" ||
-        err.code === "MP_ERR_SHARED_MEMORY_REGION_EXISTS"
-        ? status.ALREADY_EXISTS
-        : status.ABORTED;
+      return status.ABORTED;
     case 413:
     case 429:
       return status.RESOURCE_EXHAUSTED;

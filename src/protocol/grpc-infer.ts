@@ -93,18 +93,18 @@ export function grpcParameters(values: Record<string, unknown>): GrpcParameters 
   return out;
 }
 
+/** Named tensors with their parameters as plain values, for the readers of shared-memory-params.ts. */
+const plainParameters = (list: readonly { name: string; parameters: GrpcParameters }[]) =>
+  list.map(({ name, parameters }) => ({ name, parameters: grpcParameterValues(parameters) }));
+
 /** The inputs of a ModelInferRequest whose parameters name a shared memory region, by index. */
 export function grpcSharedInputs(request: GrpcInferRequest): Map<number, SharedMemoryRef> {
-  return sharedInputs(
-    request.inputs.map(({ name, parameters }) => ({ name, parameters: grpcParameterValues(parameters) })),
-  );
+  return sharedInputs(plainParameters(request.inputs));
 }
 
 /** The requested outputs of a ModelInferRequest to be written to a shared memory region, by name. */
 export function grpcSharedOutputs(request: GrpcInferRequest): Map<string, SharedMemoryRef> {
-  return sharedOutputs(
-    request.outputs.map(({ name, parameters }) => ({ name, parameters: grpcParameterValues(parameters) })),
-  );
+  return sharedOutputs(plainParameters(request.outputs));
 }
 
 type ContentsField = keyof GrpcTensorContents;

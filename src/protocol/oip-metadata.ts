@@ -27,18 +27,16 @@ const PLATFORM: Record<string, string> = { onnx: "onnxruntime_onnx", custom: "mo
 
 /**
  * The server's name, version and the protocol extensions it speaks: binary tensors and the
- * repository on HTTP, and `extra` (system_shared_memory where it is on).
+ * repository on HTTP, and system_shared_memory where `sharedMemory` is on.
  */
-export function serverMetadata(extra: readonly string[] = []): {
+export function serverMetadata(sharedMemory = false): {
   name: string;
   version: string;
   extensions: string[];
 } {
-  return {
-    name: "modelport",
-    version: VERSION,
-    extensions: ["binary_tensor_data", "model_repository", ...extra],
-  };
+  const extensions = ["binary_tensor_data", "model_repository"];
+  if (sharedMemory) extensions.push("system_shared_memory");
+  return { name: "modelport", version: VERSION, extensions };
 }
 
 /**

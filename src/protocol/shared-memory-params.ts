@@ -59,31 +59,36 @@ function where(list: string, i: number, name: unknown): string {
   return typeof name === "string" ? `${list}[${i}] ('${name}')` : `${list}[${i}]`;
 }
 
+/** Each `{name, parameters}` entry of `list` whose parameters name a region, with its index. */
+function eachRef(
+  list: unknown,
+  kind: "inputs" | "outputs",
+  found: (i: number, name: unknown, ref: SharedMemoryRef) => void,
+): void {
+  if (!Array.isArray(list)) return;
+  list.forEach((entry: unknown, i) => {
+    if (typeof entry !== "object" || entry === null) return;
+    const { name, parameters } = entry as { name?: unknown; parameters?: unknown };
+    const ref = sharedMemoryRef(parameters, where(kind, i, name));
+    if (ref) found(i, name, ref);
+  });
+}
+
 /**
  * The tensors of a list (an infer request's `inputs`, each `{name, parameters}`) whose parameters
  * name a region, by index. gRPC's parameters come as grpcParameterValues gives them.
  */
 export function sharedInputs(inputs: unknown): Map<number, SharedMemoryRef> {
   const refs = new Map<number, SharedMemoryRef>();
-  if (!Array.isArray(inputs)) return refs;
-  inputs.forEach((inp: unknown, i) => {
-    if (typeof inp !== "object" || inp === null) return;
-    const { name, parameters } = inp as { name?: unknown; parameters?: unknown };
-    const ref = sharedMemoryRef(parameters, where("inputs", i, name));
-    if (ref) refs.set(i, ref);
-  });
+  eachRef(inputs, "inputs", (i, _name, ref) => refs.set(i, ref));
   return refs;
 }
 
 /** The requested outputs of a list (an infer request's `outputs`) to be written to a region, by name. */
 export function sharedOutputs(outputs: unknown): Map<string, SharedMemoryRef> {
   const refs = new Map<string, SharedMemoryRef>();
-  if (!Array.isArray(outputs)) return refs;
-  outputs.forEach((out: unknown, i) => {
-    if (typeof out !== "object" || out === null) return;
-    const { name, parameters } = out as { name?: unknown; parameters?: unknown };
-    const ref = sharedMemoryRef(parameters, where("outputs", i, name));
-    if (ref && typeof name === "string") refs.set(name, ref);
+  eachRef(outputs, "outputs", (_i, name, ref) => {
+    if (typeof name === "string") refs.set(name, ref);
   });
   return refs;
 }

@@ -8,64 +8,54 @@ const refused = {
   401: { description: "no API key" },
 };
 
-function status(summary: string, parameters: Schema[]): Schema {
+/** One operation of the registry: `ok` describes its 200 answer; `body` is its JSON body's schema. */
+function op(
+  method: "get" | "post",
+  summary: string,
+  parameters: Schema[],
+  ok: string,
+  body?: Schema,
+  responses: Schema = {},
+): Schema {
   return {
-    get: {
+    [method]: {
       summary,
       tags: ["shared memory"],
       parameters,
-      responses: { 200: { description: '[{"name", "key", "offset", "byte_size"}]' }, ...refused },
+      ...(body ? { requestBody: { required: true, content: { "application/json": { schema: body } } } } : {}),
+      responses: { 200: { description: ok }, ...refused, ...responses },
     },
   };
 }
 
-function unregister(summary: string, parameters: Schema[]): Schema {
-  return {
-    post: {
-      summary,
-      tags: ["shared memory"],
-      parameters,
-      responses: { 200: { description: "empty" }, ...refused },
-    },
-  };
-}
+const LIST = '[{"name", "key", "offset", "byte_size"}]';
 
 export function sharedMemoryPaths(): Record<string, Schema> {
   return {
-    "/v2/systemsharedmemory/status": status("The caller's shared memory regions", []),
-    "/v2/systemsharedmemory/region/{region}/status": status("One of the caller's regions", [region]),
-    "/v2/systemsharedmemory/region/{region}/register": {
-      post: {
-        summary: "Register byte_size bytes at offset of /dev/shm/KEY as region {region}",
-        tags: ["shared memory"],
-        parameters: [region],
-        requestBody: {
-          required: true,
-          content: {
-            "application/json": {
-              schema: {
-                type: "object",
-                required: ["key", "byte_size"],
-                properties: {
-                  key: { type: "string", description: "'/' then the object's name in /dev/shm" },
-                  offset: { type: "integer", minimum: 0 },
-                  byte_size: { type: "integer", minimum: 1 },
-                },
-              },
-            },
-          },
-        },
-        responses: {
-          200: { description: "empty" },
-          ...refused,
-          409: { description: "MP_ERR_SHARED_MEMORY_REGION_EXISTS or MP_ERR_SHARED_MEMORY_LIMIT" },
+    "/v2/systemsharedmemory/status": op("get", "The caller's shared memory regions", [], LIST),
+    "/v2/systemsharedmemory/region/{region}/status": op("get", "One of the caller's regions", [region], LIST),
+    "/v2/systemsharedmemory/region/{region}/register": op(
+      "post",
+      "Register byte_size bytes at offset of /dev/shm/KEY as region {region}",
+      [region],
+      "empty",
+      {
+        type: "object",
+        required: ["key", "byte_size"],
+        properties: {
+          key: { type: "string", description: "'/' then the object's name in /dev/shm" },
+          offset: { type: "integer", minimum: 0 },
+          byte_size: { type: "integer", minimum: 1 },
         },
       },
-    },
-    "/v2/systemsharedmemory/unregister": unregister("Unregister every region of the caller", []),
-    "/v2/systemsharedmemory/region/{region}/unregister": unregister(
+      { 409: { description: "MP_ERR_SHARED_MEMORY_REGION_EXISTS or MP_ERR_SHARED_MEMORY_LIMIT" } },
+    ),
+    "/v2/systemsharedmemory/unregister": op("post", "Unregister every region of the caller", [], "empty"),
+    "/v2/systemsharedmemory/region/{region}/unregister": op(
+      "post",
       "Unregister one of the caller's regions",
       [region],
+      "empty",
     ),
   };
 }

@@ -38,6 +38,8 @@ export interface Region {
   readonly owner: string;
   readonly name: string;
   readonly key: string;
+  /** The object's file name in options.dir: the key without its leading '/'. */
+  readonly object: string;
   readonly offset: number;
   readonly byteSize: number;
   readonly file: fsp.FileHandle;
@@ -84,8 +86,9 @@ export class SharedMemoryRegions {
     const start = byteCount(offset ?? 0, '"offset"');
     const size = byteCount(byteSize, '"byte_size"');
     if (size === 0) throw invalid('"byte_size" must be at least 1');
+    // The name's first character is never '.', so it is never "." or "..".
     const file = KEY.exec(key)?.[1];
-    if (file === undefined || file === "." || file === "..") {
+    if (file === undefined) {
       throw new ModelportError(
         "MP_ERR_SHARED_MEMORY_KEY",
         `key ${JSON.stringify(key)} is not a shared memory object's name: '/' then letters, digits, '.', '_' or '-' (max 255)`,
@@ -98,7 +101,7 @@ export class SharedMemoryRegions {
       );
     }
     const id = SharedMemoryRegions.#id(owner, name);
-    this.#checkFree(id, owner, name, key);
+    this.#checkFree(id, owner, name, file);
     this.#pending++;
     let handle: fsp.FileHandle | undefined;
     try {
@@ -113,7 +116,7 @@ export class SharedMemoryRegions {
         );
       }
       // Checked again: another registration may have finished while this one opened its file.
-      this.#checkFree(id, owner, name, key, 1);
+      this.#checkFree(id, owner, name, file, 1);
     } catch (err) {
       await handle?.close();
       throw err;
@@ -124,6 +127,7 @@ export class SharedMemoryRegions {
       owner,
       name,
       key,
+      object: file,
       offset: start,
       byteSize: size,
       file: handle,
@@ -221,7 +225,7 @@ export class SharedMemoryRegions {
     await Promise.all([...this.#regions.values()].map((r) => this.#remove(r)));
   }
 
-  #checkFree(id: string, owner: string, name: string, key: string, adding = 0): void {
+  #checkFree(id: string, owner: string, name: string, object: string, adding = 0): void {
     if (this.#regions.has(id)) {
       throw new ModelportError(
         "MP_ERR_SHARED_MEMORY_REGION_EXISTS",
@@ -235,11 +239,10 @@ export class SharedMemoryRegions {
       );
     }
     for (const r of this.#regions.values()) {
-      const same = r.key.replace(/^\//, "") === key.replace(/^\//, "");
-      if (same && r.owner !== owner) {
+      if (r.object === object && r.owner !== owner) {
         throw new ModelportError(
           "MP_ERR_SHARED_MEMORY_KEY",
-          `key '${key}' is registered by another API key; each shared memory object serves one key at a time`,
+          `key '/${object}' is registered by another API key; each shared memory object serves one key at a time`,
         );
       }
     }

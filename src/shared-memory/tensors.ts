@@ -6,7 +6,7 @@ import { ModelportError } from "../errors.js";
 import { ownBodyMemory } from "../protocol/body-memory.js";
 import { type SharedMemoryRef, sharedOutputParameters } from "../protocol/shared-memory-params.js";
 import { tensorToBytes } from "../protocol/tensor-bytes.js";
-import type { Tensor } from "../tensor.js";
+import type { TensorMap } from "../tensor.js";
 import type { SharedMemoryRegions } from "./regions.js";
 
 /** The registry, or 400 MP_ERR_SHARED_MEMORY_DISABLED on a server without the extension. */
@@ -26,8 +26,8 @@ export interface SharedMemoryCaller {
 }
 
 /**
- * The bytes of the inputs `refs` names, by input index (undefined when it names none), and the
- * release of what they hold against `budget`. Together they count against `maxBytes`
+ * The bytes of the inputs `refs` names, by input index, and the release of what they hold against
+ * `budget`; undefined when `refs` names none. Together they count against `maxBytes`
  * (limits.maxBodyBytes), and they are held against limits.maxBodyBytesInFlight until `release`, as
  * a body of that size is. Each input's buffer is the request's own: its tensor views it and the
  * runner is handed it whole (protocol/body-memory.ts).
@@ -37,8 +37,8 @@ export async function readSharedInputs(
   refs: ReadonlyMap<number, SharedMemoryRef>,
   maxBytes: number,
   budget: BodyBudget,
-): Promise<{ bytes: Map<number, Uint8Array> | undefined; release: () => void }> {
-  if (refs.size === 0) return { bytes: undefined, release: () => {} };
+): Promise<{ bytes: Map<number, Uint8Array>; release: () => void } | undefined> {
+  if (refs.size === 0) return undefined;
   const regions = sharedMemoryOn(caller.regions);
   let total = 0;
   for (const ref of refs.values()) total += ref.byteSize;
@@ -76,21 +76,21 @@ export function checkSharedOutputs(
 }
 
 /**
- * Writes each of `outputs` that `refs` names to its region; returns the parameters each written
- * output answers with instead of its data (the region, its offset and the bytes written).
+ * Writes each output `refs` names to its region; returns the parameters each written output
+ * answers with instead of its data (the region, its offset and the bytes written).
  */
 export async function writeSharedOutputs(
   caller: SharedMemoryCaller,
-  outputs: readonly (readonly [string, Tensor])[],
+  outputs: TensorMap,
   refs: ReadonlyMap<string, SharedMemoryRef>,
 ): Promise<Map<string, Record<string, unknown>>> {
   const written = new Map<string, Record<string, unknown>>();
   if (refs.size === 0) return written;
   const regions = sharedMemoryOn(caller.regions);
   await Promise.all(
-    outputs.map(async ([name, tensor]) => {
-      const ref = refs.get(name);
-      if (!ref) return;
+    [...refs].map(async ([name, ref]) => {
+      const tensor = outputs[name];
+      if (!tensor) return;
       const bytes = tensorToBytes(tensor);
       await regions.write(caller.owner, ref.region, ref.offset, ref.byteSize, bytes, `output '${name}'`);
       written.set(name, sharedOutputParameters(ref, bytes.length));

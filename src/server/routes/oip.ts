@@ -33,8 +33,7 @@ export const oipRoutes: FastifyPluginAsync = async (app) => {
   // Every error in this scope (auth, drain, body parsing included) in the OIP shape.
   app.setErrorHandler(errorHandler("oip", ctx.config.limits.maxBodyBytes));
 
-  const extensions = ctx.sharedMemory ? ["system_shared_memory"] : [];
-  app.get("/v2", async () => serverMetadata(extensions));
+  app.get("/v2", async () => serverMetadata(ctx.sharedMemory !== undefined));
 
   for (const prefix of ["/v2/models/:model", "/v2/models/:model/versions/:version"]) {
     app.get<{ Params: Params }>(prefix, async (req) => {
@@ -72,8 +71,8 @@ export const oipRoutes: FastifyPluginAsync = async (app) => {
             ctx.config.limits.maxBodyBytes,
             ctx.bodyBudget,
           );
-          reply.raw.once("close", shared.release);
-          decoded = { body, inputs: decodeOip(body, signature, host.config.limits, binary, shared.bytes) };
+          if (shared) reply.raw.once("close", shared.release);
+          decoded = { body, inputs: decodeOip(body, signature, host.config.limits, binary, shared?.bytes) };
         } catch (err) {
           if (tracing.on)
             stage(SPAN.decode, ATTR.decodeMs, req.trace, decodeAt, () => ({ [ATTR.model]: host.name }), err);
@@ -94,11 +93,14 @@ export const oipRoutes: FastifyPluginAsync = async (app) => {
           model_version: answered,
           id: typeof body?.id === "string" ? body.id : req.id,
         };
-        const written = await writeSharedOutputs(caller, Object.entries(outputs), sharedRefs);
-        const answer = jsonOutputs(outputs, names).map((o) => {
-          const parameters = written.get(o.name);
-          return parameters ? { ...o, parameters } : o;
-        });
+        let answer = jsonOutputs(outputs, names);
+        if (sharedRefs.size > 0) {
+          const written = await writeSharedOutputs(caller, outputs, sharedRefs);
+          answer = answer.map((o) => {
+            const parameters = written.get(o.name);
+            return parameters ? { ...o, parameters } : o;
+          });
+        }
         if (!binaryNames) {
           return sendJson(req, reply, oipAnswer(meta, answer), () => {
             if (tracing.on)
