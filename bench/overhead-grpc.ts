@@ -1,14 +1,17 @@
 // `npm run bench:grpc`: the overhead suite's large-tensor cases (bench/overhead.ts: an image-shaped
 // and a detector-shaped model over OIP binary, bench/overhead-models.ts) over gRPC. In each round one
-// `modelport serve <model>.onnx --grpc-port P` (default settings) answers both ModelInfer with
-// raw_input_contents and the overhead suite's OIP binary HTTP request, and onnxruntime runs the
+// `modelport serve <model>.onnx --grpc-port P --shared-memory` (default settings otherwise) answers
+// ModelInfer with raw_input_contents, the overhead suite's OIP binary HTTP request, and both again
+// with the tensors in shared memory regions (Triton's system shared-memory extension: inputs
+// written once and the output region read after the point, as perf_analyzer runs it; the regions
+// are registered over HTTP, the registry is the server's, not a port's), and onnxruntime runs the
 // model in this process as the baseline (`session.run` in a loop, 1 intra-op thread as modelport's
 // default); they take turns going first. Each is one client sending one request after another on
 // one connection. gRPC is called by two clients: @grpc/grpc-js in this process (one channel, the
 // message built once from the shipped .proto, as the HTTP body is built once), and, where Debian's
 // python3-grpcio and python3-grpc-tools are installed, Python's grpcio (gRPC's C core, the client
 // tritonclient and KServe's Python SDK use) with stubs generated from the same .proto, the message
-// built once. p50 per point and CPU per call of the server and of this process (/proc), ratios per
+// built once (raw contents only). p50 per point and CPU per call of the server and of this process (/proc), ratios per
 // round, reported as medians. Every answer is checked against onnxruntime's first.
 // Usage: node dist/bench/overhead-grpc.js [--rounds N] [--warmup S] [--duration S] [--log-level L]
 //        [--cases LIST] (the overhead suite's OIP binary case ids; default all of them)
@@ -37,6 +40,7 @@ import {
 import { writeOverheadModel } from "./overhead-models.js";
 import { machine } from "./report.js";
 import { startModelport } from "./servers.js";
+import { openShmSession, type ShmSession, type ShmTensorRef } from "./shared-memory-client.js";
 import { median, round, Samples } from "./stats.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url)); // dist/bench
@@ -47,7 +51,7 @@ const PROTO = path.resolve(here, "../src/grpc/inference.proto");
 type Case = (typeof CASES)[number];
 type Measure = Awaited<ReturnType<typeof sequential>>;
 type Values = ReturnType<typeof makeInputs>[number];
-type Who = "in-process" | "http-binary" | "grpc" | "grpc-python";
+type Who = "in-process" | "http-binary" | "http-shm" | "grpc" | "grpc-shm" | "grpc-python";
 
 function inferRequest(c: Case, values: Values[]) {
   return {
@@ -55,6 +59,22 @@ function inferRequest(c: Case, values: Values[]) {
     inputs: c.inputs.map(({ name, datatype, shape }) => ({ name, datatype, shape })),
     raw_input_contents: values.map((v) => Buffer.from(v.buffer, v.byteOffset, v.byteLength)),
   };
+}
+
+/** OIP JSON parameters as gRPC's InferParameter messages (region references hold strings and integers). */
+function grpcParameters(p: ShmTensorRef["parameters"]) {
+  return Object.fromEntries(
+    Object.entries(p).map(([k, v]) => [
+      k,
+      typeof v === "string" ? { string_param: v } : { int64_param: String(v) },
+    ]),
+  );
+}
+
+/** The shared-memory session's request as a ModelInfer message: regions by parameters, no raw contents. */
+function shmInferRequest(c: Case, shm: ShmSession) {
+  const ref = ({ parameters, ...t }: ShmTensorRef) => ({ ...t, parameters: grpcParameters(parameters) });
+  return { model_name: c.model, inputs: shm.request.inputs.map(ref), outputs: shm.request.outputs.map(ref) };
 }
 
 interface InferResponse {
@@ -68,9 +88,16 @@ const MODEL_INFER = "/inference.GRPCInferenceService/ModelInfer";
 /**
  * ModelInfer calls one after another on one channel. The message is serialized once, as the HTTP
  * point sends one prebuilt body, and answers are taken as bytes (decoded only the first time, to
- * check it): what is timed is the transport and the server, not protobufjs in the client.
+ * check it): what is timed is the transport and the server, not protobufjs in the client. The
+ * first output is read from the first answer, or by `shmOutput` when it is written to a region.
  */
-async function sequentialGrpc(address: string, request: object, warmupS: number, durationS: number) {
+async function sequentialGrpc(
+  address: string,
+  request: object,
+  warmupS: number,
+  durationS: number,
+  shmOutput?: () => Float32Array,
+) {
   const method = definition()["inference.GRPCInferenceService"] as unknown as Record<
     string,
     { requestSerialize(r: object): Buffer; responseDeserialize(b: Buffer): InferResponse }
@@ -95,7 +122,7 @@ async function sequentialGrpc(address: string, request: object, warmupS: number,
     const first = responseDeserialize(await call());
     const raw = first.raw_output_contents[0]!;
     const output = Array.from(
-      new Float32Array(raw.buffer.slice(raw.byteOffset, raw.byteOffset + raw.byteLength)),
+      shmOutput?.() ?? new Float32Array(raw.buffer.slice(raw.byteOffset, raw.byteOffset + raw.byteLength)),
     );
     const run = async (ms: number, samples?: Samples) => {
       const start = performance.now();
@@ -257,7 +284,9 @@ async function main(): Promise<void> {
   const whos: Who[] = [
     "in-process",
     "http-binary",
+    "http-shm",
     "grpc",
+    "grpc-shm",
     ...(typeof stubs === "string" ? (["grpc-python"] as const) : []),
   ];
   let turn = 0;
@@ -266,13 +295,28 @@ async function main(): Promise<void> {
       const values = makeInputs(c);
       const session = await openSession(files.get(c.model)!);
       const inputs = feeds(c, values);
-      const expected = Array.from((await session.run(inputs))[session.outputNames[0]!]!.data as Float32Array);
+      const outputName = session.outputNames[0]!;
+      const expected = Array.from((await session.run(inputs))[outputName]!.data as Float32Array);
       const grpcPort = await freePort();
       const server = await startModelport(modelDir, logLevel, workloadFor(c), {
-        flags: ["--grpc-port", String(grpcPort)],
+        flags: ["--grpc-port", String(grpcPort), "--shared-memory"],
       });
       commands.add(server.command);
+      let shm: ShmSession | undefined;
       try {
+        shm = await openShmSession(
+          server.url,
+          `mp-bench-grpc-${process.pid}`,
+          c.inputs.map((s, i) => {
+            const v = values[i]!;
+            return { ...s, bytes: new Uint8Array(v.buffer, v.byteOffset, v.byteLength) };
+          }),
+          { name: outputName, byteSize: expected.length * 4 },
+        );
+        const check = (who: Who, output: ArrayLike<number>) => {
+          const worst = worstDifference(Array.from(output), expected);
+          if (!(worst <= 1e-4)) throw new Error(`${who}'s answer differs from onnxruntime's by ${worst}`);
+        };
         const order = [...whos];
         for (let k = 0; k < turn % order.length; k++) order.push(order.shift()!);
         turn++;
@@ -280,17 +324,28 @@ async function main(): Promise<void> {
           let measure: Measure;
           // The server's and this process's CPU over the point (warm-up included, at the same rate).
           const before = cpuSnapshot(server.child.pid);
+          // A region still holding an earlier point's answer must not pass this point's check.
+          if (who.endsWith("-shm")) shm.clearOutput();
           if (who === "in-process") measure = await inProcess(session, inputs, warmupS, durationS);
           else if (who === "http-binary")
             measure = await sequential(server.url, encodeRequest(c, values, "modelport"), warmupS, durationS);
-          else {
+          else if (who === "http-shm") {
+            const req = {
+              path: `/v2/models/${c.model}/infer`,
+              headers: { "content-type": "application/json" },
+              body: shm.body,
+            };
+            measure = await sequential(server.url, req, warmupS, durationS);
+            check(who, shm.output());
+          } else {
             const address = `127.0.0.1:${grpcPort}`;
             const r =
               who === "grpc"
                 ? await sequentialGrpc(address, inferRequest(c, values), warmupS, durationS)
-                : await sequentialPython(stubs as string, address, c, values, warmupS, durationS);
-            const worst = worstDifference(r.output, expected);
-            if (!(worst <= 1e-4)) throw new Error(`${who}'s answer differs from onnxruntime's by ${worst}`);
+                : who === "grpc-shm"
+                  ? await sequentialGrpc(address, shmInferRequest(c, shm), warmupS, durationS, shm.output)
+                  : await sequentialPython(stubs as string, address, c, values, warmupS, durationS);
+            check(who, r.output);
             measure = r.measure;
           }
           const cpu = cpuReport(before, cpuSnapshot(server.child.pid), os.cpus().length);
@@ -315,6 +370,7 @@ async function main(): Promise<void> {
           );
         }
       } finally {
+        await shm?.remove();
         await server.child.stop();
         await session.release();
       }
@@ -324,12 +380,17 @@ async function main(): Promise<void> {
   const rows = GRPC_CASES.map((c) => {
     const p50 = (who: Who) =>
       points.filter((p) => p.case === c.id && p.who === who).map((p) => p.measure.p50);
-    const [base, http, viaGrpc, viaPython] = [
+    const [base, http, httpShm, viaGrpc, grpcShm, viaPython] = [
       p50("in-process"),
       p50("http-binary"),
+      p50("http-shm"),
       p50("grpc"),
+      p50("grpc-shm"),
       p50("grpc-python"),
     ];
+    const overBase = (v: number[]) => round(median(v.map((x, i) => x / base[i]!)));
+    const verdict = (label: string, v: number[]) =>
+      `${label} ${c.bar!.holds(median(v), median(base)) ? "holds" : "missed"}`;
     const serverCpu = (who: Who) =>
       median(points.filter((p) => p.case === c.id && p.who === who).map((p) => p.serverCpuMs ?? Number.NaN));
     return {
@@ -337,18 +398,29 @@ async function main(): Promise<void> {
       about: c.about,
       inProcess: round(median(base)),
       httpBinary: round(median(http)),
+      httpShm: round(median(httpShm)),
       grpc: round(median(viaGrpc)),
-      grpcOverInProcess: round(median(viaGrpc.map((v, i) => v / base[i]!))),
+      grpcShm: round(median(grpcShm)),
+      grpcOverInProcess: overBase(viaGrpc),
       grpcOverHttp: round(median(viaGrpc.map((v, i) => v / http[i]!))),
-      httpOverInProcess: round(median(http.map((v, i) => v / base[i]!))),
+      httpOverInProcess: overBase(http),
+      httpShmOverInProcess: overBase(httpShm),
+      grpcShmOverInProcess: overBase(grpcShm),
       serverCpuMsHttp: round(serverCpu("http-binary")),
+      serverCpuMsHttpShm: round(serverCpu("http-shm")),
       serverCpuMsGrpc: round(serverCpu("grpc")),
+      serverCpuMsGrpcShm: round(serverCpu("grpc-shm")),
       grpcPython: viaPython.length > 0 ? round(median(viaPython)) : null,
-      grpcPythonOverInProcess:
-        viaPython.length > 0 ? round(median(viaPython.map((v, i) => v / base[i]!))) : null,
+      grpcPythonOverInProcess: viaPython.length > 0 ? overBase(viaPython) : null,
       serverCpuMsGrpcPython: viaPython.length > 0 ? round(serverCpu("grpc-python")) : null,
       bar: c.bar
-        ? `${c.bar.rule}: HTTP ${c.bar.holds(median(http), median(base)) ? "holds" : "missed"}, gRPC ${c.bar.holds(median(viaGrpc), median(base)) ? "holds" : "missed"}${viaPython.length > 0 ? `, gRPC from Python ${c.bar.holds(median(viaPython), median(base)) ? "holds" : "missed"}` : ""}`
+        ? `${c.bar.rule}: ${[
+            verdict("HTTP", http),
+            verdict("HTTP shm", httpShm),
+            verdict("gRPC", viaGrpc),
+            verdict("gRPC shm", grpcShm),
+            ...(viaPython.length > 0 ? [verdict("gRPC from Python", viaPython)] : []),
+          ].join(", ")}`
         : "",
     };
   });
@@ -369,13 +441,14 @@ async function main(): Promise<void> {
       "",
       `Machine: ${m.cpuModel}, ${m.cpus} CPUs, Node ${m.node}. ${rounds} round(s), ${warmupS} s warm-up and ` +
         `${durationS} s measured per point, one client, sequential; they take turns going first. ` +
-        "p50 in ms; ratios per round, medians shown. gRPC (grpc-js): @grpc/grpc-js in the bench process; gRPC (Python): grpcio, a child process.",
+        "p50 in ms, with its ratio to in-process (per round, medians shown). gRPC (grpc-js): @grpc/grpc-js in the bench process; " +
+        "gRPC (Python): grpcio, a child process; shm: the tensors in shared memory regions written once (--shared-memory), the request naming them.",
       "",
-      "| case | in-process | HTTP binary | gRPC (grpc-js) | gRPC (Python) | HTTP / in-process | gRPC (grpc-js) / in-process | gRPC (Python) / in-process | server CPU ms per call, HTTP / grpc-js / Python | bar |",
-      "|---|--:|--:|--:|--:|--:|--:|--:|--:|---|",
+      "| case | in-process | HTTP binary | HTTP shm | gRPC (grpc-js) | gRPC shm (grpc-js) | gRPC (Python) | server CPU ms per call, HTTP / HTTP shm / grpc-js / grpc-js shm / Python | bar |",
+      "|---|--:|--:|--:|--:|--:|--:|--:|---|",
       ...rows.map(
         (r) =>
-          `| ${r.case}: ${r.about} | ${r.inProcess} | ${r.httpBinary} | ${r.grpc} | ${r.grpcPython ?? "-"} | ${r.httpOverInProcess} | ${r.grpcOverInProcess} | ${r.grpcPythonOverInProcess ?? "-"} | ${r.serverCpuMsHttp} / ${r.serverCpuMsGrpc} / ${r.serverCpuMsGrpcPython ?? "-"} | ${r.bar} |`,
+          `| ${r.case}: ${r.about} | ${r.inProcess} | ${r.httpBinary} (${r.httpOverInProcess}) | ${r.httpShm} (${r.httpShmOverInProcess}) | ${r.grpc} (${r.grpcOverInProcess}) | ${r.grpcShm} (${r.grpcShmOverInProcess}) | ${r.grpcPython === null ? "-" : `${r.grpcPython} (${r.grpcPythonOverInProcess})`} | ${r.serverCpuMsHttp} / ${r.serverCpuMsHttpShm} / ${r.serverCpuMsGrpc} / ${r.serverCpuMsGrpcShm} / ${r.serverCpuMsGrpcPython ?? "-"} | ${r.bar} |`,
       ),
       "",
       `Command: \`npm run bench:grpc -- --rounds ${rounds} --warmup ${warmupS} --duration ${durationS}${flags.cases ? ` --cases ${flags.cases}` : ""}\`; results: ${path.relative(process.cwd(), out) || out}`,

@@ -11,11 +11,23 @@ export interface ShmInput {
   bytes: Uint8Array;
 }
 
+/** An OIP input or output by region: its parameters name the region and the bytes there. */
+export interface ShmTensorRef {
+  name: string;
+  datatype?: string;
+  shape?: number[];
+  parameters: Record<string, string | number>;
+}
+
 export interface ShmSession {
-  /** The infer body: inputs and the output by region; the answer carries no tensor data. */
+  /** The infer request: inputs and the output by region; the answer carries no tensor data. */
+  request: { inputs: ShmTensorRef[]; outputs: ShmTensorRef[] };
+  /** `request` as the HTTP body. */
   body: Buffer;
   /** The first output's bytes as the last request left them in its region. */
   output(): Float32Array;
+  /** Zeroes the output's region, so that the next check reads what the next request wrote. */
+  clearOutput(): void;
   /** Unregisters the regions and removes the objects. */
   remove(): Promise<void>;
 }
@@ -51,7 +63,7 @@ export async function openShmSession(
     shared_memory_byte_size: byteSize,
   });
   const body = {
-    inputs: [] as unknown[],
+    inputs: [] as ShmTensorRef[],
     outputs: [{ name: output.name, parameters: ref(`${prefix}-out`, output.byteSize) }],
   };
   try {
@@ -69,12 +81,15 @@ export async function openShmSession(
     for (const o of objects) rmSync(join("/dev/shm", o), { force: true });
     throw err;
   }
+  const outFile = join("/dev/shm", `${prefix}-out`);
   return {
+    request: body,
     body: Buffer.from(JSON.stringify(body)),
     output: () => {
-      const b = readFileSync(join("/dev/shm", `${prefix}-out`));
+      const b = readFileSync(outFile);
       return new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength));
     },
+    clearOutput: () => writeFileSync(outFile, new Uint8Array(output.byteSize)),
     remove: async () => {
       await post(`${base}/v2/systemsharedmemory/unregister`).catch(() => {});
       for (const o of objects) rmSync(join("/dev/shm", o), { force: true });
