@@ -11,8 +11,8 @@
 // message built once from the shipped .proto, as the HTTP body is built once), and, where Debian's
 // python3-grpcio and python3-grpc-tools are installed, Python's grpcio (gRPC's C core, the client
 // tritonclient and KServe's Python SDK use) with stubs generated from the same .proto, the message
-// built once (raw contents only). p50 per point and CPU per call of the server and of this process (/proc), ratios per
-// round, reported as medians. Every answer is checked against onnxruntime's first.
+// built once (raw contents only). p50 per point and CPU per call of the server and of this process
+// (/proc), ratios per round, reported as medians. Every answer is checked against onnxruntime's.
 // Usage: node dist/bench/overhead-grpc.js [--rounds N] [--warmup S] [--duration S] [--log-level L]
 //        [--cases LIST] (the overhead suite's OIP binary case ids; default all of them)
 import { spawn, spawnSync } from "node:child_process";
