@@ -306,11 +306,9 @@ async function main(): Promise<void> {
       try {
         shm = await openShmSession(
           server.url,
+          c.model,
           `mp-bench-grpc-${process.pid}`,
-          c.inputs.map((s, i) => {
-            const v = values[i]!;
-            return { ...s, bytes: new Uint8Array(v.buffer, v.byteOffset, v.byteLength) };
-          }),
+          c.inputs.map((s, i) => ({ ...s, data: values[i]! })),
           { name: outputName, byteSize: expected.length * 4 },
         );
         const check = (who: Who, output: ArrayLike<number>) => {
@@ -330,12 +328,7 @@ async function main(): Promise<void> {
           else if (who === "http-binary")
             measure = await sequential(server.url, encodeRequest(c, values, "modelport"), warmupS, durationS);
           else if (who === "http-shm") {
-            const req = {
-              path: `/v2/models/${c.model}/infer`,
-              headers: { "content-type": "application/json" },
-              body: shm.body,
-            };
-            measure = await sequential(server.url, req, warmupS, durationS);
+            measure = await sequential(server.url, shm.http, warmupS, durationS);
             check(who, shm.output());
           } else {
             const address = `127.0.0.1:${grpcPort}`;

@@ -433,22 +433,14 @@ async function measureServer(
     c.transport === "oip-shm"
       ? await openShmSession(
           server.url,
+          c.model,
           `mp-bench-${process.pid}`,
-          c.inputs.map((s, i) => {
-            const v = values[i]!;
-            return { ...s, bytes: new Uint8Array(v.buffer, v.byteOffset, v.byteLength) };
-          }),
+          c.inputs.map((s, i) => ({ ...s, data: values[i]! })),
           { name: expected.name, byteSize: expected.values.length * 4 },
         )
       : undefined;
   try {
-    const req: Request = shm
-      ? {
-          path: `/v2/models/${c.model}/infer`,
-          headers: { "content-type": "application/json" },
-          body: shm.body,
-        }
-      : encodeRequest(c, values, kind);
+    const req: Request = shm ? shm.http : encodeRequest(c, values, kind);
     const agent = new Agent({ keepAlive: false });
     const answer = await send(agent, server.url, req);
     agent.destroy();

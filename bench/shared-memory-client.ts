@@ -8,7 +8,8 @@ export interface ShmInput {
   name: string;
   datatype: string;
   shape: number[];
-  bytes: Uint8Array;
+  /** The tensor's values, written to its object as they lie in memory. */
+  data: ArrayBufferView;
 }
 
 /** An OIP input or output by region: its parameters name the region and the bytes there. */
@@ -22,8 +23,8 @@ export interface ShmTensorRef {
 export interface ShmSession {
   /** The infer request: inputs and the output by region; the answer carries no tensor data. */
   request: { inputs: ShmTensorRef[]; outputs: ShmTensorRef[] };
-  /** `request` as the HTTP body. */
-  body: Buffer;
+  /** `request` as an HTTP infer request of the model's. */
+  http: { path: string; headers: Record<string, string>; body: Buffer };
   /** The first output's bytes as the last request left them in its region. */
   output(): Float32Array;
   /** Zeroes the output's region, so that the next check reads what the next request wrote. */
@@ -41,9 +42,13 @@ async function post(url: string, body?: unknown): Promise<void> {
   if (res.status !== 200) throw new Error(`${url} answered ${res.status}: ${await res.text()}`);
 }
 
-/** Objects `${prefix}-in-<i>` and `${prefix}-out` in /dev/shm, registered on `base` as regions of the same names. */
+/**
+ * Objects `${prefix}-in-<i>` and `${prefix}-out` in /dev/shm, registered on `base` as regions of the
+ * same names, for requests to `model`.
+ */
 export async function openShmSession(
   base: string,
+  model: string,
   prefix: string,
   inputs: readonly ShmInput[],
   output: { name: string; byteSize: number },
@@ -68,12 +73,13 @@ export async function openShmSession(
   };
   try {
     for (const [i, inp] of inputs.entries()) {
-      await region(`${prefix}-in-${i}`, inp.bytes);
+      const bytes = new Uint8Array(inp.data.buffer, inp.data.byteOffset, inp.data.byteLength);
+      await region(`${prefix}-in-${i}`, bytes);
       body.inputs.push({
         name: inp.name,
         datatype: inp.datatype,
         shape: inp.shape,
-        parameters: ref(`${prefix}-in-${i}`, inp.bytes.length),
+        parameters: ref(`${prefix}-in-${i}`, bytes.length),
       });
     }
     await region(`${prefix}-out`, new Uint8Array(output.byteSize));
@@ -84,7 +90,11 @@ export async function openShmSession(
   const outFile = join("/dev/shm", `${prefix}-out`);
   return {
     request: body,
-    body: Buffer.from(JSON.stringify(body)),
+    http: {
+      path: `/v2/models/${model}/infer`,
+      headers: { "content-type": "application/json" },
+      body: Buffer.from(JSON.stringify(body)),
+    },
     output: () => {
       const b = readFileSync(outFile);
       return new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength));
