@@ -1,6 +1,6 @@
 // Instructions per request, counted rather than timed (`npm run bench:instructions`): the naive
-// server and modelport on the small MLP (bench/overhead-models.ts), one row per request at
-// concurrency 1, each run under valgrind's callgrind. A count does not move with the machine's
+// server and modelport on the small MLP (bench/overhead-models.ts), one row per request (`--rows`)
+// at concurrency 1, each run under valgrind's callgrind. A count does not move with the machine's
 // load, where the 1-row p50 on a shared 2-core machine moves by 2× from one minute to the next.
 //
 // Each server gets `--warmup` requests first (V8 is still optimizing modelport's functions for
