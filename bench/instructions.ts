@@ -12,14 +12,16 @@
 // model natively (idle at concurrency 1, it runs on the request thread: batching.inlineMaxMs) and
 // with every request through the model's thread (`--inline-max-ms 0`). Needs valgrind (Debian
 // package `valgrind`); takes ~15 minutes.
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import http from "node:http";
+import { Agent } from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { freePort, MODELPORT_BIN } from "../src/loadgen/serve-child.js";
+import { spawnChild } from "./children.js";
+import { send } from "./overhead.js";
 import { writeOverheadModel } from "./overhead-models.js";
 import { provenance } from "./provenance.js";
 
@@ -108,32 +110,6 @@ function resolveName(names: Map<string, string>, spec: string): string {
   return names.get(m[1]!) ?? "";
 }
 
-function post(agent: http.Agent, port: number, urlPath: string, body: Buffer): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      {
-        host: "127.0.0.1",
-        port,
-        path: urlPath,
-        method: "POST",
-        agent,
-        headers: { "content-type": "application/json", "content-length": body.length },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on("data", (c: Buffer) => chunks.push(c));
-        res.on("end", () => {
-          const text = Buffer.concat(chunks).toString();
-          if (res.statusCode === 200) resolve(text);
-          else reject(new Error(`answered ${res.statusCode}: ${text.slice(0, 300)}`));
-        });
-      },
-    );
-    req.on("error", reject);
-    req.end(body);
-  });
-}
-
 async function measure(
   v: Variant,
   model: string,
@@ -144,7 +120,7 @@ async function measure(
 ): Promise<Counts> {
   const port = await freePort();
   const prefix = path.join(dir, `cg-${v.label.replace(/[^a-z0-9]+/gi, "-")}`);
-  const child = spawn(
+  const child = spawnChild(
     "valgrind",
     [
       "--tool=callgrind",
@@ -154,35 +130,36 @@ async function measure(
       process.execPath,
       ...v.args(model, port),
     ],
-    { stdio: ["ignore", "ignore", "pipe"] },
+    v.label,
   );
-  let stderr = "";
-  child.stderr.on("data", (d: Buffer) => {
-    stderr = (stderr + d.toString()).slice(-4000);
-  });
-  const exited = new Promise<void>((resolve) => child.on("exit", () => resolve()));
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  const req = { path: v.path, headers: { "content-type": "application/json" }, body };
+  const call = async () => {
+    const answer = await send(agent, `http://127.0.0.1:${port}`, req);
+    if (answer.status !== 200)
+      throw new Error(`${v.label} answered ${answer.status}: ${answer.body.toString().slice(0, 300)}`);
+  };
   try {
-    const startBy = Date.now() + 180_000;
-    let first: string | undefined;
-    while (first === undefined) {
-      if (child.exitCode !== null) throw new Error(`${v.label} exited while starting:\n${stderr}`);
+    // Started once it answers the request itself (under callgrind, loading takes tens of seconds).
+    for (const startBy = Date.now() + 180_000; ; ) {
+      if (child.process.exitCode !== null)
+        throw new Error(`${v.label} exited while starting:\n${child.stderrTail()}`);
       try {
-        first = await post(agent, port, v.path, body);
+        await call();
+        break;
       } catch (err) {
         if (Date.now() > startBy)
           throw new Error(`${v.label} did not answer within 180 s: ${(err as Error).message}`);
         await new Promise((r) => setTimeout(r, 500));
       }
     }
-    for (let i = 0; i < warmup; i++) await post(agent, port, v.path, body);
+    for (let i = 0; i < warmup; i++) await call();
     execFileSync("callgrind_control", ["-z", String(child.pid)], { stdio: "ignore" });
-    for (let i = 0; i < requests; i++) await post(agent, port, v.path, body);
+    for (let i = 0; i < requests; i++) await call();
     execFileSync("callgrind_control", ["-d", String(child.pid)], { stdio: "ignore" });
   } finally {
     agent.destroy();
-    child.kill("SIGKILL");
-    await exited;
+    await child.stop(0);
   }
   // The dump's files: PREFIX.PID.1-NN, one per thread (01 is the main thread).
   const base = path.basename(prefix);

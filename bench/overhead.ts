@@ -272,7 +272,8 @@ interface Answer {
   body: Buffer;
 }
 
-function send(agent: Agent, base: string, req: Request): Promise<Answer> {
+/** POSTs `req` to `base` on `agent`; the answer whatever its status. */
+export function send(agent: Agent, base: string, req: Request): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const r = request(
       `${base}${req.path}`,
