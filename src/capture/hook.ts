@@ -123,6 +123,7 @@ export interface CaptureHookDeps {
 /** Adds the capture hooks to `app` (before the route plugins register, so they inherit them). */
 export function registerCaptureHooks(app: FastifyInstance, deps: CaptureHookDeps): void {
   const { catalogue, queue, random } = deps;
+  app.decorateRequest("capture", undefined);
   app.addHook("preHandler", (req, reply, done) => {
     const protocol = req.routeOptions.config.capture;
     if (protocol !== undefined) {

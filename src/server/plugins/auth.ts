@@ -16,9 +16,18 @@ declare module "fastify" {
 }
 
 export function registerAuth(app: FastifyInstance, tenants: Tenants): void {
-  app.addHook("onRequest", async (request) => {
-    if (PROBE_PATHS.has(request.url.split("?")[0]!)) return;
-    if (request.routeOptions.config?.public === true) return;
-    request.principal = tenants.authenticate(request.headers.authorization);
+  // A callback hook, not an async one: no promise and no microtask turn on every request.
+  app.addHook("onRequest", (request, _reply, done) => {
+    if (PROBE_PATHS.has(request.url.split("?")[0]!) || request.routeOptions.config?.public === true) {
+      done();
+      return;
+    }
+    try {
+      request.principal = tenants.authenticate(request.headers.authorization);
+    } catch (err) {
+      done(err as Error);
+      return;
+    }
+    done();
   });
 }

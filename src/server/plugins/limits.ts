@@ -8,21 +8,28 @@ import { type KeyLimiter, refusalHeaders } from "../../tenants/key-limits.js";
 const LANGUAGE_ROUTES = new Set(["/v1/chat/completions", "/v1/completions", "/v1/embeddings"]);
 
 export function registerLimits(app: FastifyInstance, limiter: KeyLimiter): void {
-  app.addHook("onRequest", async (request, reply) => {
+  // A callback hook: a key without limits (and every request where there are no keys) passes
+  // without a promise or a microtask turn; only an admission waits.
+  app.addHook("onRequest", (request, reply, done) => {
     const principal = request.principal;
     // Probes carry no principal; keys without limits pay one property check.
-    if (!principal?.limitsSet) return;
-    const language = LANGUAGE_ROUTES.has(request.url.split("?")[0]!);
-    let admission: Awaited<ReturnType<KeyLimiter["admit"]>>;
-    try {
-      admission = await limiter.admit(principal, language);
-    } catch (err) {
-      const headers = refusalHeaders(err);
-      if (headers) reply.headers(headers);
-      throw err;
+    if (!principal?.limitsSet) {
+      done();
+      return;
     }
-    reply.headers(admission.headers);
-    reply.raw.once("close", admission.release);
+    const language = LANGUAGE_ROUTES.has(request.url.split("?")[0]!);
+    limiter.admit(principal, language).then(
+      (admission) => {
+        reply.headers(admission.headers);
+        reply.raw.once("close", admission.release);
+        done();
+      },
+      (err: unknown) => {
+        const headers = refusalHeaders(err);
+        if (headers) reply.headers(headers);
+        done(err as Error);
+      },
+    );
   });
   app.addHook("onResponse", (request, _reply, done) => {
     const used = request.usage;
