@@ -331,14 +331,21 @@ export class Batcher {
       try {
         const end = this.clock();
         const ms = end - started;
+        // The call spans the event loop turn that runs it (onnxruntime-node runs a session in a
+        // setImmediate callback), so requests that arrived meanwhile were read and parsed within
+        // `ms`. Only a call that stayed the process's one request measures the model: under a
+        // burst, the others' time would otherwise count as the model's and drop the lane for good.
+        const alone = unanswered === 1;
         if (ok) {
-          this.cost.observe(rows, ms);
-          this.compute.observe(rows, ms);
+          if (alone) {
+            this.cost.observe(rows, ms);
+            this.compute.observe(rows, ms);
+          }
           this.drain.observe(rows, end);
           opts.onCompute?.(ms);
         }
         this.observer.batch(rows, 1, ms);
-        if (ms >= lane.maxMs * INLINE_SLOW_FACTOR && this.inline === lane) {
+        if (alone && ms >= lane.maxMs * INLINE_SLOW_FACTOR && this.inline === lane) {
           this.inlineSlowCalls++;
           if (this.inlineSlowCalls >= INLINE_SLOW_CALLS && this.inlineSlowCalls * 100 >= this.inlineCalls) {
             this.inline = undefined;

@@ -197,6 +197,33 @@ describe("Batcher inline lane", () => {
     assert.ok(inlineCalls - 1 >= INLINE_SLOW_CALLS, `${inlineCalls - 1} slow calls before the drop`);
   });
 
+  it("a burst that arrives during in-thread calls does not count as the model's time", async () => {
+    // onnxruntime-node runs a session in a setImmediate callback: requests arriving meanwhile are
+    // read and parsed before it runs, and their time lies inside the in-thread call's.
+    let burst = false;
+    const { b, calls, slow, loop } = setup({
+      runnerMs: () => 0.2,
+      inlineMs: () => (burst ? INLINE_SLOW_FACTOR + 0.1 : 0.2),
+    });
+    await loop(INLINE_MIN_SAMPLES);
+    burst = true;
+    for (let round = 0; round < 2 * INLINE_SLOW_CALLS; round++) {
+      const inlineBefore = calls.inline;
+      const first = b.submit(rows(1, 1));
+      // 63 more requests while the first is on the in-thread copy: they queue for the runner.
+      const others = Array.from({ length: 63 }, () => b.submit(rows(1, 2)));
+      await Promise.all([first, ...others]);
+      assert.equal(calls.inline, inlineBefore + 1, "the burst's first request ran in-thread");
+      await new Promise((r) => setImmediate(r));
+    }
+    assert.deepEqual(slow, [], "not dropped");
+    burst = false;
+    const inlineBefore = calls.inline;
+    await loop(20);
+    assert.equal(b.inlineStatus.active, true);
+    assert.equal(calls.inline, inlineBefore + 20, "requests alone still run in-thread");
+  });
+
   it("an in-thread failure reaches its caller with its code, and the lane stays", async () => {
     const err = new ModelportError("MP_ERR_INFERENCE_FAILED", "bad input for this model");
     const { b, calls, loop } = setup({ runnerMs: () => 0.2, inlineError: err });
