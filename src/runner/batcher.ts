@@ -126,6 +126,16 @@ export const INLINE_MIN_SAMPLES = 8;
 export const INLINE_SLOW_FACTOR = 5;
 export const INLINE_SLOW_CALLS = 3;
 
+/**
+ * After an in-thread call that other requests arrived during, requests go to the runner for this
+ * long. Under concurrent load the process is idle only between one batch's answers and the next
+ * request's arrival; an in-thread call there takes the HTTP thread, the busiest one, while the
+ * runner's core is idle, and the requests arriving meanwhile wait for it (at concurrency 64 on
+ * churn-tree: 4-7 us of the HTTP thread a request, docs/PERFORMANCE.md). Requests that come one
+ * at a time never overlap a call, so they keep the lane.
+ */
+export const INLINE_CROWDED_MS = 100;
+
 const noopObserver: BatcherObserver = { batch() {}, queueWait() {}, queueDepth() {}, rejected() {} };
 
 /** Rows in a request: dim 0 of its first tensor (a non-batchable request counts as one). */
@@ -163,6 +173,8 @@ export class Batcher {
   private inline: BatcherOptions["inline"];
   private inlineCalls = 0;
   private inlineSlowCalls = 0;
+  /** No in-thread call before this time (INLINE_CROWDED_MS). */
+  private inlineCrowdedUntil = Number.NEGATIVE_INFINITY;
   /**
    * The model's own compute time per batch (the runner's report, and inline calls): what an
    * inline call would cost. The batch times of `cost` include the hop and a sleeping worker's
@@ -260,7 +272,7 @@ export class Batcher {
       this.observer.rejected(idleFeasible ? "overloaded" : "deadline");
       return Promise.reject(idleFeasible ? this.overloaded(rows, now) : deadlineError(deadline - now));
     }
-    if (rows <= max && this.inlineAdmits(rows)) return this.runInline(inputs, rows, now, opts);
+    if (rows <= max && this.inlineAdmits(rows, now)) return this.runInline(inputs, rows, now, opts);
     if (rows <= max) return this.enqueue(inputs, rows, now, deadline, opts);
     const pieces: Promise<TensorMap>[] = [];
     try {
@@ -278,14 +290,16 @@ export class Batcher {
 
   /**
    * The in-thread copy takes a request when it is the only request in the process (so this model
-   * is idle too: nothing queued or running, not paused) and enough batches have been measured to
-   * predict it finishes within the lane's maxMs.
+   * is idle too: nothing queued or running, not paused), no recent in-thread call was crowded
+   * (INLINE_CROWDED_MS), and enough batches have been measured to predict it finishes within the
+   * lane's maxMs.
    */
-  private inlineAdmits(rows: number): boolean {
+  private inlineAdmits(rows: number, now: number): boolean {
     const lane = this.inline;
     return (
       lane !== undefined &&
       unanswered === 1 &&
+      now >= this.inlineCrowdedUntil &&
       this.inFlight === 0 &&
       this.queue.length === 0 &&
       !this.paused &&
@@ -336,6 +350,7 @@ export class Batcher {
         // `ms`. Only a call that stayed the process's one request measures the model: under a
         // burst, the others' time would otherwise count as the model's and drop the lane for good.
         const alone = unanswered === 1;
+        if (!alone) this.inlineCrowdedUntil = end + INLINE_CROWDED_MS;
         if (ok) {
           if (alone) {
             this.cost.observe(rows, ms);

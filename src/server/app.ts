@@ -227,7 +227,9 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     }
     inFlight++;
     // One listener per request: count it done, and if the client left before the answer,
-    // cancel its queued work.
+    // cancel its queued work. `on`, not `once`: a response emits "close" once and is then dropped,
+    // and `once` costs every request a bound wrapper and a listener removal (~1 us at
+    // concurrency 64, docs/PERFORMANCE.md).
     const res = reply.raw;
     let counted = true;
     const finished = () => {
@@ -236,7 +238,7 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
         inFlight--;
       }
     };
-    res.once("close", () => {
+    res.on("close", () => {
       finished();
       if (!res.writableFinished) {
         request.cancelHandle?.cancel();

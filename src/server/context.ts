@@ -108,35 +108,31 @@ export function acquire(
 
 /**
  * Scores `inputs` with the request's deadline (X-Request-Timeout-Ms or the model's
- * limits.timeoutMs) and removes the work from the queue if the client disconnects; with the
- * version that answered.
+ * limits.timeoutMs) and removes the work from the queue if the client disconnects; `onVersion`
+ * hears the version that answered. The model's own promise is returned, not wrapped: a wrapper
+ * would cost every request a promise and a microtask turn.
  */
-export async function infer(
+export function infer(
   host: ServedModel,
   inputs: TensorMap,
   req: FastifyRequest,
-): Promise<{ outputs: TensorMap; version: string }> {
+  onVersion: (version: string) => void,
+): Promise<TensorMap> {
   const timeoutMs = requestTimeoutMs(req.headers[TIMEOUT_HEADER]) ?? host.config.limits.timeoutMs;
-  let version = host.config.version;
   const usage = req.usage;
   if (usage) usage.rows += Object.values(inputs)[0]?.shape[0] ?? 0;
-  const outputs = await host.predict!(inputs, {
+  return host.predict!(inputs, {
     deadline: performance.now() + timeoutMs,
     cancel: requestCancel(req),
     requestId: req.id,
     trace: req.trace,
-    onVersion: (v) => {
-      version = v;
-    },
-    ...(usage
-      ? {
-          onCompute: (ms: number) => {
-            usage.computeMs += ms;
-          },
+    onVersion,
+    onCompute: usage
+      ? (ms: number) => {
+          usage.computeMs += ms;
         }
-      : {}),
+      : undefined,
   });
-  return { outputs, version };
 }
 
 /** The request's cancellation handle (src/cancel.ts), canceled when its client disconnects before the answer. */

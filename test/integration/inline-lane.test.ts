@@ -71,10 +71,10 @@ describe("inline lane", () => {
     const n = INLINE_MIN_SAMPLES + 12;
     for (let i = 0; i < n; i++) {
       const rows = [[i / 7 - 1, (i % 5) / 3, Math.sin(i), 0.25 * (i % 4)]];
-      const [a, b] = await Promise.all([
-        postJson(`${srv.url}/v1/models/inline/predict`, { rows }),
-        postJson(`${srv.url}/v1/models/hop/predict`, { rows }),
-      ]);
+      // One after the other: a request that arrives during an in-thread call makes the lane step
+      // aside for a while (batcher.ts, INLINE_CROWDED_MS).
+      const a = await postJson(`${srv.url}/v1/models/inline/predict`, { rows });
+      const b = await postJson(`${srv.url}/v1/models/hop/predict`, { rows });
       assert.equal(a.status, 200, JSON.stringify(a.body));
       assert.equal(b.status, 200, JSON.stringify(b.body));
       const outputs = (r: { body: unknown }) => (r.body as { outputs: unknown }).outputs;

@@ -1,7 +1,7 @@
 // The batcher's inline lane: a request that finds the process idle goes to the in-thread copy only
 // once enough batches have been measured and the predicted time is within maxMs; anything queued
-// or running (in any model of the process), a pause, a big request or a slow model keeps requests
-// on the runner; a call far over its limit drops the lane for good. Time is a fake clock that the scoring functions advance by
+// or running (in any model of the process), a pause, a big request, a slow model or a recent call
+// that other requests arrived during keeps requests on the runner; a call far over its limit drops the lane for good. Time is a fake clock that the scoring functions advance by
 // what they "cost", so the decisions are exact and independent of the machine's speed.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
@@ -9,6 +9,7 @@ import { ModelportError } from "../../src/errors.js";
 import {
   Batcher,
   type BatcherOptions,
+  INLINE_CROWDED_MS,
   INLINE_MIN_SAMPLES,
   INLINE_SLOW_CALLS,
   INLINE_SLOW_FACTOR,
@@ -76,7 +77,7 @@ function setup(opts: {
       await new Promise((r) => setImmediate(r));
     }
   };
-  return { b, calls, slow, loop };
+  return { b, calls, slow, loop, advance: (ms: number) => (now += ms) };
 }
 
 describe("Batcher inline lane", () => {
@@ -201,7 +202,7 @@ describe("Batcher inline lane", () => {
     // onnxruntime-node runs a session in a setImmediate callback: requests arriving meanwhile are
     // read and parsed before it runs, and their time lies inside the in-thread call's.
     let burst = false;
-    const { b, calls, slow, loop } = setup({
+    const { b, calls, slow, loop, advance } = setup({
       runnerMs: () => 0.2,
       inlineMs: () => (burst ? INLINE_SLOW_FACTOR + 0.1 : 0.2),
     });
@@ -215,6 +216,7 @@ describe("Batcher inline lane", () => {
       await Promise.all([first, ...others]);
       assert.equal(calls.inline, inlineBefore + 1, "the burst's first request ran in-thread");
       await new Promise((r) => setImmediate(r));
+      advance(INLINE_CROWDED_MS);
     }
     assert.deepEqual(slow, [], "not dropped");
     burst = false;
@@ -222,6 +224,25 @@ describe("Batcher inline lane", () => {
     await loop(20);
     assert.equal(b.inlineStatus.active, true);
     assert.equal(calls.inline, inlineBefore + 20, "requests alone still run in-thread");
+  });
+
+  it(`under concurrent load the lane steps aside for ${INLINE_CROWDED_MS} ms after a crowded call`, async () => {
+    const { b, calls, loop, advance } = setup({ runnerMs: () => 0.2 });
+    await loop(INLINE_MIN_SAMPLES);
+    // Concurrency 64: the process is idle only between a batch's answers and the next arrivals.
+    const burst = () => Promise.all(Array.from({ length: 64 }, (_, i) => b.submit(rows(1, i))));
+    const inlineBefore = calls.inline;
+    await burst();
+    assert.equal(calls.inline, inlineBefore + 1, "the first burst's first request ran in-thread");
+    for (let round = 0; round < 20; round++) {
+      await burst();
+      advance(INLINE_CROWDED_MS / 40);
+    }
+    assert.equal(calls.inline, inlineBefore + 1, "no in-thread call while bursts keep coming");
+    advance(INLINE_CROWDED_MS);
+    await loop(20);
+    assert.equal(calls.inline, inlineBefore + 21, "requests alone run in-thread again");
+    assert.equal(b.inlineStatus.active, true);
   });
 
   it("an in-thread failure reaches its caller with its code, and the lane stays", async () => {

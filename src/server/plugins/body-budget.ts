@@ -27,7 +27,8 @@ export function registerBodyBudget(app: FastifyInstance, budget: BodyBudget, max
       done(err as Error);
       return;
     }
-    reply.raw.once("close", release);
+    // `on`: a response emits "close" once (app.ts says why not `once`).
+    reply.raw.on("close", release);
     done();
   });
 }

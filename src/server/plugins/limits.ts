@@ -21,7 +21,7 @@ export function registerLimits(app: FastifyInstance, limiter: KeyLimiter): void 
     limiter.admit(principal, language).then(
       (admission) => {
         reply.headers(admission.headers);
-        reply.raw.once("close", admission.release);
+        reply.raw.on("close", admission.release);
         done();
       },
       (err: unknown) => {

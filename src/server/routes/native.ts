@@ -108,7 +108,10 @@ export const nativeRoutes: FastifyPluginAsync = async (app) => {
         reply.header("preference-applied", "respond-async");
         return submitJob(ctx, req.params.model, req, reply);
       }
-      const host = await acquire(ctx, req, reply, req.params.model, "predict", version);
+      // Awaited only when it is a promise (a model loading on demand): awaiting a ready model would
+      // cost every request a promise and a microtask turn.
+      const acquired = acquire(ctx, req, reply, req.params.model, "predict", version);
+      const host = acquired instanceof Promise ? await acquired : acquired;
       const signature = host.signature;
       if (!signature) throw host.notReadyError();
       // A Buffer is a raw application/octet-stream tensor (protocol/raw-tensor.ts); anything else is JSON.
@@ -129,7 +132,10 @@ export const nativeRoutes: FastifyPluginAsync = async (app) => {
         stage(SPAN.decode, ATTR.decodeMs, req.trace, decodeAt, () => ({ [ATTR.model]: host.name }));
       const names = requestedOutputs(body?.outputs ?? outputsQuery(req.query.outputs), signature);
       const rawOut = wantsOctetStream(req.headers.accept) ? rawOutputName(names, signature) : undefined;
-      const { outputs, version: answered } = await infer(host, inputs, req);
+      let answered = host.config.version;
+      const outputs = await infer(host, inputs, req, (v) => {
+        answered = v;
+      });
       captureVersion(req, answered);
       const encodeAt = tracing.on ? performance.now() : 0;
       if (rawOut) {

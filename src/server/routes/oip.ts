@@ -52,7 +52,10 @@ export const oipRoutes: FastifyPluginAsync = async (app) => {
       `${prefix}/infer`,
       { onRequest: binaryBody, config: { capture: "oip" } },
       async (req, reply) => {
-        const host = await acquire(ctx, req, reply, req.params.model, "predict", req.params.version);
+        // Awaited only when it is a promise (a model loading on demand): awaiting a ready model would
+        // cost every request a promise and a microtask turn.
+        const acquired = acquire(ctx, req, reply, req.params.model, "predict", req.params.version);
+        const host = acquired instanceof Promise ? await acquired : acquired;
         const signature = host.signature;
         if (!signature) throw host.notReadyError();
         // Shared memory regions are kept per key (docs/API.md, "Shared memory").
@@ -85,7 +88,10 @@ export const oipRoutes: FastifyPluginAsync = async (app) => {
         const binaryNames = binaryOutputs(body, signature);
         const sharedRefs = sharedOutputs(body?.outputs);
         checkSharedOutputs(caller, sharedRefs);
-        const { outputs, version: answered } = await infer(host, inputs, req);
+        let answered = host.config.version;
+        const outputs = await infer(host, inputs, req, (v) => {
+          answered = v;
+        });
         captureVersion(req, answered);
         const encodeAt = tracing.on ? performance.now() : 0;
         const meta = {
