@@ -198,12 +198,15 @@ export class Catalogue {
    */
   find(name: string, capability: Capability, version?: string): ServedModel {
     const kind = KIND_OF[capability];
-    const at = name.lastIndexOf("@");
-    if (at > 0 && version === undefined && !this.models.has(name)) {
-      version = name.slice(at + 1);
-      name = name.slice(0, at);
+    let entry = this.models.get(name);
+    if (entry === undefined) {
+      const at = name.lastIndexOf("@");
+      if (at > 0 && version === undefined) {
+        version = name.slice(at + 1);
+        name = name.slice(0, at);
+      }
+      entry = this.models.get(name) ?? this.notFound(name, kind);
     }
-    const entry = this.models.get(name) ?? this.notFound(name, kind);
     if (entry.kind !== kind) {
       throw new ModelportError(
         "MP_ERR_LLM_CAPABILITY_UNSUPPORTED",
@@ -276,6 +279,9 @@ export class Catalogue {
     version?: string,
     options: { deadline?: number; onCold?: (waitedMs: number) => void } = {},
   ): ServedModel | Promise<ServedModel> {
+    // The common case first: a model by its own name that does not load on demand.
+    const named = this.models.get(name);
+    if (named !== undefined && !named.onDemand) return this.require(name, capability, version);
     const at = name.lastIndexOf("@");
     const pinned = this.models.has(name) || at <= 0 ? version : (version ?? name.slice(at + 1));
     const entry = this.models.get(name) ?? (at > 0 ? this.models.get(name.slice(0, at)) : undefined);

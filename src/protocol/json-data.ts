@@ -81,10 +81,14 @@ export class JsonWriter {
     return this.text(`${head.slice(0, -1)}${head.length > 2 ? "," : ""}${JSON.stringify(key)}:`);
   }
 
-  /** Appends `json`, text that is JSON already. */
+  /** Appends `json`, text that is JSON already (joined to a text part before it: one write). */
   text(json: string): this {
     const bytes = Buffer.byteLength(json);
-    this.#parts.push({ text: json, bytes });
+    const last = this.#parts[this.#parts.length - 1];
+    if (last !== undefined && "text" in last) {
+      last.text += json;
+      last.bytes += bytes;
+    } else this.#parts.push({ text: json, bytes });
     this.#bound += bytes;
     return this;
   }

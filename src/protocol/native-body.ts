@@ -111,8 +111,11 @@ export function nativeAnswer(
   names?: readonly string[],
 ): JsonWriter {
   const w = new JsonWriter().open(meta, "outputs").text("{");
-  pickOutputs(outputs, names).forEach(([name, t], i) => {
-    w.text(`${i ? "," : ""}${JSON.stringify(name)}:`).data(t, true);
-  });
+  let comma = "";
+  for (const name in outputs) {
+    if (names && !names.includes(name)) continue;
+    w.text(`${comma}${JSON.stringify(name)}:`).data(outputs[name]!, true);
+    comma = ",";
+  }
   return w.text("}}");
 }
