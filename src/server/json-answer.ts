@@ -15,20 +15,24 @@ export const JSON_STREAM_FROM = 1024 * 1024;
 /** About this many bytes a chunk. */
 const CHUNK_BYTES = 256 * 1024;
 
-/** Sends the writer's text as the answer; `written` is called once the last byte is written. */
-export function sendJson(
+/**
+ * The writer's text as the answer's payload, for the route to return (Fastify sends it): the
+ * bytes, or a stream of them; `written` is called once the last byte is written. A payload, not
+ * `reply`: a route's promise that resolves to `reply` costs Fastify another promise job a request.
+ */
+export function jsonPayload(
   req: FastifyRequest,
   reply: FastifyReply,
   writer: JsonWriter,
   written: () => void,
-): FastifyReply {
+): Buffer | Readable {
   reply.type(JSON_TYPE);
   if (writer.bound < JSON_STREAM_FROM || req.capture) {
     const body = writer.finish();
     written();
-    return reply.send(body);
+    return body;
   }
-  const stream = new Readable({
+  return new Readable({
     highWaterMark: CHUNK_BYTES,
     read() {
       const chunk = writer.next(CHUNK_BYTES);
@@ -36,5 +40,4 @@ export function sendJson(
       this.push(chunk ?? null);
     },
   });
-  return reply.send(stream);
 }

@@ -1,7 +1,7 @@
 // The native API: list and describe models, and POST /v1/models/{model}/predict with rows or
 // named tensors in and named outputs out.
 
-import type { FastifyPluginAsync } from "fastify";
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { captureVersion } from "../../capture/hook.js";
 import type { ServedModel } from "../../catalogue/served-model.js";
 import { decodeNative, nativeAnswer } from "../../protocol/native-body.js";
@@ -16,7 +16,7 @@ import { ATTR, SPAN, stage, tracing } from "../../telemetry/spans.js";
 import { mayUse } from "../../tenants/tenants.js";
 import type { TensorMap } from "../../tensor.js";
 import { acquire, infer } from "../context.js";
-import { sendJson } from "../json-answer.js";
+import { jsonPayload } from "../json-answer.js";
 import { submitJob } from "./jobs.js";
 import { describeLanguageModel, openaiModelList } from "./openai.js";
 
@@ -96,11 +96,13 @@ export const nativeRoutes: FastifyPluginAsync = async (app) => {
   });
 
   // The version: from the path (/versions/{v}/predict), ?version=, or `model@v`; else the current one.
+  // Not an async function: on a ready model the request's only promises are the model's and the
+  // one its answer is made in (docs/PERFORMANCE.md, the single-row bar at concurrency 64).
   for (const path of ["/v1/models/:model/predict", "/v1/models/:model/versions/:version/predict"])
     app.post<{
       Params: ModelParams & { version?: string };
       Querystring: { version?: string; outputs?: string | string[] };
-    }>(path, { config: { capture: "native" } }, async (req, reply) => {
+    }>(path, { config: { capture: "native" } }, (req, reply) => {
       const version = req.params.version ?? req.query.version;
       // Prefer: respond-async (RFC 7240) turns the request into a job: 202 with its id at once.
       if (/\brespond-async\b/i.test(String(req.headers.prefer ?? "")) && !Buffer.isBuffer(req.body)) {
@@ -108,50 +110,57 @@ export const nativeRoutes: FastifyPluginAsync = async (app) => {
         reply.header("preference-applied", "respond-async");
         return submitJob(ctx, req.params.model, req, reply);
       }
-      // Awaited only when it is a promise (a model loading on demand): awaiting a ready model would
-      // cost every request a promise and a microtask turn.
       const acquired = acquire(ctx, req, reply, req.params.model, "predict", version);
-      const host = acquired instanceof Promise ? await acquired : acquired;
-      const signature = host.signature;
-      if (!signature) throw host.notReadyError();
-      // A Buffer is a raw application/octet-stream tensor (protocol/raw-tensor.ts); anything else is JSON.
-      const raw = Buffer.isBuffer(req.body) ? req.body : undefined;
-      const body = raw ? undefined : (req.body as Record<string, unknown> | undefined);
-      const decodeAt = tracing.on ? performance.now() : 0;
-      let inputs: TensorMap;
-      try {
-        inputs = raw
-          ? decodeRawTensor(raw, req.headers, signature, host.config.limits)
-          : decodeNative(body, signature, host.config.limits);
-      } catch (err) {
-        if (tracing.on)
-          stage(SPAN.decode, ATTR.decodeMs, req.trace, decodeAt, () => ({ [ATTR.model]: host.name }), err);
-        throw err;
-      }
-      if (tracing.on)
-        stage(SPAN.decode, ATTR.decodeMs, req.trace, decodeAt, () => ({ [ATTR.model]: host.name }));
-      const names = requestedOutputs(body?.outputs ?? outputsQuery(req.query.outputs), signature);
-      const rawOut = wantsOctetStream(req.headers.accept) ? rawOutputName(names, signature) : undefined;
-      let answered = host.config.version;
-      const outputs = await infer(host, inputs, req, (v) => {
-        answered = v;
-      });
-      captureVersion(req, answered);
-      const encodeAt = tracing.on ? performance.now() : 0;
-      if (rawOut) {
-        const res = encodeRawTensor(rawOut, outputs[rawOut]!);
-        if (tracing.on)
-          stage(SPAN.encode, ATTR.encodeMs, req.trace, encodeAt, () => ({ [ATTR.model]: host.name }));
-        return reply.headers(res.headers).send(res.body);
-      }
-      const meta = {
-        model: host.config.name,
-        model_version: answered,
-        ...(body && "id" in body ? { id: body.id } : {}),
-      };
-      return sendJson(req, reply, nativeAnswer(meta, outputs, names), () => {
-        if (tracing.on)
-          stage(SPAN.encode, ATTR.encodeMs, req.trace, encodeAt, () => ({ [ATTR.model]: host.name }));
-      });
+      return acquired instanceof Promise
+        ? acquired.then((host) => predict(host, req, reply))
+        : predict(acquired, req, reply);
     });
 };
+
+type PredictRequest = FastifyRequest<{ Querystring: { outputs?: string | string[] } }>;
+
+/** Decodes the request's inputs, scores them and resolves to the answer's payload. */
+function predict(host: ServedModel, req: PredictRequest, reply: FastifyReply): Promise<unknown> {
+  const signature = host.signature;
+  if (!signature) throw host.notReadyError();
+  // A Buffer is a raw application/octet-stream tensor (protocol/raw-tensor.ts); anything else is JSON.
+  const raw = Buffer.isBuffer(req.body) ? req.body : undefined;
+  const body = raw ? undefined : (req.body as Record<string, unknown> | undefined);
+  const decodeAt = tracing.on ? performance.now() : 0;
+  let inputs: TensorMap;
+  try {
+    inputs = raw
+      ? decodeRawTensor(raw, req.headers, signature, host.config.limits)
+      : decodeNative(body, signature, host.config.limits);
+  } catch (err) {
+    if (tracing.on)
+      stage(SPAN.decode, ATTR.decodeMs, req.trace, decodeAt, () => ({ [ATTR.model]: host.name }), err);
+    throw err;
+  }
+  if (tracing.on) stage(SPAN.decode, ATTR.decodeMs, req.trace, decodeAt, () => ({ [ATTR.model]: host.name }));
+  const names = requestedOutputs(body?.outputs ?? outputsQuery(req.query.outputs), signature);
+  const rawOut = wantsOctetStream(req.headers.accept) ? rawOutputName(names, signature) : undefined;
+  let answered = host.config.version;
+  return infer(host, inputs, req, (v) => {
+    answered = v;
+  }).then((outputs) => {
+    captureVersion(req, answered);
+    const encodeAt = tracing.on ? performance.now() : 0;
+    const encoded = () => {
+      if (tracing.on)
+        stage(SPAN.encode, ATTR.encodeMs, req.trace, encodeAt, () => ({ [ATTR.model]: host.name }));
+    };
+    if (rawOut) {
+      const res = encodeRawTensor(rawOut, outputs[rawOut]!);
+      encoded();
+      reply.headers(res.headers);
+      return res.body;
+    }
+    const meta = {
+      model: host.config.name,
+      model_version: answered,
+      ...(body && "id" in body ? { id: body.id } : {}),
+    };
+    return jsonPayload(req, reply, nativeAnswer(meta, outputs, names), encoded);
+  });
+}

@@ -13,7 +13,7 @@ import { ATTR, SPAN, stage, tracing } from "../../telemetry/spans.js";
 import { ANONYMOUS } from "../../tenants/principal.js";
 import type { TensorMap } from "../../tensor.js";
 import { acquire, infer } from "../context.js";
-import { sendJson } from "../json-answer.js";
+import { jsonPayload } from "../json-answer.js";
 import { errorHandler } from "../plugins/errors.js";
 
 interface Params {
@@ -108,7 +108,7 @@ export const oipRoutes: FastifyPluginAsync = async (app) => {
           });
         }
         if (!binaryNames) {
-          return sendJson(req, reply, oipAnswer(meta, answer), () => {
+          return jsonPayload(req, reply, oipAnswer(meta, answer), () => {
             if (tracing.on)
               stage(SPAN.encode, ATTR.encodeMs, req.trace, encodeAt, () => ({ [ATTR.model]: host.name }));
           });
