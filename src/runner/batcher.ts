@@ -105,14 +105,13 @@ interface Running {
 const DEADLINE_SAFETY = 1.25;
 
 /**
- * Requests submitted to any batcher of this process and not yet answered. The in-thread copy of
- * one model must not take the HTTP thread while another model's requests wait for it: with many
- * models each idle in turn, inline calls would otherwise move all inference onto that thread.
+ * Requests (pieces of a split one each) queued or running in any batcher of this process: counted
+ * where they are queued or start in-thread, and uncounted where they are settled, so that a
+ * request costs no promise for it. The in-thread copy of one model must not take the HTTP thread
+ * while another model's requests wait for it: with many models each idle in turn, inline calls
+ * would otherwise move all inference onto that thread.
  */
 let unanswered = 0;
-const answered = () => {
-  unanswered--;
-};
 
 /** Batches measured before the inline lane is trusted with a request: its use is decided on measurements. */
 export const INLINE_MIN_SAMPLES = 8;
@@ -246,15 +245,11 @@ export class Batcher {
    * @throws ModelportError MP_ERR_MODEL_OVERLOADED, MP_ERR_DEADLINE_EXCEEDED, MP_ERR_REQUEST_CANCELED.
    */
   submit(inputs: TensorMap, opts: SubmitOptions = {}): Promise<TensorMap> {
-    unanswered++;
-    let answer: Promise<TensorMap>;
     try {
-      answer = this.admit(inputs, opts);
+      return this.admit(inputs, opts);
     } catch (err) {
-      answer = Promise.reject(asError(err));
+      return Promise.reject(asError(err));
     }
-    answer.then(answered, answered);
-    return answer;
   }
 
   private admit(inputs: TensorMap, opts: SubmitOptions): Promise<TensorMap> {
@@ -298,7 +293,7 @@ export class Batcher {
     const lane = this.inline;
     return (
       lane !== undefined &&
-      unanswered === 1 &&
+      unanswered === 0 &&
       now >= this.inlineCrowdedUntil &&
       this.inFlight === 0 &&
       this.queue.length === 0 &&
@@ -323,6 +318,7 @@ export class Batcher {
       throw canceledError();
     }
     const lane = this.inline!;
+    unanswered++;
     this.inFlight++;
     this.inlineCalls++;
     this.arrivals.observe(rows, now);
@@ -350,6 +346,7 @@ export class Batcher {
         // `ms`. Only a call that stayed the process's one request measures the model: under a
         // burst, the others' time would otherwise count as the model's and drop the lane for good.
         const alone = unanswered === 1;
+        unanswered--;
         if (!alone) this.inlineCrowdedUntil = end + INLINE_CROWDED_MS;
         if (ok) {
           if (alone) {
@@ -405,6 +402,7 @@ export class Batcher {
         }
         item.detach = cancel.onCancel(() => this.cancel(item));
       }
+      unanswered++;
       // Synchronous requests go ahead of queued background work (backgroundQueued counts
       // background items not yet settled: a hint that saves the scan when there are none).
       const firstBackground =
@@ -822,6 +820,7 @@ export class Batcher {
   private settle(item: Item, outputs: TensorMap | undefined, err?: Error): void {
     if (item.done) return;
     item.done = true;
+    unanswered--;
     // Still queued: refused before a batch took it (canceled, deadline, shutdown).
     if (item.tracedAt !== undefined) {
       this.queueStage(item, err);
