@@ -74,6 +74,11 @@ export function writeFloat32(value: number, bits: number, out: Uint8Array, pos: 
 const scratch = Buffer.alloc(64);
 const scratchView = new DataView(scratch.buffer, scratch.byteOffset, scratch.byteLength);
 
+/** The text writeFloat32 writes for `value`, as a string (for answers made as strings). */
+export function float32Text(value: number, bits: number): string {
+  return scratch.toString("latin1", 0, write(value, bits, scratch, scratchView, 0));
+}
+
 /**
  * The number a client reads from the text writeFloat32 writes for `value` (JSON.stringify writes
  * that text for it): for the JSON values of an FP32 tensor. NaN and ±Infinity are returned as they are.

@@ -4,7 +4,14 @@
 // take float32-text's shortest form; 8- to 32-bit integers are written digit by digit and BOOL as
 // true/false. FP64, the 64-bit integers and BYTES go through JSON.stringify.
 import { elementCount, nest, type Tensor } from "../tensor.js";
-import { FLOAT32_TEXT_MAX, float32Value, viewOf, writeFloat32s, writeUnsigned } from "./float32-text.js";
+import {
+  FLOAT32_TEXT_MAX,
+  float32Text,
+  float32Value,
+  viewOf,
+  writeFloat32s,
+  writeUnsigned,
+} from "./float32-text.js";
 
 /**
  * Plain JS values for JSON output, the values JsonWriter writes: FP32 as the shortest decimal that
@@ -31,6 +38,8 @@ export function toJsonArray(tensor: Tensor): (number | boolean | string)[] {
 
 /** Writes elements [from, to) comma-separated at `pos` (`view`: a DataView of `out`); returns the end. */
 type WriteRun = (out: Uint8Array, view: DataView, pos: number, from: number, to: number) => number;
+/** Element `i`'s text, as WriteRun writes it. */
+type ElementText = (i: number) => string;
 
 /** Text that is JSON already, and its length in bytes. */
 interface TextPart {
@@ -50,6 +59,7 @@ interface DataPart {
   brackets: boolean;
   widest: number;
   write: WriteRun;
+  element: ElementText;
 }
 
 /** Elements written between checks for room; small enough that a chunk fills evenly. */
@@ -118,9 +128,25 @@ export class JsonWriter {
       brackets: shape.length > 0,
       widest: plan.widest,
       write: plan.write,
+      element: plan.element,
     });
     this.#bound += t.data.length * (plan.widest + 1) + 3 * arrays;
     return this;
+  }
+
+  /**
+   * The whole text as a string, for a small answer (JSON_TEXT_BELOW): for a few values, making the
+   * string costs less than sizing, filling and slicing a buffer (churn-tree's answer: 1.9 us as
+   * bytes), and node:http sends a string body with its headers in one piece.
+   */
+  toText(): string {
+    let text = "";
+    for (const part of this.#parts) {
+      if ("text" in part) text += part.text;
+      else if (!part.brackets) text += part.element(0);
+      else text += arrayText(part.shape, 0, 0, part.element);
+    }
+    return text;
   }
 
   /** The whole text in one buffer. */
@@ -209,20 +235,39 @@ function emptyJson(shape: readonly number[]): string {
   return `[${Array.from({ length: shape[0]! }, () => inner).join(",")}]`;
 }
 
+/** The array of `shape[dim]` elements (or arrays) starting at element `offset`, as text. */
+function arrayText(shape: readonly number[], dim: number, offset: number, element: ElementText): string {
+  const n = shape[dim]!;
+  let text = "[";
+  if (dim === shape.length - 1) {
+    for (let i = 0; i < n; i++) text += i ? `,${element(offset + i)}` : element(offset);
+  } else {
+    let stride = 1;
+    for (let d = dim + 1; d < shape.length; d++) stride *= shape[d]!;
+    for (let i = 0; i < n; i++) {
+      if (i) text += ",";
+      text += arrayText(shape, dim + 1, offset + i * stride, element);
+    }
+  }
+  return `${text}]`;
+}
+
 /** How to write `t`'s elements, and the widest one; undefined: JSON.stringify writes it. */
-function runWriter(t: Tensor): { write: WriteRun; widest: number } | undefined {
+function runWriter(t: Tensor): { write: WriteRun; widest: number; element: ElementText } | undefined {
   const data = t.data;
   if (data instanceof Float32Array) {
     const bits = new Uint32Array(data.buffer, data.byteOffset, data.length);
     return {
       widest: FLOAT32_TEXT_MAX,
       write: (out, view, pos, from, to) => writeFloat32s(data, bits, out, view, pos, from, to),
+      element: (i) => float32Text(data[i]!, bits[i]!),
     };
   }
   if (t.datatype === "BOOL") {
     const bools = data as Uint8Array;
     return {
       widest: 5,
+      element: (i) => (bools[i] ? "true" : "false"),
       write: (out, _view, pos, from, to) => {
         for (let i = from; i < to; i++) {
           if (i > from) out[pos++] = 44;
@@ -244,6 +289,7 @@ function runWriter(t: Tensor): { write: WriteRun; widest: number } | undefined {
     const ints: ArrayLike<number> = data;
     return {
       widest: 11,
+      element: (i) => String(ints[i]!),
       write: (out, view, pos, from, to) => {
         for (let i = from; i < to; i++) {
           if (i > from) out[pos++] = 44;

@@ -5,8 +5,14 @@ import { describe, it } from "node:test";
 import { JsonWriter, toJsonArray } from "../../src/protocol/json-data.js";
 import { nest, type Tensor } from "../../src/tensor.js";
 
-const flat = (t: Tensor) => new JsonWriter().data(t, false).finish().toString();
-const nested = (t: Tensor) => new JsonWriter().data(t, true).finish().toString();
+/** The writer's text as bytes, checked to be the text it makes as a string (toText) too. */
+const whole = (w: () => JsonWriter) => {
+  const bytes = w().finish().toString();
+  assert.equal(w().toText(), bytes, "toText() and finish() agree");
+  return bytes;
+};
+const flat = (t: Tensor) => whole(() => new JsonWriter().data(t, false));
+const nested = (t: Tensor) => whole(() => new JsonWriter().data(t, true));
 
 describe("tensor data as JSON bytes", () => {
   it("FP32 flat and nested by shape, in the shortest text that reads back", () => {
@@ -75,6 +81,32 @@ describe("tensor data as JSON bytes", () => {
     assert.equal(nested(t), JSON.stringify(nest(toJsonArray(t), t.shape)));
   });
 
+  it("as a string, the same text as the bytes for every FP32 value form", () => {
+    // Subnormals, the largest and smallest normals, exponent forms, -0, NaN and infinities.
+    const special = Float32Array.of(
+      1.4e-45,
+      1e-40,
+      1.1754944e-38,
+      3.4028235e38,
+      1e21,
+      1e-7,
+      123456.79,
+      -0,
+      NaN,
+      Infinity,
+      -Infinity,
+    );
+    const bits = new Uint32Array(4096).map((_, i) => (Math.imul(i + 1, 2654435761) ^ (i << 7)) >>> 0);
+    for (const data of [special, new Float32Array(bits.buffer)]) {
+      const t: Tensor = { datatype: "FP32", shape: [data.length], data };
+      const text = new JsonWriter().open({ model: "é" }, "outputs").data(t, true).text("}").toText();
+      assert.equal(
+        text,
+        new JsonWriter().open({ model: "é" }, "outputs").data(t, true).text("}").finish().toString(),
+      );
+    }
+  });
+
   it("written chunk by chunk, the text is the same at every chunk size", () => {
     const values = Float32Array.from({ length: 6000 }, (_, i) => Math.sin(i) * 10 ** ((i % 13) - 6));
     const tensors: Tensor[] = [
@@ -92,6 +124,7 @@ describe("tensor data as JSON bytes", () => {
     };
     for (const nested of [false, true]) {
       const whole = writer(nested).finish();
+      assert.equal(writer(nested).toText(), whole.toString(), `nested ${nested}, as a string`);
       assert.ok(whole.length <= writer(nested).bound);
       JSON.parse(whole.toString());
       for (const size of [1, 7, 23, 64, 100, 1000, 4096, 65536]) {
