@@ -80,6 +80,12 @@ interface RepositoryState {
   unloadedByOperator?: boolean;
 }
 
+/** How long a call may wait for an on-demand load, and who hears how long it waited. */
+export interface ColdStartOptions {
+  deadline?: number;
+  onCold?: (waitedMs: number) => void;
+}
+
 export class Catalogue {
   private readonly models = new Map<string, ModelVersions>();
   /** Config-file models: the config each reload starts from. */
@@ -269,7 +275,8 @@ export class Catalogue {
   /**
    * As require(), loading the model first when it is unloaded but loads on demand (lazy,
    * idle-unloaded, evicted): the call then waits for the load within `deadline` (performance.now()
-   * ms), and `onCold` hears how long it waited. Synchronous (no promise) when nothing must load.
+   * ms), and `onCold` hears how long it waited; `cold` makes those only then, so a ready model costs
+   * its caller neither. Synchronous (no promise) when nothing must load.
    * @throws ModelportError as require(); MP_ERR_MODEL_CAPACITY (503) when the load cannot fit the
    * budget; MP_ERR_DEADLINE_EXCEEDED (504) when it outlasts the deadline.
    */
@@ -277,7 +284,7 @@ export class Catalogue {
     name: string,
     capability: Capability,
     version?: string,
-    options: { deadline?: number; onCold?: (waitedMs: number) => void } = {},
+    cold: () => ColdStartOptions = () => ({}),
   ): ServedModel | Promise<ServedModel> {
     // The common case first: a model by its own name that does not load on demand.
     const named = this.models.get(name);
@@ -291,13 +298,10 @@ export class Catalogue {
       entry.kind === KIND_OF[capability] &&
       (pinned === undefined || pinned === entry.config.version);
     if (!loads) return this.require(name, capability, version);
-    return this.coldStart(entry!, options).then(() => this.require(name, capability, version));
+    return this.coldStart(entry!, cold()).then(() => this.require(name, capability, version));
   }
 
-  private async coldStart(
-    entry: ModelVersions,
-    options: { deadline?: number; onCold?: (waitedMs: number) => void },
-  ): Promise<void> {
+  private async coldStart(entry: ModelVersions, options: ColdStartOptions): Promise<void> {
     const started = performance.now();
     const metrics = this.modelDeps.metrics;
     metrics?.coldStarts.inc({ model: entry.name });

@@ -105,9 +105,9 @@ export function inferenceHandlers(env: CallEnv): UntypedServiceImplementation {
       async (r: GrpcInferRequest, call): Promise<GrpcInferResponse> => {
         // A model that loads on demand is loaded first, within the call's deadline.
         checkAccess(call.principal, r.model_name);
-        const host = await catalogue.acquire(r.model_name, "predict", version(r.model_version), {
+        const host = await catalogue.acquire(r.model_name, "predict", version(r.model_version), () => ({
           deadline: performance.now() + timeoutMs(call, ctx.config.limits.timeoutMs),
-        });
+        }));
         const signature = host.signature;
         if (!signature) throw host.notReadyError();
         // Shared memory regions are the caller's key's (docs/API.md, "Shared memory").

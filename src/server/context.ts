@@ -99,11 +99,11 @@ export function acquire(
     const model = at > 0 && !ctx.catalogue.has(name) ? name.slice(0, at) : name;
     req.usage = { model, rows: 0, promptTokens: 0, completionTokens: 0, computeMs: 0 };
   }
-  const timeoutMs = requestTimeoutMs(req.headers[TIMEOUT_HEADER]) ?? ctx.config.limits.timeoutMs;
-  return ctx.catalogue.acquire(name, capability, version, {
-    deadline: performance.now() + timeoutMs,
+  return ctx.catalogue.acquire(name, capability, version, () => ({
+    deadline:
+      performance.now() + (requestTimeoutMs(req.headers[TIMEOUT_HEADER]) ?? ctx.config.limits.timeoutMs),
     onCold: (ms) => reply.header(COLD_START_HEADER, Math.round(ms)),
-  });
+  }));
 }
 
 /**
