@@ -1,6 +1,7 @@
 // A tensor's data as JSON: its JSON values (toJsonArray), and the same text written as bytes
-// without building JS arrays first (JsonWriter): flat (the Open Inference Protocol's `data`) or
-// nested by the tensor's shape (the native protocol's outputs). FP32 values (FP16 travels as FP32)
+// without building JS arrays first (JsonWriter; for a handful of values, made as a string): flat
+// (the Open Inference Protocol's `data`) or nested by the tensor's shape (the native protocol's
+// outputs). FP32 values (FP16 travels as FP32)
 // take float32-text's shortest form; 8- to 32-bit integers are written digit by digit and BOOL as
 // true/false. FP64, the 64-bit integers and BYTES go through JSON.stringify.
 import { elementCount, nest, type Tensor } from "../tensor.js";
