@@ -105,7 +105,8 @@ export const nativeRoutes: FastifyPluginAsync = async (app) => {
     }>(path, { config: { capture: "native" } }, (req, reply) => {
       const version = req.params.version ?? req.query.version;
       // Prefer: respond-async (RFC 7240) turns the request into a job: 202 with its id at once.
-      if (/\brespond-async\b/i.test(String(req.headers.prefer ?? "")) && !Buffer.isBuffer(req.body)) {
+      const prefer = req.headers.prefer;
+      if (prefer !== undefined && /\brespond-async\b/i.test(String(prefer)) && !Buffer.isBuffer(req.body)) {
         ctx.catalogue.find(req.params.model, "predict", version);
         reply.header("preference-applied", "respond-async");
         return submitJob(ctx, req.params.model, req, reply);
@@ -145,22 +146,22 @@ function predict(host: ServedModel, req: PredictRequest, reply: FastifyReply): P
     answered = v;
   }).then((outputs) => {
     captureVersion(req, answered);
-    const encodeAt = tracing.on ? performance.now() : 0;
-    const encoded = () => {
-      if (tracing.on)
-        stage(SPAN.encode, ATTR.encodeMs, req.trace, encodeAt, () => ({ [ATTR.model]: host.name }));
-    };
+    const encoded = tracing.on ? encodeStage(req, host, performance.now()) : noop;
     if (rawOut) {
       const res = encodeRawTensor(rawOut, outputs[rawOut]!);
       encoded();
       reply.headers(res.headers);
       return res.body;
     }
-    const meta = {
-      model: host.config.name,
-      model_version: answered,
-      ...(body && "id" in body ? { id: body.id } : {}),
-    };
+    const meta: Record<string, unknown> = { model: host.config.name, model_version: answered };
+    if (body && "id" in body) meta.id = body.id;
     return jsonPayload(req, reply, nativeAnswer(meta, outputs, names), encoded);
   });
+}
+
+const noop = () => {};
+
+/** Ends the encode stage of a traced request when called. */
+function encodeStage(req: FastifyRequest, host: ServedModel, encodeAt: number): () => void {
+  return () => stage(SPAN.encode, ATTR.encodeMs, req.trace, encodeAt, () => ({ [ATTR.model]: host.name }));
 }
