@@ -32,7 +32,7 @@ import { connectionOptions, limitConnections } from "./connections.js";
 import type { AppContext, RequestUsage } from "./context.js";
 import { registerJsonParser } from "./json-body.js";
 import { readOctetBody } from "./octet-body.js";
-import { PROBE_PATHS, registerAuth } from "./plugins/auth.js";
+import { isProbe, registerAuth } from "./plugins/auth.js";
 import { registerBodyBudget } from "./plugins/body-budget.js";
 import { frameworkError, registerErrorHandling } from "./plugins/errors.js";
 import { registerLimits } from "./plugins/limits.js";
@@ -215,7 +215,7 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     traceRequest(request, reply);
     reply.header(REQUEST_ID_HEADER, request.id);
     reply.header(INSTANCE_HEADER, instance);
-    if (context.draining && !PROBE_PATHS.has(request.url.split("?")[0]!)) {
+    if (context.draining && !isProbe(request.url)) {
       reply.header("connection", "close");
       done(
         new ModelportError(

@@ -8,6 +8,12 @@ import type { Tenants } from "../../tenants/tenants.js";
 
 export const PROBE_PATHS = new Set(["/livez", "/readyz", "/v2/health/live", "/v2/health/ready"]);
 
+/** Whether `url` (a request's, query string and all) is a probe's: on every request, so no split(). */
+export function isProbe(url: string): boolean {
+  const q = url.indexOf("?");
+  return PROBE_PATHS.has(q < 0 ? url : url.slice(0, q));
+}
+
 declare module "fastify" {
   interface FastifyContextConfig {
     /** Served without a key (static files that hold no data: the dashboard's page and bundle). */
@@ -18,7 +24,7 @@ declare module "fastify" {
 export function registerAuth(app: FastifyInstance, tenants: Tenants): void {
   // A callback hook, not an async one: no promise and no microtask turn on every request.
   app.addHook("onRequest", (request, _reply, done) => {
-    if (PROBE_PATHS.has(request.url.split("?")[0]!) || request.routeOptions.config?.public === true) {
+    if (isProbe(request.url) || request.routeOptions.config?.public === true) {
       done();
       return;
     }
