@@ -22,9 +22,10 @@ export const JSON_TEXT_BELOW = 256;
 const CHUNK_BYTES = 256 * 1024;
 
 /**
- * The writer's text as the answer's payload, for the route to return (Fastify sends it): the
- * bytes, or a stream of them; `written` is called once the last byte is written. A payload, not
- * `reply`: a route's promise that resolves to `reply` costs Fastify another promise job a request.
+ * The writer's text as the answer's payload, for the route to return (Fastify sends it): a string
+ * (a tiny answer), the bytes, or a stream of them; `written` is called once the last byte is
+ * written. A payload, not `reply`: a route's promise that resolves to `reply` costs Fastify
+ * another promise job a request.
  */
 export function jsonPayload(
   req: FastifyRequest,
