@@ -239,8 +239,10 @@ function denseNested(spec: TensorSpec, value: unknown): Tensor | undefined {
   const { shape, leaf } = firstPath(value);
   // Depth 1 is flat; an empty dim or a first leaf that is no number is for the general path.
   if (shape.length < 2 || typeof leaf !== "number") return undefined;
-  let level: unknown[] = [value];
-  for (let d = 0; d < shape.length - 1; d++) {
+  // Rows of numbers (two dimensions, the common case) are walked as they are; deeper data is
+  // flattened to its innermost arrays first.
+  let level: unknown[] = shape.length === 2 ? (value as unknown[]) : [value];
+  for (let d = shape.length === 2 ? 1 : 0; d < shape.length - 1; d++) {
     const next: unknown[] = [];
     for (const a of level) {
       if (!Array.isArray(a) || a.length !== shape[d]) return undefined;
