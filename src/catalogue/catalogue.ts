@@ -290,8 +290,8 @@ export class Catalogue {
     const named = this.models.get(name);
     if (named !== undefined && !named.onDemand) return this.require(name, capability, version);
     const at = name.lastIndexOf("@");
-    const pinned = this.models.has(name) || at <= 0 ? version : (version ?? name.slice(at + 1));
-    const entry = this.models.get(name) ?? (at > 0 ? this.models.get(name.slice(0, at)) : undefined);
+    const pinned = named !== undefined || at <= 0 ? version : (version ?? name.slice(at + 1));
+    const entry = named ?? (at > 0 ? this.models.get(name.slice(0, at)) : undefined);
     // Only a call the load could answer starts it: not one for a version the model would not load.
     const loads =
       entry?.onDemand &&

@@ -1,8 +1,9 @@
 // The batcher's inline lane: a request that finds the process idle goes to the in-thread copy only
-// once enough batches have been measured and the predicted time is within maxMs; anything queued
-// or running (in any model of the process), a pause, a big request, a slow model or a recent call
-// that other requests arrived during keeps requests on the runner; a call far over its limit drops the lane for good. Time is a fake clock that the scoring functions advance by
-// what they "cost", so the decisions are exact and independent of the machine's speed.
+// once enough batches have been measured and the predicted time is within maxMs; anything queued or
+// running (in any model of the process), a pause, a big request, a slow model or a recent call that
+// other requests arrived during keeps requests on the runner; a call far over its limit drops the
+// lane for good. Time is a fake clock that the scoring functions advance by what they "cost", so
+// the decisions are exact and independent of the machine's speed.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { ModelportError } from "../../src/errors.js";

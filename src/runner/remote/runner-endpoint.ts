@@ -1,8 +1,10 @@
 // One runner process as the API tier sees it: a keep-alive connection pool to its HTTP API,
 // what its last health poll said (reachable? which models ready, with which signatures?) and
 // how many forwarded requests it is working on, for least-loaded routing.
+
 import http from "node:http";
 import { INSTANCE_HEADER, POLL_HEADER } from "../../protocol/headers.js";
+import { urlPath } from "../../protocol/url-path.js";
 import { injectTrace, type TraceParent } from "../../telemetry/propagation.js";
 import { KIND, parentOf, type Span, startSpan, tracing } from "../../telemetry/spans.js";
 import type { ModelSignature, TensorSpec } from "../../tensor.js";
@@ -173,13 +175,12 @@ export class RunnerEndpoint {
   }
 
   private clientSpan(method: string, path: string, parent: TraceParent): Span {
-    const q = path.indexOf("?");
     return startSpan(
       method,
       parent,
       {
         "http.request.method": method,
-        "url.full": `${this.url}${q < 0 ? path : path.slice(0, q)}`,
+        "url.full": `${this.url}${urlPath(path)}`,
         "server.address": this.host,
         "server.port": this.port,
       },

@@ -4,14 +4,14 @@
 // rides on the request for every later step; the lookup itself is tenants/tenants.ts, shared with
 // the gRPC surface.
 import type { FastifyInstance } from "fastify";
+import { urlPath } from "../../protocol/url-path.js";
 import type { Tenants } from "../../tenants/tenants.js";
 
 export const PROBE_PATHS = new Set(["/livez", "/readyz", "/v2/health/live", "/v2/health/ready"]);
 
-/** Whether `url` (a request's, query string and all) is a probe's: on every request, so no split(). */
+/** Whether `url` (a request's, query string and all) is a probe's. */
 export function isProbe(url: string): boolean {
-  const q = url.indexOf("?");
-  return PROBE_PATHS.has(q < 0 ? url : url.slice(0, q));
+  return PROBE_PATHS.has(urlPath(url));
 }
 
 declare module "fastify" {

@@ -3,9 +3,11 @@
 // OpenAI-compatible routes {error: {message, type, param, code}}. The root answers natively;
 // the OIP and OpenAI surfaces set their own error handler in their plugin's scope, so hooks
 // (auth, drain) and body parsing answer in the style of the route they reached.
+
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ModelportError } from "../../errors.js";
 import { REQUEST_ID_HEADER } from "../../protocol/headers.js";
+import { urlPath } from "../../protocol/url-path.js";
 
 /** Translates Fastify's own errors (body parsing, limits) into table codes. */
 function fromFastify(err: FastifyError, maxBodyBytes: number): ModelportError {
@@ -76,7 +78,7 @@ export type ErrorStyle = "native" | "oip" | "openai";
  * routing (a malformed URL, an over-long path parameter), when no route's config is known.
  */
 export function errorStyleOfPath(url: string): ErrorStyle {
-  const path = new URL(url.split("?")[0]!, "http://x").pathname;
+  const path = new URL(urlPath(url), "http://x").pathname;
   if (path === "/v1/chat/completions" || path === "/v1/completions" || path === "/v1/embeddings")
     return "openai";
   if (/^\/v2(\/models\/[^/]+(\/versions\/[^/]+)?(\/ready|\/infer)?)?$/.test(path)) return "oip";
@@ -149,7 +151,7 @@ export function registerErrorHandling(app: FastifyInstance, maxBodyBytes: number
       reply,
       new ModelportError(
         "MP_ERR_ROUTE_NOT_FOUND",
-        `no route for ${request.method} ${request.url.split("?")[0]}; see /docs`,
+        `no route for ${request.method} ${urlPath(request.url)}; see /docs`,
       ),
       "native",
     ),

@@ -3,6 +3,7 @@
 // held until the response ends however it ends, and a language-model request's tokens taken
 // from its key's tokens-per-minute bucket once they are known.
 import type { FastifyInstance } from "fastify";
+import { urlPath } from "../../protocol/url-path.js";
 import { type KeyLimiter, refusalHeaders } from "../../tenants/key-limits.js";
 
 const LANGUAGE_ROUTES = new Set(["/v1/chat/completions", "/v1/completions", "/v1/embeddings"]);
@@ -17,7 +18,7 @@ export function registerLimits(app: FastifyInstance, limiter: KeyLimiter): void 
       done();
       return;
     }
-    const language = LANGUAGE_ROUTES.has(request.url.split("?")[0]!);
+    const language = LANGUAGE_ROUTES.has(urlPath(request.url));
     limiter.admit(principal, language).then(
       (admission) => {
         reply.headers(admission.headers);

@@ -2,7 +2,9 @@
 // HTTP semantic conventions ("POST /v1/models/{model}/predict"), a child of the caller's
 // traceparent when one came; the request's log lines then carry trace_id and span_id. With
 // tracing off only the caller's traceparent is read, to be passed on as received.
+
 import type { FastifyReply, FastifyRequest } from "fastify";
+import { urlPath } from "../../protocol/url-path.js";
 import { withTrace } from "../../telemetry/log-fields.js";
 import { parseTraceParent } from "../../telemetry/propagation.js";
 import { ATTR, type Attributes, KIND, parentOf, startSpan, tracing } from "../../telemetry/spans.js";
@@ -42,12 +44,10 @@ export function traceRequest(request: FastifyRequest, reply: FastifyReply): void
     return;
   }
   const route = request.routeOptions.url;
-  const path = request.url;
-  const q = path.indexOf("?");
   // Built up, not spread: this runs for every request.
   const attributes: Attributes = {
     "http.request.method": request.method,
-    "url.path": q < 0 ? path : path.slice(0, q),
+    "url.path": urlPath(request.url),
     "url.scheme": "http",
     "network.protocol.version": request.raw.httpVersion,
     "client.address": request.ip,

@@ -4,9 +4,11 @@
 // the first refusal's status and error, with every runner's outcome beside it. The repository
 // index is the runners' indexes merged: a version is READY only when every runner listing it
 // has it ready.
+
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { IndexEntry } from "../../catalogue/catalogue.js";
 import { ModelportError } from "../../errors.js";
+import { urlPath } from "../../protocol/url-path.js";
 import type { BroadcastAnswer, RunnerPool } from "../../runner/remote/runner-pool.js";
 
 /** A management call may load a large model on every runner. */
@@ -30,7 +32,7 @@ export async function toEveryRunner(
   if (req.headers.authorization) headers.authorization = req.headers.authorization;
   const body = Buffer.from(JSON.stringify(req.body ?? {}));
   const answers = await pool.broadcast("POST", req.url, body, headers, MANAGEMENT_TIMEOUT_MS);
-  if (req.url.split("?")[0] === "/v2/repository/index") return mergeIndexes(answers);
+  if (urlPath(req.url) === "/v2/repository/index") return mergeIndexes(answers);
   const outcome = answers.map((a) => ({
     runner: a.runner,
     status: a.status,
