@@ -3,6 +3,7 @@
 import { fileURLToPath } from "node:url";
 import type { ServiceDefinition } from "@grpc/grpc-js";
 import { loadSync, type Options } from "@grpc/proto-loader";
+import { ownBodyMemory } from "../protocol/body-memory.js";
 
 export const PROTO_FILE = fileURLToPath(new URL("./inference.proto", import.meta.url));
 
@@ -27,6 +28,26 @@ export function messageBytes(request: unknown): number {
   return typeof request === "object" && request !== null ? (sizes.get(request) ?? 0) : 0;
 }
 
+/** Messages at least this large may be the request's own memory (smaller ones may share a pool). */
+const OWN_MIN_BYTES = 16384;
+
+/**
+ * Whether `bytes`, a message as grpc-js hands it to a deserializer, is all its memory holds
+ * beside the 5 bytes of gRPC's frame header: grpc-js 1.14 joins each message's frames into memory
+ * of its own (or inflates it into memory of its own) and keeps no reference to it once decoded.
+ * Such memory is marked as the request's own (protocol/body-memory.ts), so that its tensors are
+ * views of it and the model's thread is given it instead of a copy. Anything else (a view into
+ * memory holding more) is copied from, as before.
+ */
+export function ownsItsMemory(bytes: Uint8Array): boolean {
+  return (
+    bytes.byteLength >= OWN_MIN_BYTES &&
+    bytes.byteOffset <= 5 &&
+    bytes.byteOffset + bytes.byteLength === bytes.buffer.byteLength &&
+    bytes.buffer instanceof ArrayBuffer
+  );
+}
+
 /**
  * The service with lenient request decoding: bytes that are not a valid message become a
  * MalformedMessage for the handler to refuse in modelport's terms, where grpc-js would answer
@@ -47,6 +68,7 @@ export function inferenceService(): ServiceDefinition {
             message = new MalformedMessage((err as Error).message);
           }
           sizes.set(message, bytes.length);
+          if (name === "ModelInfer" && ownsItsMemory(bytes)) ownBodyMemory(bytes.buffer as ArrayBuffer);
           return message;
         },
       },

@@ -5,6 +5,8 @@
 // decodeTensor); outputs always go raw, as Triton answers.
 import { ModelportError } from "../errors.js";
 import type { Datatype, ModelSignature, Tensor, TensorMap, TensorSpec } from "../tensor.js";
+import { alignInPlace } from "./align-in-place.js";
+import { isBodyMemory } from "./body-memory.js";
 import {
   checkDatatype,
   checkInputs,
@@ -16,7 +18,7 @@ import {
 import { refuseBytesFor } from "./oip-body.js";
 import { pickOutputs } from "./requested-outputs.js";
 import { type SharedMemoryRef, sharedInputs, sharedOutputs } from "./shared-memory-params.js";
-import { tensorDataFromBytes, tensorToBytes } from "./tensor-bytes.js";
+import { ELEMENT_BYTES, tensorDataFromBytes, tensorToBytes } from "./tensor-bytes.js";
 
 // The message shapes as @grpc/proto-loader decodes them with the options of src/grpc/proto.ts:
 // field names as in the .proto, every field present (defaults), int64 and uint64 as decimal
@@ -204,15 +206,16 @@ export function decodeGrpcInputs(
   limits: DecodeLimits,
   shared?: ReadonlyMap<number, Uint8Array>,
 ): TensorMap {
-  const raw = request.raw_input_contents;
   const inputs = request.inputs;
   const unshared = inputs.length - (shared?.size ?? 0);
-  if (raw.length > 0 && raw.length !== unshared) {
+  const sent = request.raw_input_contents.length;
+  if (sent > 0 && sent !== unshared) {
     throw new ModelportError(
       "MP_ERR_REQUEST_INVALID",
-      `raw_input_contents holds ${raw.length} entries but inputs lists ${unshared} not in shared memory: send one per such input, in the order of inputs`,
+      `raw_input_contents holds ${sent} entries but inputs lists ${unshared} not in shared memory: send one per such input, in the order of inputs`,
     );
   }
+  const raw = rawEntries(request, shared);
   const specs = new Map(signature.inputs.map((s) => [s.name, s]));
   const tensors: TensorMap = {};
   const names: string[] = [];
@@ -263,6 +266,27 @@ export function decodeGrpcInputs(
   });
   checkInputs(names, signature, tensors, limits);
   return tensors;
+}
+
+/**
+ * The raw entries, those in the message's own memory (src/grpc/proto.ts marks it) aligned there for
+ * the datatype their input declares, so that they become the model's input without a copy
+ * (align-in-place.ts). Only once every other field of the message has been read: the bytes
+ * between the entries are overwritten.
+ */
+function rawEntries(
+  request: GrpcInferRequest,
+  shared: ReadonlyMap<number, Uint8Array> | undefined,
+): Uint8Array[] {
+  const raw = request.raw_input_contents;
+  if (raw.length === 0) return raw;
+  const sizes: number[] = [];
+  request.inputs.forEach((inp, i) => {
+    if (shared?.has(i)) return;
+    const known = Object.hasOwn(ELEMENT_BYTES, inp.datatype);
+    sizes.push(known ? ELEMENT_BYTES[inp.datatype as Exclude<Datatype, "BYTES">] : 1);
+  });
+  return alignInPlace(raw, sizes, isBodyMemory);
 }
 
 /**

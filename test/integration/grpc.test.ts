@@ -88,6 +88,7 @@ before(async () => {
       "models:",
       `  - {name: tree, path: "${join(models, "churn-tree.onnx")}"}`,
       `  - {name: multi, path: "${join(models, "multi-io.onnx")}"}`,
+      `  - {name: multi4k, path: "${join(models, "multi-io.onnx")}", limits: {maxBatchRows: 4096}}`,
       `  - {name: echo, backend: custom, path: "${join(dir, "echo.mjs")}"}`,
       `  - {name: words, backend: custom, path: "${join(dir, "words.mjs")}"}`,
       gate.modelYaml("gate"),
@@ -333,6 +334,40 @@ describe("gRPC: ModelInfer answers what HTTP /v2 answers", () => {
       assert.deepEqual(asJson(viaTyped.res), fromHttp.body.outputs.map(asFp32));
     });
   }
+
+  it("large raw_input_contents, at every offset in the message (aligned where they arrived, or moved there): each output exact", async () => {
+    const rows = 3000;
+    const a = Array.from({ length: rows * 3 }, (_, i) => Math.fround(i / 7 - 100));
+    const b = Array.from({ length: rows * 3 }, (_, i) => -i / 3 + 0.125);
+    const ids = Array.from({ length: rows }, (_, i) => i * 1_000_003 - 5);
+    const mask = Array.from({ length: rows }, (_, i) => i % 3 === 0);
+    const pixels = Array.from({ length: rows * 4 }, (_, i) => (i * 37) & 0xff);
+    // Small and large, 1-, 4- and 8-byte elements, in an order that puts them in every kind of gap.
+    const inputs: Input[] = [
+      { name: "mask", datatype: "BOOL", shape: [rows], data: mask },
+      { name: "a", datatype: "FP32", shape: [rows, 3], data: a },
+      { name: "scale", datatype: "FP32", shape: [], data: [0.5] },
+      { name: "b", datatype: "FP64", shape: [rows, 3], data: b },
+      { name: "pixels", datatype: "UINT8", shape: [rows, 4], data: pixels },
+      { name: "ids", datatype: "INT64", shape: [rows], data: ids },
+    ];
+    const want = {
+      scaled: a.map((v) => Math.fround(v * 0.5)),
+      b_doubled: b.map((v) => v + v),
+      ids_next: ids.map((v) => v + 1),
+      mask_inverted: mask.map((v) => !v),
+      pixel_total: Array.from({ length: rows }, (_, r) =>
+        pixels.slice(r * 4, r * 4 + 4).reduce((x, y) => x + y, 0),
+      ),
+    };
+    // The request id's length moves every raw entry by one byte more each time.
+    for (let pad = 0; pad < 8; pad++) {
+      const answer = await call("ModelInfer", raw("multi4k", inputs, { id: "i".repeat(pad + 1) }));
+      assert.equal(answer.err, null, answer.err?.details);
+      const got = Object.fromEntries(asJson(answer.res).map((o) => [o.name, o.data]));
+      assert.deepEqual(got, want, `id of ${pad + 1} characters`);
+    }
+  });
 
   it("BYTES (raw and typed) and FP16 (raw, IEEE half bits) travel as HTTP's JSON values", async () => {
     const text = ["héllo", "", "wörld"];
