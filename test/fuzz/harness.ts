@@ -31,14 +31,17 @@ export const SEED = process.env.FUZZ_SEED
  * whatever the split (a test in config.test.ts checks the sum).
  */
 export const SHARES = {
-  nativeRows: 0.14,
+  nativeRows: 0.11,
   nativeInputs: 0.1,
   nativeRaw: 0.06,
   nativeValid: 0.03,
   raggedBatch: 0.01,
-  oipJson: 0.1,
+  oipJson: 0.08,
   oipBinary: 0.09,
   oipShm: 0.03,
+  grpcInfer: 0.04,
+  grpcValid: 0.02,
+  grpcBytes: 0.01,
   chat: 0.01,
   completions: 0.01,
   embeddings: 0.04,
@@ -46,7 +49,7 @@ export const SHARES = {
   jobsSubmit: 0.06,
   jobsRead: 0.05,
   wsFrames: 0.05,
-  headers: 0.09,
+  headers: 0.07,
   rawSocket: 0.01,
   configText: 0.03,
   config: 0.03,
@@ -255,11 +258,18 @@ export const MODEL_NAMES = ["tree", "mlp", "multi", "wide"] as const;
 export const SHM_PREFIX = "mp-fuzz-";
 
 /** A config with the example models (tensor models always; language models when `llm`). */
-export function fuzzConfig(models: string, dir: string, llm: boolean, extra: string[] = []): string {
+export function fuzzConfig(
+  models: string,
+  dir: string,
+  llm: boolean,
+  extra: string[] = [],
+  grpc = false,
+): string {
   return [
     // Errors and unexpected failures are still logged; one line per request is not needed here.
-    // Shared memory on, for the objects the fuzzers make under this prefix (tensor-routes.test.ts).
-    `server: {requestLogging: false, sharedMemory: {enabled: true, keyPrefix: "${SHM_PREFIX}"}}`,
+    // Shared memory on, for the objects the fuzzers make under this prefix (tensor-routes.test.ts);
+    // with `grpc`, the gRPC port too (its address is logged as grpcAddress).
+    `server: {requestLogging: false, sharedMemory: {enabled: true, keyPrefix: "${SHM_PREFIX}"}${grpc ? ", grpcPort: 0" : ""}}`,
     "limits:",
     "  maxBodyBytes: 1048576",
     "  maxBatchRows: 64",
@@ -351,15 +361,19 @@ export function quantile(values: readonly number[], p: number): number {
  */
 export function useFuzzServer(options: {
   llm?: boolean;
+  /** Also listen for gRPC (`server.grpc` is its host:port). */
+  grpc?: boolean;
   warm?: (url: string) => Promise<void>;
-  extra?: string[];
+  /** More config lines (after the models), or a function of the built models' folder giving them. */
+  extra?: string[] | ((models: string) => string[]);
 }) {
   const state = {} as FuzzServer & { poller: Worker; rssStart: number; started: number };
   before(async () => {
     const models = await testModels();
     const dir = mkdtempSync(join(tmpdir(), "modelport-fuzz-"));
     const file = join(dir, "fuzz.yaml");
-    writeFileSync(file, fuzzConfig(models, dir, options.llm ?? false, options.extra));
+    const extra = typeof options.extra === "function" ? options.extra(models) : options.extra;
+    writeFileSync(file, fuzzConfig(models, dir, options.llm ?? false, extra, options.grpc));
     const child = await startChild(["-c", file]);
     const ready = await waitReady(child.url, 120_000);
     assert.equal(
@@ -399,6 +413,12 @@ export function useFuzzServer(options: {
     },
     get dir() {
       return state.dir;
+    },
+    /** The gRPC listener's host:port, from the child's log (with `grpc`). */
+    get grpc() {
+      const address = /"grpcAddress":"([^"]+)"/.exec(state.child.output())?.[1];
+      assert.ok(address, `no grpcAddress in the server's log:\n${state.child.output().slice(-2000)}`);
+      return address;
     },
     output: () => state.child.output(),
     /** The file's last test: process up, every probe answered and fast, RSS back near its start. */

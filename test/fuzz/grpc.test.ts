@@ -1,0 +1,343 @@
+// Fuzzes ModelInfer on the gRPC port of a real `modelport serve` process, spoken to by
+// @grpc/grpc-js with src/grpc/inference.proto loaded as it ships: messages built from hostile parts
+// (model names, datatypes, shapes past every limit, raw entries of any length at any offset, typed
+// contents, requested outputs), bytes that are no message at all, and valid requests of every
+// input order and size, whose raw entries lie at every offset of the message (the server moves
+// misaligned ones within it: src/protocol/align-in-place.ts). Every call ends OK or with the gRPC
+// code its MP_ERR_* code maps to, a client's fault (never INTERNAL or UNKNOWN), the code first in
+// the details and again in `mp-error-code`; every valid request gets exactly the outputs
+// computed here.
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { after, describe, it } from "node:test";
+import * as grpc from "@grpc/grpc-js";
+import { loadSync } from "@grpc/proto-loader";
+import fc from "fast-check";
+import { ERRORS, type ErrorCode } from "../../src/errors.js";
+import { REPO_ROOT } from "../helpers/server.js";
+import { check, postJson, useFuzzServer } from "./harness.js";
+
+const definition = loadSync(join(REPO_ROOT, "src", "grpc", "inference.proto"), {
+  keepCase: true,
+  longs: String,
+  defaults: true,
+});
+const Service = (grpc.loadPackageDefinition(definition) as any).inference
+  .GRPCInferenceService as grpc.ServiceClientConstructor;
+const INFER = "/inference.GRPCInferenceService/ModelInfer";
+
+async function warm(url: string): Promise<void> {
+  await postJson(url, "/v2/models/multi/infer", {
+    inputs: [
+      { name: "a", datatype: "FP32", shape: [1, 3], data: [1, 2, 3] },
+      { name: "b", datatype: "FP64", shape: [1, 3], data: [1, 2, 3] },
+      { name: "ids", datatype: "INT64", shape: [1], data: [1] },
+      { name: "mask", datatype: "BOOL", shape: [1], data: [true] },
+      { name: "pixels", datatype: "UINT8", shape: [1, 4], data: [1, 2, 3, 4] },
+      { name: "scale", datatype: "FP32", shape: [], data: [1] },
+    ],
+  });
+}
+
+// multi-io again, taking requests of up to 4,096 rows (the suite's limit is 64): its raw entries
+// then pass 16 KiB, the size from which the server makes them views of the message.
+const ROWS_MAX = 3000;
+const server = useFuzzServer({
+  warm,
+  grpc: true,
+  extra: (models) => [
+    `  - {name: multi4k, path: ${join(models, "multi-io.onnx")}, threads: 1, limits: {maxBatchRows: 4096}}`,
+  ],
+});
+
+let channel: (grpc.Client & Record<string, any>) | undefined;
+/** The client, made once the server has started. */
+function client(): grpc.Client & Record<string, any> {
+  channel ??= new Service(server.grpc, grpc.credentials.createInsecure(), {
+    "grpc.max_receive_message_length": -1,
+    "grpc.max_send_message_length": -1,
+  }) as any;
+  return channel!;
+}
+after(() => channel?.close());
+
+interface Result {
+  err: grpc.ServiceError | null;
+  res: any;
+}
+
+/** One ModelInfer; `bytes` sends them as the message, unencoded. */
+function infer(message: object | Buffer): Promise<Result> {
+  return new Promise((resolve) => {
+    const done = (err: grpc.ServiceError | null, res: any) => resolve({ err, res });
+    const options = { deadline: Date.now() + 20_000 };
+    if (Buffer.isBuffer(message))
+      client().makeUnaryRequest(
+        INFER,
+        (b: Buffer) => b,
+        (b: Buffer) => b,
+        message,
+        new grpc.Metadata(),
+        options,
+        done,
+      );
+    else client().ModelInfer(message, new grpc.Metadata(), options, done);
+  });
+}
+
+/**
+ * A failed call is the client's fault, said in modelport's terms: an MP_ERR code of the table
+ * first in its details and in `mp-error-code`, a 4xx one (or 503 overloaded), and the gRPC code
+ * that code maps to (src/grpc/status.ts).
+ */
+function checkResult(r: Result, what: () => string): void {
+  if (r.err === null) return;
+  const { code, details, metadata } = r.err;
+  const where = () => ` (${grpc.status[code]}: ${details})\n${what()}`;
+  assert.ok(code !== grpc.status.INTERNAL && code !== grpc.status.UNKNOWN, `a server fault${where()}`);
+  const mp = /^(MP_ERR_[A-Z_]+): /.exec(details)?.[1];
+  assert.ok(mp && mp in ERRORS, `no MP_ERR code of the table first in the details${where()}`);
+  assert.deepEqual(metadata.get("mp-error-code"), [mp], `mp-error-code${where()}`);
+  const status = ERRORS[mp as ErrorCode].status;
+  assert.ok(status < 500 || mp === "MP_ERR_MODEL_OVERLOADED", `a 5xx code for client input${where()}`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hostile messages
+
+const NAMES = ["a", "b", "ids", "mask", "pixels", "scale", "features", "", "a\u0000", "__proto__"];
+const DATATYPES = [
+  "FP32",
+  "FP64",
+  "INT64",
+  "BOOL",
+  "UINT8",
+  "FP16",
+  "BYTES",
+  "INT8",
+  "UINT64",
+  "fp32",
+  "",
+  "FP8",
+  "constructor",
+];
+const dim = fc.oneof(
+  { arbitrary: fc.integer({ min: 0, max: 70 }), weight: 8 },
+  fc.constantFrom(-1, -2, 4096, 5000, 2 ** 31, 2 ** 53 + 2, "9223372036854775807", "-9223372036854775808"),
+);
+
+/** `length` bytes of noise from `seed` (cheap for large lengths; any value for any datatype). */
+function noise(length: number, seed: number): Buffer {
+  const out = Buffer.allocUnsafe(length);
+  let x = seed | 1;
+  for (let i = 0; i < length; i++) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    out[i] = x & 0xff;
+  }
+  return out;
+}
+
+const rawEntry = fc
+  .tuple(
+    fc.oneof(
+      { arbitrary: fc.integer({ min: 0, max: 64 }), weight: 4 },
+      { arbitrary: fc.integer({ min: 16_000, max: 40_000 }), weight: 2 },
+      fc.constantFrom(3 * 8, 3 * 4 * 1500, 3 * 8 * 3000, 8 * 3000, 16_384, 16_385, 16_383),
+    ),
+    fc.integer(),
+  )
+  .map(([length, seed]) => noise(length, seed));
+
+const contents = fc.oneof(
+  { arbitrary: fc.constant(null), weight: 6 },
+  fc.record({
+    fp32_contents: fc.array(fc.double({ noNaN: false }), { maxLength: 12 }),
+    int64_contents: fc.array(fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }).map(String), {
+      maxLength: 6,
+    }),
+    bool_contents: fc.array(fc.boolean(), { maxLength: 6 }),
+    uint_contents: fc.array(fc.nat(300), { maxLength: 12 }),
+    fp64_contents: fc.array(fc.double(), { maxLength: 6 }),
+    bytes_contents: fc.array(
+      fc.string({ maxLength: 5 }).map((s) => Buffer.from(s)),
+      { maxLength: 3 },
+    ),
+  }),
+);
+
+const SIZES: Record<string, number> = {
+  FP32: 4,
+  FP64: 8,
+  INT64: 8,
+  BOOL: 1,
+  UINT8: 1,
+  FP16: 2,
+  INT8: 1,
+  UINT64: 8,
+};
+
+/** A raw entry for `input`: usually as long as its shape and datatype say (when that is small), else any. */
+function entryFor(input: { datatype: string; shape: (number | string)[] }): fc.Arbitrary<Buffer> {
+  const count = input.shape.reduce<number>((n, d) => n * Number(d), 1);
+  const bytes = count * (SIZES[input.datatype] ?? 1);
+  if (!(Number.isSafeInteger(bytes) && bytes >= 0 && bytes <= 200_000)) return rawEntry;
+  return fc.oneof(
+    { arbitrary: fc.integer().map((seed) => noise(bytes, seed)), weight: 4 },
+    { arbitrary: fc.integer({ min: -3, max: 3 }).map((d) => noise(Math.max(0, bytes + d), d)), weight: 1 },
+    rawEntry,
+  );
+}
+
+const hostileMessage = fc
+  .record({
+    model_name: fc.oneof(
+      { arbitrary: fc.constantFrom("multi", "multi4k"), weight: 6 },
+      fc.constantFrom("tree", "nope", "", "multi\u0000"),
+    ),
+    model_version: fc.constantFrom("", "", "", "1", "2", "x"),
+    id: fc.string({ maxLength: 16 }),
+    inputs: fc.array(
+      fc.record({
+        name: fc.oneof(
+          { arbitrary: fc.constantFrom(...NAMES.slice(0, 6)), weight: 4 },
+          fc.constantFrom(...NAMES),
+        ),
+        datatype: fc.oneof(
+          { arbitrary: fc.constantFrom("FP32", "FP64", "INT64", "BOOL", "UINT8"), weight: 4 },
+          fc.constantFrom(...DATATYPES),
+        ),
+        shape: fc.oneof(
+          // Shapes multi4k takes: up to 3,000 rows, so that raw entries pass 16 KiB.
+          { arbitrary: fc.tuple(fc.integer({ min: 0, max: 3000 }), fc.constantFrom(3, 4)), weight: 2 },
+          fc.array(dim, { maxLength: 4 }),
+        ),
+        contents,
+      }),
+      { maxLength: 7 },
+    ),
+    outputs: fc.array(fc.record({ name: fc.constantFrom("scaled", "b_doubled", "ids_next", "nope", "") }), {
+      maxLength: 3,
+    }),
+  })
+  .chain((m) =>
+    fc
+      .oneof(
+        // One entry per input, as a client sends them (usually without typed contents then).
+        { arbitrary: fc.tuple(...m.inputs.map(entryFor)), weight: 4 },
+        fc.array(rawEntry, { maxLength: 7 }),
+      )
+      .map((raw) => ({
+        ...m,
+        inputs:
+          raw.length > 0 ? m.inputs.map((i, n) => (n % 4 === 3 ? i : { ...i, contents: null })) : m.inputs,
+        raw_input_contents: raw,
+      })),
+  );
+
+const describeMessage = (m: any) =>
+  JSON.stringify({
+    ...m,
+    raw_input_contents: m.raw_input_contents.map((b: Buffer) => `<${b.length} bytes>`),
+  }).slice(0, 2000);
+
+describe("gRPC ModelInfer", () => {
+  it("hostile messages end OK or with the code of a coded client error", () =>
+    check(
+      "grpcInfer",
+      fc.asyncProperty(hostileMessage, async (m) => {
+        checkResult(await infer(m), () => describeMessage(m));
+      }),
+    ));
+
+  it("bytes that may be no message at all end OK or with the code of a coded client error", () =>
+    check(
+      "grpcBytes",
+      fc.asyncProperty(
+        fc.oneof(
+          fc.uint8Array({ maxLength: 200 }),
+          // A valid message, then truncated, or with bytes flipped.
+          fc.tuple(hostileMessage, fc.nat(), fc.nat(255)).map(([m, at, flip]) => {
+            const bytes = Buffer.from(client().ModelInfer.requestSerialize(m) as Buffer);
+            if (bytes.length === 0) return bytes;
+            const i = at % bytes.length;
+            if (flip % 2 === 0) return bytes.subarray(0, i);
+            bytes[i] = (bytes[i] ?? 0) ^ flip;
+            return bytes;
+          }),
+        ),
+        async (bytes) => {
+          checkResult(
+            await infer(Buffer.from(bytes)),
+            () => `${bytes.length} bytes: ${Buffer.from(bytes.subarray(0, 80)).toString("hex")}`,
+          );
+        },
+      ),
+    ));
+
+  it("valid requests, their inputs in any order and at any offset of the message, get exact outputs", () =>
+    check(
+      "grpcValid",
+      fc.asyncProperty(
+        fc.oneof(fc.integer({ min: 1, max: 8 }), fc.integer({ min: 1300, max: ROWS_MAX })),
+        fc.shuffledSubarray([0, 1, 2, 3, 4, 5], { minLength: 6, maxLength: 6 }),
+        fc.nat(15),
+        fc.integer(),
+        async (rows, order, pad, seed) => {
+          const bytes = noise(rows * 8, seed);
+          const a = Float32Array.from({ length: rows * 3 }, (_, i) => (bytes[i % bytes.length]! - 128) / 8);
+          const b = Float64Array.from(
+            { length: rows * 3 },
+            (_, i) => (bytes[(i * 7) % bytes.length]! - 100) * 1e-3,
+          );
+          const ids = BigInt64Array.from(
+            { length: rows },
+            (_, i) => BigInt(bytes.readInt32LE((i * 4) % (bytes.length - 3))) * 3n,
+          );
+          const mask = Uint8Array.from({ length: rows }, (_, i) => bytes[i]! & 1);
+          const pixels = Uint8Array.from({ length: rows * 4 }, (_, i) => bytes[(i * 3) % bytes.length]!);
+          const scale = new Float32Array([1.5]);
+          const all = [
+            ["a", "FP32", [rows, 3], a],
+            ["b", "FP64", [rows, 3], b],
+            ["ids", "INT64", [rows], ids],
+            ["mask", "BOOL", [rows], mask],
+            ["pixels", "UINT8", [rows, 4], pixels],
+            ["scale", "FP32", [], scale],
+          ] as const;
+          const chosen = order.map((i) => all[i]!);
+          const message = {
+            model_name: "multi4k",
+            id: "i".repeat(pad),
+            inputs: chosen.map(([name, datatype, shape]) => ({ name, datatype, shape })),
+            raw_input_contents: chosen.map(([, , , data]) =>
+              Buffer.from(data.buffer, data.byteOffset, data.byteLength),
+            ),
+          };
+          const r = await infer(message);
+          const what = () => `${rows} rows, order ${order}, id of ${pad}`;
+          assert.equal(r.err, null, `${r.err?.details}: ${what()}`);
+          const got = new Map<string, Buffer>(
+            r.res.outputs.map((o: any, i: number) => [o.name, r.res.raw_output_contents[i]]),
+          );
+          const want = {
+            scaled: Buffer.from(Float32Array.from(a, (v) => Math.fround(v * 1.5)).buffer),
+            b_doubled: Buffer.from(Float64Array.from(b, (v) => v + v).buffer),
+            ids_next: Buffer.from(BigInt64Array.from(ids, (v) => v + 1n).buffer),
+            mask_inverted: Buffer.from(Uint8Array.from(mask, (v) => 1 - v).buffer),
+            pixel_total: Buffer.from(
+              Float32Array.from(
+                { length: rows },
+                (_, r) => pixels[r * 4]! + pixels[r * 4 + 1]! + pixels[r * 4 + 2]! + pixels[r * 4 + 3]!,
+              ).buffer,
+            ),
+          };
+          for (const [name, bytes] of Object.entries(want))
+            assert.ok(got.get(name)?.equals(bytes), `output '${name}' differs: ${what()}`);
+        },
+      ),
+    ));
+});
+
+server.finalCheck();
