@@ -24,12 +24,13 @@ export function adminOnly(tenants: Tenants): preHandlerHookHandler {
 /**
  * Makes every route of `app` (a management scope) admin-only and audited: each action answered
  * (read-only index listings aside) becomes one audit line with the key, the action, the model and
- * the result.
+ * the result. The line is written as the answer is sent, before any of it reaches the client (not
+ * once it has gone out), so a client's actions one after another are audited in their order.
  */
 export function guardManagement(app: FastifyInstance): void {
   const ctx = app.modelport;
   app.addHook("preHandler", adminOnly(ctx.tenants));
-  app.addHook("onResponse", (request, reply, done) => {
+  app.addHook("onSend", (request, reply, payload, done) => {
     const route = request.routeOptions.url ?? "";
     const action = route.slice(route.lastIndexOf("/") + 1);
     if (action !== "index" && action !== "") {
@@ -48,6 +49,6 @@ export function guardManagement(app: FastifyInstance): void {
         ...(request.socket.remoteAddress ? { remoteAddress: request.socket.remoteAddress } : {}),
       });
     }
-    done();
+    done(null, payload);
   });
 }
