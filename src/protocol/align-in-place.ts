@@ -6,17 +6,16 @@
 // by at most 7 bytes within that memory, over bytes already decoded: the protobuf tag and length
 // before it, or what an earlier tensor's own move left free. One memmove that allocates nothing,
 // and the tensor can then be a view, and the whole message given to the model's thread.
-
-/** Smaller tensors are copied anyway (tensor-bytes.ts VIEW_MIN_BYTES): they are not moved. */
-const MOVE_MIN_BYTES = 16384;
+import { VIEW_MIN_BYTES } from "./tensor-bytes.js";
 
 /**
- * `entries` with each one that lies in a request's own memory (`owned`), at least 16 KiB long and
- * misaligned for its element size (`elementBytes`, same order; 1 or less: no alignment) moved
- * back to the nearest aligned offset of its buffer, where that offset does not reach into the
- * entry before it in the buffer (as moved). Entries it cannot move, and all others, come back as
- * they are. The bytes between entries (the message's other fields) are overwritten: call it only
- * once everything else of the message has been read out of them. Entries must not overlap.
+ * `entries` with each one that lies in a request's own memory (`owned`), at least 16 KiB long
+ * (smaller ones are copied anyway: tensor-bytes.ts VIEW_MIN_BYTES) and misaligned for its element
+ * size (`elementBytes`, same order; 1 or less: no alignment) moved back to the nearest aligned
+ * offset of its buffer, where that offset does not reach into the entry before it in the buffer
+ * (as moved). Entries it cannot move, and all others, come back as they are. The bytes between
+ * entries (the message's other fields) are overwritten: call it only once everything else of the
+ * message has been read out of them. Entries must not overlap.
  */
 export function alignInPlace(
   entries: readonly Uint8Array[],
@@ -25,7 +24,7 @@ export function alignInPlace(
 ): Uint8Array[] {
   const out = entries.slice();
   const misaligned = (e: Uint8Array, size: number) =>
-    size > 1 && e.byteLength >= MOVE_MIN_BYTES && e.byteOffset % size !== 0;
+    size > 1 && e.byteLength >= VIEW_MIN_BYTES && e.byteOffset % size !== 0;
   if (!entries.some((e, i) => misaligned(e, elementBytes[i] ?? 1))) return out;
   // Per buffer, in the order the entries lie in it.
   const order = entries.map((_, i) => i).sort((a, b) => entries[a]!.byteOffset - entries[b]!.byteOffset);

@@ -30,7 +30,7 @@ function swapBytes(bytes: Uint8Array, size: number): void {
 }
 
 /** Tensors this small are copied even out of a body's own memory (see typedFrom). */
-const VIEW_MIN_BYTES = 16384;
+export const VIEW_MIN_BYTES = 16384;
 
 /**
  * `bytes` as a typed array. A view of them where they lie in a request body's own memory
