@@ -31,7 +31,7 @@ export const SEED = process.env.FUZZ_SEED
  * whatever the split (a test in config.test.ts checks the sum).
  */
 export const SHARES = {
-  nativeRows: 0.11,
+  nativeRows: 0.1,
   nativeInputs: 0.1,
   nativeRaw: 0.06,
   nativeValid: 0.03,
@@ -42,6 +42,7 @@ export const SHARES = {
   grpcInfer: 0.04,
   grpcValid: 0.02,
   grpcBytes: 0.01,
+  grpcShm: 0.01,
   chat: 0.01,
   completions: 0.01,
   embeddings: 0.04,
