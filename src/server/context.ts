@@ -12,7 +12,7 @@ import { COLD_START_HEADER, TIMEOUT_HEADER } from "../protocol/headers.js";
 import { requestTimeoutMs } from "../protocol/request-timeout.js";
 import type { SharedMemoryRegions } from "../shared-memory/regions.js";
 import type { TraceParent } from "../telemetry/propagation.js";
-import type { Span } from "../telemetry/spans.js";
+import { ATTR, SPAN, type Span, stage, tracing } from "../telemetry/spans.js";
 import type { KeyLimiter } from "../tenants/key-limits.js";
 import type { Principal } from "../tenants/principal.js";
 import { checkAccess, type Tenants } from "../tenants/tenants.js";
@@ -133,6 +133,18 @@ export function infer(
         }
       : undefined,
   });
+}
+
+const noop = () => {};
+
+/**
+ * Starts the encode stage of a request's answer; the function returned ends it (records the
+ * stage's span and time). With tracing off, a no-op made once: nothing is built per request.
+ */
+export function encodeStage(req: FastifyRequest, host: ServedModel): () => void {
+  if (!tracing.on) return noop;
+  const encodeAt = performance.now();
+  return () => stage(SPAN.encode, ATTR.encodeMs, req.trace, encodeAt, () => ({ [ATTR.model]: host.name }));
 }
 
 /** The request's cancellation handle (src/cancel.ts), canceled when its client disconnects before the answer. */

@@ -69,30 +69,30 @@ interface Result {
   res: any;
 }
 
-/** One ModelInfer; `bytes` sends them as the message, unencoded. */
-function infer(message: object | Buffer): Promise<Result> {
-  return new Promise((resolve) => {
-    const done = (err: grpc.ServiceError | null, res: any) => resolve({ err, res });
-    const options = { deadline: Date.now() + 20_000 };
-    if (Buffer.isBuffer(message))
-      client().makeUnaryRequest(
-        INFER,
-        (b: Buffer) => b,
-        (b: Buffer) => b,
-        message,
-        new grpc.Metadata(),
-        options,
-        done,
-      );
-    else client().ModelInfer(message, new grpc.Metadata(), options, done);
-  });
-}
+const callOptions = () => ({ deadline: Date.now() + 20_000 });
 
-/** Any unary method of the service. */
+/** Any unary method of the service, with its message as an object. */
 function unary(method: string, message: object): Promise<Result> {
   return new Promise((resolve) =>
-    client()[method](message, new grpc.Metadata(), { deadline: Date.now() + 20_000 }, (err: any, res: any) =>
+    client()[method](message, new grpc.Metadata(), callOptions(), (err: any, res: any) =>
       resolve({ err, res }),
+    ),
+  );
+}
+
+/** ModelInfer with a message object, or with bytes sent as the message as they are. */
+function infer(message: object | Buffer): Promise<Result> {
+  if (!Buffer.isBuffer(message)) return unary("ModelInfer", message);
+  const identity = (b: Buffer) => b;
+  return new Promise((resolve) =>
+    client().makeUnaryRequest(
+      INFER,
+      identity,
+      identity,
+      message,
+      new grpc.Metadata(),
+      callOptions(),
+      (err, res) => resolve({ err, res }),
     ),
   );
 }
@@ -473,7 +473,7 @@ describe("gRPC shared memory", () => {
         async (rows, refs, output, registration) => {
           // Every input's bytes are 1s (in a region or raw): valid values of each datatype.
           const bytesOf = (datatype: string, shape: number[]) =>
-            shape.reduce((n, d) => n * d, 1) * ({ FP32: 4, FP64: 8, INT64: 8 }[datatype] ?? 1);
+            shape.reduce((n, d) => n * d, 1) * SIZES[datatype]!;
           const inputs = INPUTS.map(([name, datatype, shape], i) => {
             const ref = refs[i];
             const dims = shape(rows);

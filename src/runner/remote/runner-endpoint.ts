@@ -1,7 +1,6 @@
 // One runner process as the API tier sees it: a keep-alive connection pool to its HTTP API,
 // what its last health poll said (reachable? which models ready, with which signatures?) and
 // how many forwarded requests it is working on, for least-loaded routing.
-
 import http from "node:http";
 import { INSTANCE_HEADER, POLL_HEADER } from "../../protocol/headers.js";
 import { urlPath } from "../../protocol/url-path.js";

@@ -3,7 +3,6 @@
 // OpenAI-compatible routes {error: {message, type, param, code}}. The root answers natively;
 // the OIP and OpenAI surfaces set their own error handler in their plugin's scope, so hooks
 // (auth, drain) and body parsing answer in the style of the route they reached.
-
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ModelportError } from "../../errors.js";
 import { REQUEST_ID_HEADER } from "../../protocol/headers.js";

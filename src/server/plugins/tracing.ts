@@ -2,7 +2,6 @@
 // HTTP semantic conventions ("POST /v1/models/{model}/predict"), a child of the caller's
 // traceparent when one came; the request's log lines then carry trace_id and span_id. With
 // tracing off only the caller's traceparent is read, to be passed on as received.
-
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { urlPath } from "../../protocol/url-path.js";
 import { withTrace } from "../../telemetry/log-fields.js";

@@ -15,7 +15,7 @@ import { requestedOutputs } from "../../protocol/requested-outputs.js";
 import { ATTR, SPAN, stage, tracing } from "../../telemetry/spans.js";
 import { mayUse } from "../../tenants/tenants.js";
 import type { TensorMap } from "../../tensor.js";
-import { acquire, infer } from "../context.js";
+import { acquire, encodeStage, infer } from "../context.js";
 import { jsonPayload } from "../json-answer.js";
 import { submitJob } from "./jobs.js";
 import { describeLanguageModel, openaiModelList } from "./openai.js";
@@ -147,7 +147,7 @@ function predict(host: ServedModel, req: PredictRequest, reply: FastifyReply): P
     answered = v;
   }).then((outputs) => {
     captureVersion(req, answered);
-    const encoded = tracing.on ? encodeStage(req, host, performance.now()) : noop;
+    const encoded = encodeStage(req, host);
     if (rawOut) {
       const res = encodeRawTensor(rawOut, outputs[rawOut]!);
       encoded();
@@ -158,11 +158,4 @@ function predict(host: ServedModel, req: PredictRequest, reply: FastifyReply): P
     if (body && "id" in body) meta.id = body.id;
     return jsonPayload(req, reply, nativeAnswer(meta, outputs, names), encoded);
   });
-}
-
-const noop = () => {};
-
-/** Ends the encode stage of a traced request when called. */
-function encodeStage(req: FastifyRequest, host: ServedModel, encodeAt: number): () => void {
-  return () => stage(SPAN.encode, ATTR.encodeMs, req.trace, encodeAt, () => ({ [ATTR.model]: host.name }));
 }

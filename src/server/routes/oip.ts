@@ -12,7 +12,7 @@ import { checkSharedOutputs, readSharedInputs, writeSharedOutputs } from "../../
 import { ATTR, SPAN, stage, tracing } from "../../telemetry/spans.js";
 import { ANONYMOUS } from "../../tenants/principal.js";
 import type { TensorMap } from "../../tensor.js";
-import { acquire, infer } from "../context.js";
+import { acquire, encodeStage, infer } from "../context.js";
 import { jsonPayload } from "../json-answer.js";
 import { errorHandler } from "../plugins/errors.js";
 
@@ -93,7 +93,7 @@ export const oipRoutes: FastifyPluginAsync = async (app) => {
           answered = v;
         });
         captureVersion(req, answered);
-        const encodeAt = tracing.on ? performance.now() : 0;
+        const encoded = encodeStage(req, host);
         const meta = {
           model_name: host.config.name,
           model_version: answered,
@@ -108,14 +108,10 @@ export const oipRoutes: FastifyPluginAsync = async (app) => {
           });
         }
         if (!binaryNames) {
-          return jsonPayload(req, reply, oipAnswer(meta, answer), () => {
-            if (tracing.on)
-              stage(SPAN.encode, ATTR.encodeMs, req.trace, encodeAt, () => ({ [ATTR.model]: host.name }));
-          });
+          return jsonPayload(req, reply, oipAnswer(meta, answer), encoded);
         }
         const res = encodeOipBinary(meta, answer, binaryNames);
-        if (tracing.on)
-          stage(SPAN.encode, ATTR.encodeMs, req.trace, encodeAt, () => ({ [ATTR.model]: host.name }));
+        encoded();
         return reply.headers(res.headers).send(res.body);
       },
     );

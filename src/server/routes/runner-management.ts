@@ -4,7 +4,6 @@
 // the first refusal's status and error, with every runner's outcome beside it. The repository
 // index is the runners' indexes merged: a version is READY only when every runner listing it
 // has it ready.
-
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { IndexEntry } from "../../catalogue/catalogue.js";
 import { ModelportError } from "../../errors.js";
