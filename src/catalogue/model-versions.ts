@@ -323,6 +323,11 @@ export class ModelVersions {
           );
         this.requireReady(e.version);
       }
+      // A sum that overflows would send every call to the current version (route() picks by it).
+      if (!Number.isFinite(entries.reduce((sum, e) => sum + e.weight, 0)))
+        throw new ModelportError("MP_ERR_REQUEST_INVALID", "the weights' sum must be a finite number", {
+          param: "weights",
+        });
       if (!entries.some((e) => e.weight > 0))
         throw new ModelportError(
           "MP_ERR_REQUEST_INVALID",

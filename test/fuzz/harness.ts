@@ -31,8 +31,8 @@ export const SEED = process.env.FUZZ_SEED
  * whatever the split (a test in config.test.ts checks the sum).
  */
 export const SHARES = {
-  nativeRows: 0.1,
-  nativeInputs: 0.1,
+  nativeRows: 0.09,
+  nativeInputs: 0.08,
   nativeRaw: 0.06,
   nativeValid: 0.03,
   raggedBatch: 0.01,
@@ -54,6 +54,8 @@ export const SHARES = {
   rawSocket: 0.01,
   configText: 0.03,
   config: 0.03,
+  manageHostile: 0.02,
+  manageSequence: 0.01,
 } as const;
 
 export type Share = keyof typeof SHARES;
@@ -180,6 +182,7 @@ export function styleOf(path: string): WireStyle {
   const p = new URL(path, "http://x").pathname;
   if (p === "/v1/chat/completions" || p === "/v1/completions" || p === "/v1/embeddings") return "openai";
   if (/^\/v2(\/models\/[^/]+(\/versions\/[^/]+)?(\/ready|\/infer)?)?$/.test(p)) return "oip";
+  if (/^\/v2\/repository\/(index|models\/[^/]*\/(load|unload))$/.test(p)) return "oip";
   if (
     /^\/v2\/systemsharedmemory(\/region\/[^/]+\/(status|register|unregister)|\/(status|unregister))$/.test(p)
   )

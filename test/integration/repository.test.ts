@@ -148,6 +148,20 @@ describe("model repository: versions side by side and the management API", () =>
     assert.equal(missing.body.error.code, "MP_ERR_MODEL_VERSION_NOT_FOUND");
     const noBody = await post(`${s.url}/v1/models/scale/promote`, {});
     assert.equal(noBody.status, 400);
+    // A version that is an object String() cannot convert (its audit line once threw): a coded 400.
+    const object = await post(`${s.url}/v1/models/scale/promote`, { version: { toString: 1, valueOf: 2 } });
+    assert.deepEqual([object.status, object.body.error?.code], [400, "MP_ERR_REQUEST_INVALID"]);
+    // Past the management routes' own 64 KiB body limit: a 413 that names that limit.
+    const big = await post(`${s.url}/v1/models/scale/promote`, { version: "1".repeat(70_000) });
+    assert.equal(big.status, 413);
+    assert.match(big.body.error.message, /larger than 65536 bytes; a management request's body/);
+    // A name the router refuses (over 100 characters) is answered in the repository extension's
+    // OIP shape, as its other errors are.
+    const long = await post(`${s.url}/v2/repository/models/${"x".repeat(101)}/load`);
+    assert.deepEqual(
+      [long.status, long.body.code, typeof long.body.error],
+      [400, "MP_ERR_REQUEST_INVALID", "string"],
+    );
   });
 
   it("unload stops serving without making the server unready; load brings the model back", async () => {
@@ -302,6 +316,9 @@ describe("model repository: canary weights and shadow traffic", () => {
     assert.equal((await manage("/v1/models/scale/weights", { weights: { "1": -1 } })).status, 400);
     assert.equal((await manage("/v1/models/scale/weights", { weights: { "1": 0 } })).status, 400);
     assert.equal((await manage("/v1/models/scale/weights", {})).status, 400);
+    // Weights whose sum overflows would send every call to the current version.
+    const overflow = await manage("/v1/models/scale/weights", { weights: { "1": 1e308, "2": 1e308 } });
+    assert.deepEqual([overflow.status, overflow.body.error.code], [400, "MP_ERR_REQUEST_INVALID"]);
     const cleared = await manage("/v1/models/scale/weights", { weights: null });
     assert.equal(cleared.body.traffic, undefined);
     for (let i = 0; i < 10; i++) assert.equal(await factor(s.url), 3);

@@ -35,14 +35,15 @@ export function guardManagement(app: FastifyInstance): void {
     const action = route.slice(route.lastIndexOf("/") + 1);
     if (action !== "index" && action !== "") {
       const model = (request.params as { model?: string } | undefined)?.model;
+      // Only a version the routes accept is named: any other body value is the client's, and
+      // String() of an object without a callable toString throws.
       const version = (request.body as { version?: unknown } | undefined)?.version;
+      const named = typeof version === "string" || typeof version === "number";
       const code = reply.statusCode < 400 ? "ok" : request.errorCode;
       ctx.audit({
         key: request.principal?.name ?? ANONYMOUS.name,
         action,
-        ...(model !== undefined
-          ? { target: version !== undefined ? `${model}@${String(version)}` : model }
-          : {}),
+        ...(model !== undefined ? { target: named ? `${model}@${version}` : model } : {}),
         result: code ?? `HTTP ${reply.statusCode}`,
         status: reply.statusCode,
         requestId: request.id,

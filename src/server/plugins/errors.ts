@@ -8,13 +8,19 @@ import { ModelportError } from "../../errors.js";
 import { REQUEST_ID_HEADER } from "../../protocol/headers.js";
 import { urlPath } from "../../protocol/url-path.js";
 
-/** Translates Fastify's own errors (body parsing, limits) into table codes. */
-function fromFastify(err: FastifyError, maxBodyBytes: number): ModelportError {
+/** What a 413 advises by default: the limit of predict and infer bodies, and how to keep under it. */
+const ROWS_ADVICE = "send fewer rows per request or raise limits.maxBodyBytes";
+
+/**
+ * Translates Fastify's own errors (body parsing, limits) into table codes; `maxBodyBytes` and
+ * `advice` word the 413 of the scope's body limit.
+ */
+function fromFastify(err: FastifyError, maxBodyBytes: number, advice = ROWS_ADVICE): ModelportError {
   switch (err.code) {
     case "FST_ERR_CTP_BODY_TOO_LARGE":
       return new ModelportError(
         "MP_ERR_REQUEST_BODY_TOO_LARGE",
-        `the body is larger than ${maxBodyBytes} bytes; send fewer rows per request or raise limits.maxBodyBytes`,
+        `the body is larger than ${maxBodyBytes} bytes; ${advice}`,
       );
     case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
       return new ModelportError(
@@ -40,9 +46,9 @@ function fromFastify(err: FastifyError, maxBodyBytes: number): ModelportError {
   );
 }
 
-export function toModelportError(err: unknown, maxBodyBytes: number): ModelportError {
+export function toModelportError(err: unknown, maxBodyBytes: number, advice?: string): ModelportError {
   if (err instanceof ModelportError) return err;
-  return fromFastify(err as FastifyError, maxBodyBytes);
+  return fromFastify(err as FastifyError, maxBodyBytes, advice);
 }
 
 /**
@@ -81,6 +87,7 @@ export function errorStyleOfPath(url: string): ErrorStyle {
   if (path === "/v1/chat/completions" || path === "/v1/completions" || path === "/v1/embeddings")
     return "openai";
   if (/^\/v2(\/models\/[^/]+(\/versions\/[^/]+)?(\/ready|\/infer)?)?$/.test(path)) return "oip";
+  if (/^\/v2\/repository\/(index|models\/[^/]*\/(load|unload))$/.test(path)) return "oip";
   if (
     /^\/v2\/systemsharedmemory(\/region\/[^/]+\/(status|register|unregister)|\/(status|unregister))$/.test(
       path,
@@ -127,13 +134,17 @@ export function frameworkError(
   return sendError(reply, mp, errorStyleOfPath(request.raw.url ?? "/"));
 }
 
-/** A scope's error handler: every error thrown in its routes and hooks, answered in `style`. */
+/**
+ * A scope's error handler: every error thrown in its routes and hooks, answered in `style`;
+ * `maxBodyBytes` and `advice` are the scope's body limit and what its 413 advises.
+ */
 export function errorHandler(
   style: ErrorStyle,
   maxBodyBytes: number,
+  advice?: string,
 ): (err: unknown, request: FastifyRequest, reply: FastifyReply) => FastifyReply {
   return (err, request, reply) => {
-    const mp = toModelportError(err, maxBodyBytes);
+    const mp = toModelportError(err, maxBodyBytes, advice);
     request.errorCode = mp.code;
     if (mp.code === "MP_ERR_SERVER_INTERNAL") request.log.error({ err }, "unexpected error");
     else if (mp.status >= 500 && mp.code !== "MP_ERR_SERVER_SHUTTING_DOWN")

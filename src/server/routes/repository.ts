@@ -14,8 +14,12 @@ interface ModelParams {
   model: string;
 }
 
-/** Most bytes of a management request's JSON body. */
+/** Most bytes of a management request's JSON body, and what a 413 over it says. */
 const MAX_BODY_BYTES = 64 * 1024;
+const TOO_LARGE_ADVICE = "a management request's body is a small JSON object";
+
+/** The management scopes' error handler: their own body limit, in `style`. */
+const managementErrors = (style: "oip" | "native") => errorHandler(style, MAX_BODY_BYTES, TOO_LARGE_ADVICE);
 
 /**
  * Management calls carry at most a small JSON object, and clients (Triton's among them) often send
@@ -44,7 +48,7 @@ function smallJsonBodies(app: FastifyInstance): void {
 /** The OIP repository extension, answering errors in the OIP shape. */
 const oipRepositoryRoutes: FastifyPluginAsync = async (app) => {
   const ctx = app.modelport;
-  app.setErrorHandler(errorHandler("oip", ctx.config.limits.maxBodyBytes));
+  app.setErrorHandler(managementErrors("oip"));
   guardManagement(app);
   smallJsonBodies(app);
 
@@ -95,6 +99,7 @@ function refuseParameters(body: unknown): void {
 /** Native management: promote and roll back. */
 const nativeRepositoryRoutes: FastifyPluginAsync = async (app) => {
   const ctx = app.modelport;
+  app.setErrorHandler(managementErrors("native"));
   guardManagement(app);
   smallJsonBodies(app);
   const describe = (name: string) => describeAny(ctx.catalogue.get(name));
@@ -185,11 +190,12 @@ function shadowSpec(b: Record<string, unknown>, config: { tolerance?: number }):
 const runnerManagementRoutes: FastifyPluginAsync = async (app) => {
   const ctx = app.modelport;
   const pool = ctx.catalogue.pool!;
+  app.setErrorHandler(managementErrors("native"));
   guardManagement(app);
   smallJsonBodies(app);
   const forward = (req: FastifyRequest, reply: FastifyReply) => toEveryRunner(pool, req, reply);
   await app.register(async (oip) => {
-    oip.setErrorHandler(errorHandler("oip", ctx.config.limits.maxBodyBytes));
+    oip.setErrorHandler(managementErrors("oip"));
     oip.post("/v2/repository/index", forward);
     oip.post("/v2/repository/models/:model/load", forward);
     oip.post("/v2/repository/models/:model/unload", forward);
