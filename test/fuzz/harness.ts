@@ -33,7 +33,7 @@ export const SEED = process.env.FUZZ_SEED
 export const SHARES = {
   nativeRows: 0.09,
   nativeInputs: 0.08,
-  nativeRaw: 0.06,
+  nativeRaw: 0.05,
   nativeValid: 0.03,
   raggedBatch: 0.01,
   oipJson: 0.08,
@@ -46,16 +46,19 @@ export const SHARES = {
   chat: 0.01,
   completions: 0.01,
   embeddings: 0.04,
-  openaiInvalid: 0.06,
+  openaiInvalid: 0.055,
   jobsSubmit: 0.06,
   jobsRead: 0.05,
   wsFrames: 0.05,
-  headers: 0.07,
+  headers: 0.06,
   rawSocket: 0.01,
   configText: 0.03,
   config: 0.03,
   manageHostile: 0.02,
   manageSequence: 0.01,
+  authHeaders: 0.015,
+  usageQuery: 0.005,
+  keyLimits: 0.005,
 } as const;
 
 export type Share = keyof typeof SHARES;
@@ -370,6 +373,8 @@ export function useFuzzServer(options: {
   warm?: (url: string) => Promise<void>;
   /** More config lines (after the models), or a function of the built models' folder giving them. */
   extra?: string[] | ((models: string) => string[]);
+  /** More `modelport serve` arguments (after `-c FILE`). */
+  args?: string[];
 }) {
   const state = {} as FuzzServer & { poller: Worker; rssStart: number; started: number };
   before(async () => {
@@ -378,7 +383,7 @@ export function useFuzzServer(options: {
     const file = join(dir, "fuzz.yaml");
     const extra = typeof options.extra === "function" ? options.extra(models) : options.extra;
     writeFileSync(file, fuzzConfig(models, dir, options.llm ?? false, extra, options.grpc));
-    const child = await startChild(["-c", file]);
+    const child = await startChild(["-c", file, ...(options.args ?? [])]);
     const ready = await waitReady(child.url, 120_000);
     assert.equal(
       ready.status,

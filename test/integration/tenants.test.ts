@@ -297,6 +297,19 @@ describe("usage per key", () => {
   it("bad periods and groups are 400s naming the parameter", async () => {
     assert.equal((await call("/v1/usage?from=yesterday", keys.ops)).body.error.details.param, "from");
     assert.equal((await call("/v1/usage?group_by=color", keys.ops)).body.error.details.param, "group_by");
+    // Past what a Date holds, and a parameter given twice: coded 400s, not internal errors.
+    for (const [query, param] of [
+      ["to=9999999999999999", "to"],
+      ["group_by=key&group_by=model", "group_by"],
+      ["from=1&from=2", "from"],
+    ]) {
+      const res = await call(`/v1/usage?${query}`, keys.ops);
+      assert.deepEqual(
+        [res.status, res.body.error.code, res.body.error.details.param],
+        [400, "MP_ERR_REQUEST_INVALID", param],
+        query,
+      );
+    }
   });
 
   it("modelport cost --by key prints usage per key from a running server", async () => {
