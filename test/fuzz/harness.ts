@@ -31,8 +31,8 @@ export const SEED = process.env.FUZZ_SEED
  * whatever the split (a test in config.test.ts checks the sum).
  */
 export const SHARES = {
-  nativeRows: 0.09,
-  nativeInputs: 0.08,
+  nativeRows: 0.07,
+  nativeInputs: 0.06,
   nativeRaw: 0.05,
   nativeValid: 0.03,
   raggedBatch: 0.01,
@@ -59,6 +59,8 @@ export const SHARES = {
   authHeaders: 0.015,
   usageQuery: 0.005,
   keyLimits: 0.005,
+  tiersNative: 0.02,
+  tiersOip: 0.02,
 } as const;
 
 export type Share = keyof typeof SHARES;
@@ -375,15 +377,32 @@ export function useFuzzServer(options: {
   extra?: string[] | ((models: string) => string[]);
   /** More `modelport serve` arguments (after `-c FILE`). */
   args?: string[];
+  /**
+   * A split deployment: a `--role runner` process with the models, and the server under test a
+   * `--role api` process in front of it (`server.runner` is the runner's URL).
+   */
+  tiers?: boolean;
 }) {
-  const state = {} as FuzzServer & { poller: Worker; rssStart: number; started: number };
+  const state = {} as FuzzServer & {
+    poller: Worker;
+    rssStart: number;
+    started: number;
+    runner?: ChildServer;
+  };
   before(async () => {
     const models = await testModels();
     const dir = mkdtempSync(join(tmpdir(), "modelport-fuzz-"));
     const file = join(dir, "fuzz.yaml");
     const extra = typeof options.extra === "function" ? options.extra(models) : options.extra;
     writeFileSync(file, fuzzConfig(models, dir, options.llm ?? false, extra, options.grpc));
-    const child = await startChild(["-c", file, ...(options.args ?? [])]);
+    let tier: string[] = [];
+    if (options.tiers) {
+      state.runner = await startChild(["-c", file, "--role", "runner", ...(options.args ?? [])]);
+      const up = await waitReady(state.runner.url, 120_000);
+      assert.equal(up.status, 200, `runner not ready: ${state.runner.output().slice(-3000)}`);
+      tier = ["--role", "api", "--runner", state.runner.url];
+    }
+    const child = await startChild(["-c", file, ...tier, ...(options.args ?? [])]);
     const ready = await waitReady(child.url, 120_000);
     assert.equal(
       ready.status,
@@ -414,6 +433,7 @@ export function useFuzzServer(options: {
       if (process.env.FUZZ_KEEP_LOG) writeFileSync(join(state.dir, "server.log"), state.child.output());
       await state.child.stop("SIGKILL");
     }
+    await state.runner?.stop("SIGKILL");
     if (state.dir && !process.env.FUZZ_KEEP_LOG) rmSync(state.dir, { recursive: true, force: true });
   });
   const server = {
@@ -422,6 +442,11 @@ export function useFuzzServer(options: {
     },
     get dir() {
       return state.dir;
+    },
+    /** The runner's URL (with `tiers`). */
+    get runner() {
+      assert.ok(state.runner, "no runner: start the server with tiers: true");
+      return state.runner.url;
     },
     /** The gRPC listener's host:port, from the child's log (with `grpc`). */
     get grpc() {
@@ -443,6 +468,12 @@ export function useFuzzServer(options: {
           `the server exited:\n${state.child.output().slice(-3000)}`,
         );
         assert.equal(state.child.proc.signalCode, null, "the server was killed");
+        if (state.runner)
+          assert.deepEqual(
+            [state.runner.proc.exitCode, state.runner.proc.signalCode],
+            [null, null],
+            `the runner exited:\n${state.runner.output().slice(-3000)}`,
+          );
         const result = await new Promise<PollResult>((resolve) => {
           state.poller.once("message", resolve);
           state.poller.postMessage("stop");

@@ -1,0 +1,90 @@
+// Fuzzes a split deployment (docs/Runners.md): a `--role api` process in front of a `--role
+// runner` process that holds the example models. Every request goes to both, the API tier and the
+// runner directly, and the two answers must agree: the same status and MP_ERR code, the same
+// outputs. Whatever a client sends through the API tier, it is the runner's answer it gets, in
+// the route's shape, and neither process goes down.
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import fc from "fast-check";
+import { encode, type Json, mutated, mutatedText, nativeBody, oipBody } from "./arbitraries.js";
+import { type Answer, check, checkAnswer, postJson, send, styleOf, useFuzzServer } from "./harness.js";
+
+async function warm(url: string): Promise<void> {
+  await postJson(url, "/v1/models/tree/predict", { rows: [[3, 95, 4, 1, 0, 20]] });
+  await postJson(url, "/v2/models/mlp/infer", {
+    inputs: [{ name: "features", datatype: "FP32", shape: [1, 4], data: [1, 2, 3, 4] }],
+  });
+}
+
+const server = useFuzzServer({ warm, tiers: true });
+
+/** What must be the same through the API tier as from the runner: status, code and outputs. */
+function essence(res: Answer): unknown {
+  const body = res.json as Record<string, any> | undefined;
+  if (res.status >= 400) return [res.status, body?.code ?? body?.error?.code];
+  return [res.status, body?.model_version, body?.outputs];
+}
+
+/** Answers compared, by status class: a run must have compared both kinds. */
+const seen = { ok: 0, refused: 0 };
+
+/** Sends `text` to the runner and through the API tier; both answers checked, then compared. */
+async function both(path: string, text: string, what: string): Promise<void> {
+  const headers = { "content-type": "application/json" };
+  const direct = await send(server.runner, "POST", path, { headers, body: text });
+  const via = await send(server.url, "POST", path, { headers, body: text });
+  checkAnswer(direct, styleOf(path), { what: `runner: ${what}` });
+  checkAnswer(via, styleOf(path), { what: `API tier: ${what}` });
+  assert.deepEqual(
+    essence(via),
+    essence(direct),
+    `the API tier answered ${via.status} ${via.text.slice(0, 300)} where the runner answered ${direct.status} ${direct.text.slice(0, 300)}: ${what}`,
+  );
+  if (via.status === 200) seen.ok++;
+  else seen.refused++;
+}
+
+/** A body as text: valid, mutated as a value, or mutated as text. */
+const asText = (valid: fc.Arbitrary<Json>): fc.Arbitrary<string> =>
+  fc.oneof(
+    { arbitrary: valid.map((b) => encode(b)), weight: 2 },
+    { arbitrary: mutated(valid, 64).map((b) => encode(b)), weight: 5 },
+    { arbitrary: mutatedText(valid), weight: 2 },
+  );
+
+describe("split tiers", () => {
+  it("native predict: the API tier answers as the runner does, valid or not", () =>
+    check(
+      "tiersNative",
+      fc.asyncProperty(
+        nativeBody.chain(({ model, body }) =>
+          fc.tuple(fc.constantFrom(model, model, "nope"), asText(fc.constant(body))),
+        ),
+        async ([model, text]) => {
+          const path = `/v1/models/${model}/predict`;
+          await both(path, text, `${path} ${text.slice(0, 300)}`);
+        },
+      ),
+    ));
+
+  it("OIP infer as JSON: the API tier answers as the runner does, valid or not", () =>
+    check(
+      "tiersOip",
+      fc.asyncProperty(
+        oipBody.chain(({ model, body }) =>
+          fc.tuple(fc.constantFrom(model, model, "nope"), asText(fc.constant(body))),
+        ),
+        async ([model, text]) => {
+          const path = `/v2/models/${model}/infer`;
+          await both(path, text, `${path} ${text.slice(0, 300)}`);
+        },
+      ),
+    ));
+
+  it("both valid and refused requests were compared", (t) => {
+    t.diagnostic(JSON.stringify(seen));
+    assert.ok(seen.ok > 0 && seen.refused > 0, JSON.stringify(seen));
+  });
+
+  server.finalCheck();
+});
