@@ -6,6 +6,7 @@ import { basename, dirname, extname, resolve } from "node:path";
 import { parse as parseYaml, YAMLParseError } from "yaml";
 import type { z } from "zod";
 import { readKeyFile } from "../tenants/key-file.js";
+import { MAX_CONFIG_DEPTH, yamlDepthExceeds } from "../yaml-depth.js";
 import { backendForPath, isLanguageBackend } from "./backends.js";
 import { resolveLanguageModel } from "./language-models.js";
 import { goldenFile, manifestSha256 } from "./model-files.js";
@@ -20,7 +21,6 @@ import {
   withBatchDefaults,
 } from "./schema.js";
 import { threadBudget } from "./threads.js";
-import { MAX_CONFIG_DEPTH, yamlDepthExceeds } from "./yaml-depth.js";
 
 /** A configuration that cannot be served; `problems` lists each as "file: key: what is wrong". */
 export class ConfigError extends Error {

@@ -5,6 +5,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { chmodSync, existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { parse as parseYaml, stringify } from "yaml";
 import { z } from "zod";
+import { MAX_CONFIG_DEPTH, yamlDepthExceeds } from "../yaml-depth.js";
 import type { KeyLimits, Principal } from "./principal.js";
 
 /** Names show in metrics labels, logs and usage: short, and nothing a label or a path would mangle. */
@@ -75,7 +76,11 @@ export function principalOf(entry: KeyEntry): Principal {
 export function readKeyFile(path: string): KeyEntry[] {
   let raw: unknown;
   try {
-    raw = parseYaml(readFileSync(path, "utf8")) ?? {};
+    const text = readFileSync(path, "utf8");
+    // Checked before yaml composes it: a file nested thousands deep can end the process there.
+    if (yamlDepthExceeds(text, MAX_CONFIG_DEPTH))
+      throw new Error(`nests mappings and lists deeper than ${MAX_CONFIG_DEPTH} levels`);
+    raw = parseYaml(text) ?? {};
   } catch (err) {
     throw new Error(`key file ${path}: ${(err as Error).message}`);
   }

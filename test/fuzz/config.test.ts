@@ -1,6 +1,7 @@
 // Fuzzes configuration loading: random YAML text, mutations of a valid config and random
 // command-line flags go into loadConfig, which must return a Config or throw a ConfigError that
-// lists at least one problem, never another exception.
+// lists at least one problem, never another exception; and key files (random text, mutations of a
+// valid one) into readKeyFile, which must return valid entries or throw an Error naming the file.
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -9,6 +10,7 @@ import { after, before, describe, it } from "node:test";
 import fc from "fast-check";
 import { stringify } from "yaml";
 import { ConfigError, loadConfig, type ServeFlags } from "../../src/config/load.js";
+import { KEY_NAME, readKeyFile } from "../../src/tenants/key-file.js";
 import { testModels } from "../helpers/models.js";
 import { Deep, edgeNumber, edgeString, encode, type Json, mutated } from "./arbitraries.js";
 import { caseCounts, check, runsFor, SHARES } from "./harness.js";
@@ -93,6 +95,45 @@ const yamlText = fc.oneof(
     )
     .map((lines) => lines.join("\n")),
 );
+
+const HASH = `sha256:${"ab".repeat(32)}`;
+const validKeyFile = (): fc.Arbitrary<Json> =>
+  fc.constant({
+    keys: [
+      {
+        name: "team-a",
+        hash: HASH,
+        role: "client",
+        models: ["tree"],
+        limits: { requestsPerSecond: 5, burst: 10 },
+      },
+      { name: "ops", hash: `sha256:${"cd".repeat(32)}`, role: "admin" },
+    ],
+  } as Json);
+
+/** Key-file-ish YAML lines: entries bent, duplicated, aliased. */
+const keyFileText = fc
+  .array(
+    fc.constantFrom(
+      "keys:",
+      "keys: []",
+      "keys: null",
+      "keys: 5",
+      `  - {name: a, hash: "${HASH}"}`,
+      `  - {name: a, hash: "${HASH}", role: root}`,
+      `  - {name: "a b", hash: "${HASH}"}`,
+      "  - {name: b, hash: sha256:XYZ}",
+      `  - &e {name: c, hash: "${HASH}"}`,
+      "  - *e",
+      `  - {name: d, hash: "${HASH}", limits: {burst: -1, concurrent: 1.5}}`,
+      `  - {name: e, hash: "${HASH}", models: [], limits: null}`,
+      "extra: 1",
+      "<<: {keys: []}",
+      "---",
+    ),
+    { maxLength: 6 },
+  )
+  .map((lines) => lines.join("\n"));
 
 describe("loadConfig", () => {
   it("random YAML text yields a Config or a ConfigError listing problems", () =>
@@ -183,6 +224,55 @@ describe("loadConfig", () => {
     }
   });
 
+  it("random and mutated key files yield valid keys or an Error naming the file", () =>
+    check(
+      "keyFile",
+      fc.property(
+        fc.oneof(
+          yamlText,
+          keyFileText,
+          fc
+            .tuple(mutated(validKeyFile()), fc.boolean())
+            .map(([k, json]) => (json ? encode(k) : yamlOrJson(k))),
+        ),
+        fc.nat(),
+        (text, n) => {
+          const file = join(dir, `keys-${n % 8}.yaml`);
+          writeFileSync(file, text);
+          let keys: ReturnType<typeof readKeyFile>;
+          try {
+            keys = readKeyFile(file);
+          } catch (err) {
+            assert.ok(
+              err instanceof Error &&
+                err.constructor === Error &&
+                err.message.startsWith(`key file ${file}: `),
+              `readKeyFile threw ${(err as Error)?.stack ?? String(err)}\nfor ${JSON.stringify(text.slice(0, 500))}`,
+            );
+            return;
+          }
+          for (const k of keys) {
+            assert.match(k.name, KEY_NAME);
+            assert.match(k.hash, /^sha256:[0-9a-f]{64}$/);
+            assert.ok(k.role === "admin" || k.role === "client");
+          }
+          assert.equal(new Set(keys.map((k) => k.name)).size, keys.length, "names are unique");
+        },
+      ),
+    ));
+
+  it("a key file nested thousands deep is refused for its depth", () => {
+    const file = join(dir, "deep-keys.yaml");
+    for (const text of [
+      `keys: ${"[".repeat(20_000)}1${"]".repeat(20_000)}`,
+      `keys:\n  ${"- ".repeat(20_000)}1\n`,
+      `{"keys":${'{"a":'.repeat(5000)}1${"}".repeat(5000)}}`,
+    ]) {
+      writeFileSync(file, text);
+      assert.throws(() => readKeyFile(file), /deeper than 64 levels/, text.slice(0, 40));
+    }
+  });
+
   it("the properties' shares add up to the whole suite", () => {
     const total = Object.values(SHARES).reduce((a, b) => a + b, 0);
     assert.ok(Math.abs(total - 1) < 1e-9, `shares add up to ${total}`);
@@ -190,6 +280,10 @@ describe("loadConfig", () => {
 
   it("ran each property's share of the suite's cases", (t) => {
     t.diagnostic(`cases: ${JSON.stringify(caseCounts())}`);
-    assert.deepEqual(caseCounts(), { configText: runsFor("configText"), config: runsFor("config") });
+    assert.deepEqual(caseCounts(), {
+      configText: runsFor("configText"),
+      config: runsFor("config"),
+      keyFile: runsFor("keyFile"),
+    });
   });
 });

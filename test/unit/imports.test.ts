@@ -21,6 +21,7 @@ const LAYERS: readonly (readonly string[])[] = [
     "sqlite.ts",
     "heap-growth.ts",
     "malloc-thresholds.ts",
+    "yaml-depth.ts",
   ],
   // Payload capture's redaction paths: the config schema validates them. The body budget is
   // shared by both surfaces.

@@ -1,7 +1,7 @@
-// The nesting depth of a YAML text, measured on yaml's concrete syntax tree (built without
-// recursion) before the text is composed into values: yaml's composer recurses once per level,
-// and a config nested thousands deep overflows the stack there, or worse, ends the process
-// (V8 cannot compile a regular expression near the stack's end).
+// The nesting depth of a YAML text (a config file, a key file), measured on yaml's concrete
+// syntax tree (built without recursion) before the text is composed into values: yaml's composer
+// recurses once per level, and a file nested thousands deep overflows the stack there, or worse,
+// ends the process (V8 cannot compile a regular expression near the stack's end).
 import { type CST, Parser } from "yaml";
 
 /** Deepest nesting of collections a config file may have; real configs nest under ten. */
