@@ -4,7 +4,7 @@
 // ends the process (V8 cannot compile a regular expression near the stack's end).
 import { type CST, Parser } from "yaml";
 
-/** Deepest nesting of collections a config file may have; real configs nest under ten. */
+/** Deepest nesting of collections a config or key file may have; real ones nest under ten. */
 export const MAX_CONFIG_DEPTH = 64;
 
 /**

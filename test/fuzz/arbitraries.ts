@@ -109,6 +109,12 @@ export const edgeString: fc.Arbitrary<string> = fc.oneof(
   ),
 );
 
+/** `s` with lone surrogates replaced (encodeURIComponent throws on them). */
+export const wellFormed = (s: string): string => Buffer.from(s, "utf8").toString("utf8");
+
+/** `s` with only what Node's HTTP client sends in a header value: tab, printable ASCII, Latin-1. */
+export const headerSafe = (s: string): string => s.replace(/[^\t\x20-\x7e\xa0-\xff]/g, "");
+
 /** Arrays or objects nested 2 to `max` deep. */
 export const deep = (max = DEEP_MAX): fc.Arbitrary<Json> =>
   fc

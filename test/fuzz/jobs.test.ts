@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
 import WebSocket from "ws";
-import { edgeString, encode, type Json, mutated, rows } from "./arbitraries.js";
+import { edgeString, encode, type Json, mutated, rows, wellFormed } from "./arbitraries.js";
 import { check, checkAnswer, postJson, send, useFuzzServer } from "./harness.js";
 
 async function warm(url: string): Promise<void> {
@@ -19,9 +19,6 @@ async function warm(url: string): Promise<void> {
 }
 
 const server = useFuzzServer({ warm });
-
-/** `s` with lone surrogates replaced (encodeURIComponent throws on them). */
-const wellFormed = (s: string) => Buffer.from(s, "utf8").toString("utf8");
 
 /** Ids of jobs the fuzzer made, for the read cases to use besides garbage ids. */
 const ids: string[] = [];

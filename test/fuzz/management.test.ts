@@ -9,7 +9,7 @@ import { rmSync } from "node:fs";
 import { after, describe, it } from "node:test";
 import fc from "fast-check";
 import { tempRepository, writeModelSettings, writeScaleVersion } from "../helpers/repository.js";
-import { edgeString, encode, type Json, mutated, mutatedText } from "./arbitraries.js";
+import { edgeString, encode, type Json, mutated, mutatedText, wellFormed } from "./arbitraries.js";
 import { type Answer, check, checkAnswer, postJson, send, styleOf, useFuzzServer } from "./harness.js";
 
 /** The repository model: version v answers y = K[v]·x. */
@@ -75,9 +75,6 @@ const wireBody: fc.Arbitrary<string | undefined> = fc.oneof(
     weight: 1,
   },
 );
-
-/** `s` with lone surrogates replaced (encodeURIComponent throws on them). */
-const wellFormed = (s: string) => Buffer.from(s, "utf8").toString("utf8");
 
 const modelName = fc.oneof(
   { arbitrary: fc.constantFrom("scale", "tree", "nope", "SCALE", "scale@1", "scale@2"), weight: 6 },

@@ -52,34 +52,35 @@ const asText = (valid: fc.Arbitrary<Json>): fc.Arbitrary<string> =>
     { arbitrary: mutatedText(valid), weight: 2 },
   );
 
+/**
+ * The property of one route: a body for one of the example models (or for a model that does not
+ * exist), as text, to `pathOf(model)` on both processes.
+ */
+function sameAnswers(
+  share: "tiersNative" | "tiersOip",
+  bodies: fc.Arbitrary<{ model: string; body: Json }>,
+  pathOf: (model: string) => string,
+): Promise<void> {
+  return check(
+    share,
+    fc.asyncProperty(
+      bodies.chain(({ model, body }) =>
+        fc.tuple(fc.constantFrom(model, model, "nope"), asText(fc.constant(body))),
+      ),
+      async ([model, text]) => {
+        const path = pathOf(model);
+        await both(path, text, `${path} ${text.slice(0, 300)}`);
+      },
+    ),
+  );
+}
+
 describe("split tiers", () => {
   it("native predict: the API tier answers as the runner does, valid or not", () =>
-    check(
-      "tiersNative",
-      fc.asyncProperty(
-        nativeBody.chain(({ model, body }) =>
-          fc.tuple(fc.constantFrom(model, model, "nope"), asText(fc.constant(body))),
-        ),
-        async ([model, text]) => {
-          const path = `/v1/models/${model}/predict`;
-          await both(path, text, `${path} ${text.slice(0, 300)}`);
-        },
-      ),
-    ));
+    sameAnswers("tiersNative", nativeBody, (model) => `/v1/models/${model}/predict`));
 
   it("OIP infer as JSON: the API tier answers as the runner does, valid or not", () =>
-    check(
-      "tiersOip",
-      fc.asyncProperty(
-        oipBody.chain(({ model, body }) =>
-          fc.tuple(fc.constantFrom(model, model, "nope"), asText(fc.constant(body))),
-        ),
-        async ([model, text]) => {
-          const path = `/v2/models/${model}/infer`;
-          await both(path, text, `${path} ${text.slice(0, 300)}`);
-        },
-      ),
-    ));
+    sameAnswers("tiersOip", oipBody, (model) => `/v2/models/${model}/infer`));
 
   it("both valid and refused requests were compared", (t) => {
     t.diagnostic(JSON.stringify(seen));
