@@ -13,21 +13,9 @@ import assert from "node:assert/strict";
 import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import * as grpc from "@grpc/grpc-js";
-import { loadSync } from "@grpc/proto-loader";
 import fc from "fast-check";
-import { ERRORS, type ErrorCode } from "../../src/errors.js";
-import { REPO_ROOT } from "../helpers/server.js";
+import { checkGrpcResult, type GrpcResult, grpcClient } from "./grpc-client.js";
 import { check, postJson, SHM_PREFIX, useFuzzServer } from "./harness.js";
-
-const definition = loadSync(join(REPO_ROOT, "src", "grpc", "inference.proto"), {
-  keepCase: true,
-  longs: String,
-  defaults: true,
-});
-const Service = (grpc.loadPackageDefinition(definition) as any).inference
-  .GRPCInferenceService as grpc.ServiceClientConstructor;
-const INFER = "/inference.GRPCInferenceService/ModelInfer";
 
 async function warm(url: string): Promise<void> {
   await postJson(url, "/v2/models/multi/infer", {
@@ -53,65 +41,10 @@ const server = useFuzzServer({
   ],
 });
 
-let channel: (grpc.Client & Record<string, any>) | undefined;
-/** The client, made once the server has started. */
-function client(): grpc.Client & Record<string, any> {
-  channel ??= new Service(server.grpc, grpc.credentials.createInsecure(), {
-    "grpc.max_receive_message_length": -1,
-    "grpc.max_send_message_length": -1,
-  }) as any;
-  return channel!;
-}
-after(() => channel?.close());
-
-interface Result {
-  err: grpc.ServiceError | null;
-  res: any;
-}
-
-const callOptions = () => ({ deadline: Date.now() + 20_000 });
-
-/** Any unary method of the service, with its message as an object. */
-function unary(method: string, message: object): Promise<Result> {
-  return new Promise((resolve) =>
-    client()[method](message, new grpc.Metadata(), callOptions(), (err: any, res: any) =>
-      resolve({ err, res }),
-    ),
-  );
-}
-
+const { client, unary, inferBytes } = grpcClient(() => server.grpc);
 /** ModelInfer with a message object, or with bytes sent as the message as they are. */
-function infer(message: object | Buffer): Promise<Result> {
-  if (!Buffer.isBuffer(message)) return unary("ModelInfer", message);
-  const identity = (b: Buffer) => b;
-  return new Promise((resolve) =>
-    client().makeUnaryRequest(
-      INFER,
-      identity,
-      identity,
-      message,
-      new grpc.Metadata(),
-      callOptions(),
-      (err, res) => resolve({ err, res }),
-    ),
-  );
-}
-
-/**
- * A failed call is the client's fault, said in modelport's terms: an MP_ERR code of the table
- * first in its details and in `mp-error-code`, a 4xx one (or 503 overloaded), and the gRPC code
- * that code maps to (src/grpc/status.ts).
- */
-function checkResult(r: Result, what: () => string): void {
-  if (r.err === null) return;
-  const { code, details, metadata } = r.err;
-  const where = () => ` (${grpc.status[code]}: ${details})\n${what()}`;
-  assert.ok(code !== grpc.status.INTERNAL && code !== grpc.status.UNKNOWN, `a server fault${where()}`);
-  const mp = /^(MP_ERR_[A-Z_]+): /.exec(details)?.[1];
-  assert.ok(mp && mp in ERRORS, `no MP_ERR code of the table first in the details${where()}`);
-  assert.deepEqual(metadata.get("mp-error-code"), [mp], `mp-error-code${where()}`);
-  const status = ERRORS[mp as ErrorCode].status;
-  assert.ok(status < 500 || mp === "MP_ERR_MODEL_OVERLOADED", `a 5xx code for client input${where()}`);
+function infer(message: object | Buffer): Promise<GrpcResult> {
+  return Buffer.isBuffer(message) ? inferBytes(message) : unary("ModelInfer", message);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -259,7 +192,7 @@ describe("gRPC ModelInfer", () => {
     check(
       "grpcInfer",
       fc.asyncProperty(hostileMessage, async (m) => {
-        checkResult(await infer(m), () => describeMessage(m));
+        checkGrpcResult(await infer(m), () => describeMessage(m));
       }),
     ));
 
@@ -280,7 +213,7 @@ describe("gRPC ModelInfer", () => {
           }),
         ),
         async (bytes) => {
-          checkResult(
+          checkGrpcResult(
             await infer(Buffer.from(bytes)),
             () => `${bytes.length} bytes: ${Buffer.from(bytes.subarray(0, 80)).toString("hex")}`,
           );
@@ -495,18 +428,18 @@ describe("gRPC shared memory", () => {
               ? [{ name: output[0], parameters: parameters(rows * OUTPUT_BYTES[output[0]]!, output[1]) }]
               : [],
           };
-          checkResult(await infer(message), () => JSON.stringify(message).slice(0, 2000));
+          checkGrpcResult(await infer(message), () => JSON.stringify(message).slice(0, 2000));
           if (!registration) return;
-          checkResult(await unary("SystemSharedMemoryRegister", registration), () =>
+          checkGrpcResult(await unary("SystemSharedMemoryRegister", registration), () =>
             JSON.stringify(registration),
           );
-          checkResult(
+          checkGrpcResult(
             await unary("SystemSharedMemoryStatus", { name: registration.name }),
             () => registration.name,
           );
           // Never the two regions every case uses (an empty name unregisters every region).
           if (!["gin", "gout", ""].includes(registration.name))
-            checkResult(
+            checkGrpcResult(
               await unary("SystemSharedMemoryUnregister", { name: registration.name }),
               () => registration.name,
             );

@@ -1,6 +1,6 @@
 // Fuzzes a `modelport serve` process with a key file (docs/Multi-tenant.md): Authorization
-// headers of every kind on every kind of route, /v1/usage with any query, and bursts from a key
-// with limits beside a key without. A header that does not carry a key never gets in; an exact
+// headers of every kind on every kind of route and as gRPC metadata, /v1/usage with any query,
+// and bursts from a key with limits beside a key without. A header that does not carry a key never gets in; an exact
 // `Bearer <key>` is that key, with its role and models; a limited key gets 200 or 429 and never
 // slows another key into a 429.
 import assert from "node:assert/strict";
@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import fc from "fast-check";
 import { edgeString, headerSafe } from "./arbitraries.js";
+import { checkGrpcResult, grpcClient } from "./grpc-client.js";
 import { type Answer, check, checkAnswer, postJson, send, styleOf, useFuzzServer } from "./harness.js";
 
 const KEYS = {
@@ -47,7 +48,21 @@ async function warm(url: string): Promise<void> {
   }
 }
 
-const server = useFuzzServer({ warm, args: ["--keys", keyFile] });
+const server = useFuzzServer({ warm, grpc: true, args: ["--keys", keyFile] });
+const { unary } = grpcClient(() => server.grpc);
+
+/** gRPC calls of each kind a key's role and models decide (the same keys, models and limits hold there). */
+const GRPC_CALLS: { method: string; message: object; needs?: "mlp" }[] = [
+  {
+    method: "ModelInfer",
+    message: {
+      model_name: "tree",
+      inputs: [{ name: "features", datatype: "FP32", shape: [1, 6], contents: { fp32_contents: ROW } }],
+    },
+  },
+  { method: "ModelMetadata", message: { name: "mlp" }, needs: "mlp" },
+  { method: "ModelReady", message: { name: "tree" } },
+];
 
 /** A request of each kind a key's role and models decide. */
 interface Call {
@@ -132,7 +147,7 @@ function send1(call: Call, headers: Record<string, string>): Promise<Answer> {
 }
 
 /** Outcomes seen, so that a run proves it reached each branch of its oracle. */
-const seen = { refused: 0, exact: 0, limited429: 0 };
+const seen = { refused: 0, exact: 0, limited429: 0, grpcRefused: 0, grpcExact: 0 };
 
 describe("keys, scopes and limits", () => {
   it("a header without a key never gets in; an exact key is that key, with its role and models", async () => {
@@ -176,6 +191,42 @@ describe("keys, scopes and limits", () => {
       }),
     );
     assert.ok(seen.refused > 0 && seen.exact > 0, `both branches reached: ${JSON.stringify(seen)}`);
+  });
+
+  it("over gRPC too: metadata without a key never gets in; an exact key is that key", async () => {
+    await check(
+      "grpcAuth",
+      fc.asyncProperty(fc.constantFrom(...GRPC_CALLS), authorization, async (call, text) => {
+        // grpc-js sends printable ASCII only in a text metadata value.
+        const header = text?.replace(/[^\x20-\x7e]/g, "");
+        const r = await unary(
+          call.method,
+          call.message,
+          header === undefined ? {} : { authorization: header },
+        );
+        const what = () => `${call.method} with ${JSON.stringify(header)}`;
+        const code = checkGrpcResult(r, what);
+        const keys = carried(header);
+        if (keys.length === 0) {
+          assert.ok(
+            code === "MP_ERR_AUTH_REQUIRED" || code === "MP_ERR_AUTH_INVALID",
+            `no key, yet not refused: ${code}: ${what()}`,
+          );
+          seen.grpcRefused++;
+          return;
+        }
+        const exact = keys.find((n) => header === `Bearer ${KEYS[n]}`);
+        if (exact === undefined) return;
+        if (code === "MP_ERR_RATE_LIMITED") {
+          assert.equal(exact, "limited", `only the limited key is rate limited: ${what()}`);
+          return;
+        }
+        const expected = call.needs === "mlp" && exact === "limited" ? "MP_ERR_MODEL_NOT_FOUND" : undefined;
+        assert.equal(code, expected, `${exact}: ${r.err?.details}: ${what()}`);
+        seen.grpcExact++;
+      }),
+    );
+    assert.ok(seen.grpcRefused > 0 && seen.grpcExact > 0, `both branches reached: ${JSON.stringify(seen)}`);
   });
 
   it("/v1/usage with any query: 200 with the caller's own rows, or a coded 400", () =>
