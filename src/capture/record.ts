@@ -71,6 +71,11 @@ export interface PendingRecord {
 
 /** Longest error message kept in a record. */
 const MAX_ERROR_CHARS = 512;
+/**
+ * The error message of a record whose request had fields redacted: a message can quote the
+ * values sent ("element 3 is the string ..."), the redacted ones included.
+ */
+export const MESSAGE_WITHHELD = "[redacted: the message may quote the fields redacted]";
 const BINARY_NOTE = "binary tensor data is not captured";
 
 /** Roughly how many bytes the record holds on to while it waits (for the queue's byte bound). */
@@ -138,14 +143,19 @@ function bodyValue(b: BodyRef | undefined): unknown {
 
 const textOf = (t: string | Buffer) => (typeof t === "string" ? t : t.toString("utf8"));
 
-/** A body as JSON text: serialized JSON payloads are used as they are unless they must be changed. */
-function jsonOf(b: BodyRef | undefined, paths: readonly RedactPath[]): string {
+/**
+ * A body as JSON text, and whether redaction replaced any of it: serialized JSON payloads are used
+ * as they are unless they must be changed.
+ */
+function jsonOf(b: BodyRef | undefined, paths: readonly RedactPath[]): { text: string; redacted: boolean } {
   if (b?.kind === "text" && b.json && paths.length === 0) {
     const text = textOf(b.text);
-    if (text !== "" && !text.includes("\n")) return text;
+    if (text !== "" && !text.includes("\n")) return { text, redacted: false };
   }
   const v = bodyValue(b);
-  return JSON.stringify(paths.length ? redact(v, paths) : v) ?? "null";
+  // redact() returns the value itself when no path matched anything.
+  const out = paths.length ? redact(v, paths) : v;
+  return { text: JSON.stringify(out) ?? "null", redacted: out !== v };
 }
 
 /** The error of a failed response in any of the three wire shapes (plugins/errors.ts). */
@@ -192,6 +202,8 @@ export function serializeRecord(r: PendingRecord): string {
   const failed = r.error !== undefined || r.status >= 400;
   let error = r.error;
   if (!error && failed) error = errorOf(bodyValue(r.response));
+  const request = jsonOf(r.request, paths);
+  const message = request.redacted ? MESSAGE_WITHHELD : error?.message.slice(0, MAX_ERROR_CHARS);
   const head: Record<string, unknown> = {
     time: new Date(r.time).toISOString(),
     model: r.model,
@@ -202,11 +214,15 @@ export function serializeRecord(r: PendingRecord): string {
     protocol: r.protocol,
     status: r.status,
     latencyMs: Math.round(r.latencyMs * 1000) / 1000,
-    ...(error ? { error: { code: error.code, message: error.message.slice(0, MAX_ERROR_CHARS) } } : {}),
+    ...(error ? { error: { code: error.code, message } } : {}),
   };
-  const request = jsonOf(r.request, paths);
   // A failure's answer is its error (above); the body would only repeat it.
-  const response = failed ? "null" : jsonOf(r.response, paths);
+  const response = failed ? "null" : jsonOf(r.response, paths).text;
+  return fit(head, request.text, response, maxBytes);
+}
+
+/** The record's line within maxBytes: bodies that do not fit are cut, or dropped. */
+function fit(head: Record<string, unknown>, request: string, response: string, maxBytes: number): string {
   const whole = assemble(head, request, response);
   if (byteLength(whole) <= maxBytes) return whole;
 

@@ -9,7 +9,12 @@ import { describe, it } from "node:test";
 import { pino } from "pino";
 import { FileSink } from "../../src/capture/file-sink.js";
 import { CaptureQueue } from "../../src/capture/queue.js";
-import { capturePolicy, type PendingRecord, serializeRecord } from "../../src/capture/record.js";
+import {
+  capturePolicy,
+  MESSAGE_WITHHELD,
+  type PendingRecord,
+  serializeRecord,
+} from "../../src/capture/record.js";
 import { parseRedactPath, REDACTED, redact, redactPathProblem } from "../../src/capture/redact.js";
 import type { CaptureLine, CaptureSink } from "../../src/capture/sink.js";
 import { ConfigError, loadConfig } from "../../src/config/load.js";
@@ -83,6 +88,34 @@ describe("a record's line", () => {
       latencyMs: 1.5,
       request: { rows: [[1, 2]] },
       response: { outputs: { y: [3] } },
+    });
+  });
+
+  it("a refused request with fields redacted keeps its error's code, not its message, which may quote them", () => {
+    const policy = capturePolicy(captureSchema.parse({ redact: ["rows.*.3"] }));
+    const refused = (rows: unknown[][], message: string) =>
+      JSON.parse(
+        serializeRecord(
+          record({
+            policy,
+            status: 400,
+            request: { kind: "value", value: { rows } },
+            response: {
+              kind: "text",
+              text: JSON.stringify({ error: { code: "MP_ERR_INPUT_DATATYPE", message, retryable: false } }),
+              json: true,
+            },
+          }),
+        ),
+      );
+    const quoted = refused([[1, 2, 3, "SSN-123-45-6789", 5, 6]], 'element 3 is the string "SSN-123-45-6789"');
+    assert.deepEqual(quoted.error, { code: "MP_ERR_INPUT_DATATYPE", message: MESSAGE_WITHHELD });
+    assert.ok(!JSON.stringify(quoted).includes("SSN-123"));
+    // Nothing redacted in this request: its message is kept as it was.
+    const plain = refused([[1, 2]], "input 'features' has shape [1, 2]");
+    assert.deepEqual(plain.error, {
+      code: "MP_ERR_INPUT_DATATYPE",
+      message: "input 'features' has shape [1, 2]",
     });
   });
 
