@@ -162,7 +162,7 @@ function paths(v: Json, at: Path = [], out: Path[] = []): Path[] {
 }
 
 /** A deep copy (Deep markers are immutable and shared; own "__proto__" keys stay own keys). */
-function clone(v: Json): Json {
+export function clone(v: Json): Json {
   if (Array.isArray(v)) return v.map(clone);
   if (v && typeof v === "object" && !(v instanceof Deep)) {
     const out: Record<string, Json> = {};

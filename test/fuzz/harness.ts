@@ -32,7 +32,7 @@ export const SEED = process.env.FUZZ_SEED
  */
 export const SHARES = {
   nativeRows: 0.07,
-  nativeInputs: 0.06,
+  nativeInputs: 0.05,
   nativeRaw: 0.05,
   nativeValid: 0.03,
   raggedBatch: 0.01,
@@ -61,6 +61,7 @@ export const SHARES = {
   grpcAuth: 0.005,
   usageQuery: 0.005,
   keyLimits: 0.005,
+  captureRecords: 0.01,
   tiersNative: 0.02,
   tiersOip: 0.02,
 } as const;
@@ -272,15 +273,19 @@ export const SHM_PREFIX = "mp-fuzz-";
 export function fuzzConfig(
   models: string,
   dir: string,
-  llm: boolean,
-  extra: string[] = [],
-  grpc = false,
+  options: { llm?: boolean; extra?: string[]; grpc?: boolean; server?: string[] } = {},
 ): string {
+  const { llm = false, extra = [], grpc = false, server = [] } = options;
   return [
     // Errors and unexpected failures are still logged; one line per request is not needed here.
     // Shared memory on, for the objects the fuzzers make under this prefix (tensor-routes.test.ts);
-    // with `grpc`, the gRPC port too (its address is logged as grpcAddress).
-    `server: {requestLogging: false, sharedMemory: {enabled: true, keyPrefix: "${SHM_PREFIX}"}${grpc ? ", grpcPort: 0" : ""}}`,
+    // with `grpc`, the gRPC port too (its address is logged as grpcAddress); then `server`'s entries.
+    `server: {${[
+      "requestLogging: false",
+      `sharedMemory: {enabled: true, keyPrefix: "${SHM_PREFIX}"}`,
+      ...(grpc ? ["grpcPort: 0"] : []),
+      ...server,
+    ].join(", ")}}`,
     "limits:",
     "  maxBodyBytes: 1048576",
     "  maxBatchRows: 64",
@@ -379,6 +384,8 @@ export function useFuzzServer(options: {
   extra?: string[] | ((models: string) => string[]);
   /** More `modelport serve` arguments (after `-c FILE`). */
   args?: string[];
+  /** More entries of the config's `server` mapping, as YAML flow entries ("key: value"). */
+  server?: string[];
   /**
    * A split deployment: a `--role runner` process with the models, and the server under test a
    * `--role api` process in front of it (`server.runner` is the runner's URL).
@@ -396,7 +403,7 @@ export function useFuzzServer(options: {
     const dir = mkdtempSync(join(tmpdir(), "modelport-fuzz-"));
     const file = join(dir, "fuzz.yaml");
     const extra = typeof options.extra === "function" ? options.extra(models) : options.extra;
-    writeFileSync(file, fuzzConfig(models, dir, options.llm ?? false, extra, options.grpc));
+    writeFileSync(file, fuzzConfig(models, dir, { ...options, extra }));
     let tier: string[] = [];
     if (options.tiers) {
       state.runner = await startChild(["-c", file, "--role", "runner", ...(options.args ?? [])]);
