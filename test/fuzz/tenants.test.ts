@@ -91,6 +91,17 @@ const CALLS: Call[] = [
 
 /** Headers: exact keys, keys bent (case, spaces, cut, joined), other schemes, and noise. */
 const keyName = fc.constantFrom<KeyName>("open", "limited", "ops");
+/** Ways to bend a key `k` (`i` picks where, for those that need it). */
+const BENDS: Record<string, (k: string, i: number) => string> = {
+  same: (k) => k,
+  cut: (k, i) => k.slice(0, i % k.length),
+  upper: (k) => k.toUpperCase(),
+  extra: (k, i) => `${k}${"x="[i % 2]}`,
+  prefix: (k) => `x${k}`,
+  twice: (k) => `${k},${k}`,
+  swap: (k) => `${k.slice(1)}${k[0]}`,
+};
+
 const authorization: fc.Arbitrary<string | undefined> = fc.oneof(
   { arbitrary: keyName.map((n) => `Bearer ${KEYS[n]}`), weight: 4 },
   {
@@ -109,27 +120,10 @@ const authorization: fc.Arbitrary<string | undefined> = fc.oneof(
           "Bearer=",
           "Bearer Bearer",
         ),
-        fc.constantFrom("cut", "upper", "extra", "prefix", "twice", "swap", "same"),
+        fc.constantFrom(...Object.values(BENDS)),
         fc.nat(),
       )
-      .map(([n, scheme, bend, i]) => {
-        const k: string = KEYS[n];
-        const key =
-          bend === "cut"
-            ? k.slice(0, i % k.length)
-            : bend === "upper"
-              ? k.toUpperCase()
-              : bend === "extra"
-                ? `${k}${"x="[i % 2]}`
-                : bend === "prefix"
-                  ? `x${k}`
-                  : bend === "twice"
-                    ? `${k},${k}`
-                    : bend === "swap"
-                      ? `${k.slice(1)}${k[0]}`
-                      : k;
-        return `${scheme} ${key}`;
-      }),
+      .map(([n, scheme, bend, i]) => `${scheme} ${bend(KEYS[n], i)}`),
     weight: 6,
   },
   { arbitrary: edgeString.map(headerSafe), weight: 2 },
