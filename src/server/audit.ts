@@ -2,9 +2,11 @@
 // shadow; an admin canceling or retrying another key's job; a key file reload), with the key
 // name, the action, its target and its result. It is its own stream: server.auditLog (a file,
 // appended to) or, by default, the server's log with "log":"audit" on each line, so a log
-// pipeline can route it apart.
+// pipeline can route it apart. A file is written synchronously: admin actions are rare, and a
+// line must be in the file, in order, when the action's answer goes out, also when the server
+// stops right after (an asynchronous write still in flight at close could land after the lines
+// flushed behind it, or not at all).
 import { type Logger, pino } from "pino";
-import type { Config } from "../config/schema.js";
 
 export interface AuditEntry {
   /** The key name that acted. */
@@ -23,13 +25,13 @@ export interface AuditEntry {
 
 export type Audit = (entry: AuditEntry) => void;
 
-export function createAudit(config: Config, logger: Logger): { audit: Audit; close(): void } {
-  const file = config.server.auditLog;
-  const destination = file ? pino.destination({ dest: file, mkdir: true, sync: false }) : undefined;
+/** The audit log: to `file` (server.auditLog) when given, else to `logger`. */
+export function createAudit(file: string | undefined, logger: Logger): { audit: Audit; close(): void } {
+  const destination = file ? pino.destination({ dest: file, mkdir: true, sync: true }) : undefined;
   const log = destination ? pino({ base: undefined }, destination) : logger.child({ log: "audit" });
   return {
     audit: (entry) =>
       log.info(entry, `audit: ${entry.key} ${entry.action} ${entry.target ?? ""} → ${entry.result}`),
-    close: () => destination?.flushSync(),
+    close: () => destination?.end(),
   };
 }
