@@ -112,7 +112,7 @@ export class RemoteLanguageModel implements ServedModel {
       return new ModelportError("MP_ERR_SERVER_SHUTTING_DOWN", `model '${this.name}' is closed`, {
         model: this.name,
       });
-    return this.runnerView.missingVersion() ?? this.unavailable(this.runnerView.reason());
+    return this.runnerView.unreadyError();
   }
 
   status(): ModelStatus {
@@ -124,7 +124,7 @@ export class RemoteLanguageModel implements ServedModel {
       path: this.config.path,
       state,
       ready,
-      ...(ready ? {} : { reason: this.runnerView.reason(), code: "MP_ERR_RUNNER_UNAVAILABLE" as const }),
+      ...(ready ? {} : { reason: this.runnerView.reason(), code: this.runnerView.unreadyError().code }),
       ...(loadable ? { loadable: true as const } : {}),
       // Each runner checks the golden example before it reports the model ready.
       golden: "runner",
@@ -158,7 +158,7 @@ export class RemoteLanguageModel implements ServedModel {
         }
       : undefined;
     const first = this.pool.pick(this.name, undefined, this.pinned);
-    if (!first) throw this.unavailable(this.runnerView.reason());
+    if (!first) throw this.runnerView.unreadyError();
     this.active++;
     try {
       try {

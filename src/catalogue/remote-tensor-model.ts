@@ -85,16 +85,7 @@ export class RemoteTensorModel implements ServedModel {
     if (this.closed) {
       return new ModelportError("MP_ERR_SERVER_SHUTTING_DOWN", `model '${name}' is closed`, { model: name });
     }
-    return (
-      this.runnerView.missingVersion() ??
-      new ModelportError(
-        "MP_ERR_RUNNER_UNAVAILABLE",
-        `model '${name}': ${this.runnerView.reason()}; retry shortly`,
-        {
-          model: name,
-        },
-      )
-    );
+    return this.runnerView.unreadyError();
   }
 
   private runners(): RemoteRunnerStatus[] {
@@ -126,7 +117,7 @@ export class RemoteTensorModel implements ServedModel {
       path: c.path,
       state,
       ready,
-      ...(ready ? {} : { reason: this.runnerView.reason(), code: "MP_ERR_RUNNER_UNAVAILABLE" as const }),
+      ...(ready ? {} : { reason: this.runnerView.reason(), code: this.runnerView.unreadyError().code }),
       ...(loadable ? { loadable: true as const } : {}),
       ...(loaded?.loadMs !== undefined ? { loadMs: loaded.loadMs } : {}),
       ...(loaded?.memoryBytes !== undefined ? { memoryBytes: loaded.memoryBytes } : {}),

@@ -69,8 +69,44 @@ export class RunnerView {
     return this.pinned === undefined ? r.ready : r.versions.has(this.pinned);
   }
 
+  /**
+   * Why no call can be taken, as one process would say it: MP_ERR_MODEL_VERSION_NOT_FOUND when
+   * runners answer and none holds the pinned version; MP_ERR_MODEL_NOT_READY when runners answer
+   * and list the model but none can take a call (unloaded on purpose, loading, failed its checks);
+   * else MP_ERR_RUNNER_UNAVAILABLE (no runner answers, or none that answers serves the model).
+   */
+  unreadyError(): ModelportError {
+    return (
+      this.missingVersion() ??
+      this.notReady() ??
+      new ModelportError(
+        "MP_ERR_RUNNER_UNAVAILABLE",
+        `model '${this.name}': ${this.reason()}; retry shortly`,
+        {
+          model: this.name,
+          retryAfterSeconds: 1,
+        },
+      )
+    );
+  }
+
+  private notReady(): ModelportError | undefined {
+    const listing = this.pool.all().filter((ep) => ep.healthy && ep.models.has(this.name));
+    if (listing.length === 0 || this.canServe()) return undefined;
+    const states = new Set(listing.map((ep) => ep.models.get(this.name)!.state));
+    return new ModelportError(
+      "MP_ERR_MODEL_NOT_READY",
+      `model '${this.name}' is not ready: ${this.reason()}`,
+      {
+        model: this.name,
+        state: states.size === 1 ? [...states][0]! : "loading",
+        retryAfterSeconds: 1,
+      },
+    );
+  }
+
   /** MP_ERR_MODEL_VERSION_NOT_FOUND when runners answer and none holds the pinned version. */
-  missingVersion(): ModelportError | undefined {
+  private missingVersion(): ModelportError | undefined {
     const pinned = this.pinned;
     if (pinned === undefined || !this.pool.lacksVersion(this.name, pinned)) return undefined;
     return new ModelportError(

@@ -52,8 +52,12 @@ export const serverLimitsSchema = limitsSchema
     maxStreamMs: positiveInt.min(1000).default(900_000),
     /** Keep-alive comments on event streams and pings on WebSockets (a dead client is dropped). */
     streamHeartbeatMs: positiveInt.min(100).default(15_000),
-    /** Deepest nesting of arrays and objects in a JSON body; deeper bodies get 400 before parsing. */
-    maxJsonDepth: positiveInt.max(10_000).default(128),
+    /**
+     * Deepest nesting of arrays and objects in a JSON body; deeper bodies get 400 before parsing.
+     * At most 1,000: bodies are serialized again (jobs, capture, an API tier's management calls),
+     * and JSON.stringify overflows V8's stack past about 4,000 levels.
+     */
+    maxJsonDepth: positiveInt.max(1000).default(128),
     /** Request-body bytes held at once across all requests; beyond it 503 MP_ERR_SERVER_BUSY. Default: bodyBudget(). */
     maxBodyBytesInFlight: positiveInt.optional(),
   })

@@ -126,7 +126,7 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   // 415 otherwise.
   // Fastify's default text/plain parser would let strings through.
   app.removeContentTypeParser("text/plain");
-  registerJsonParser(app, config.limits.maxJsonDepth);
+  registerJsonParser(app, { maxDepth: config.limits.maxJsonDepth });
   app.addContentTypeParser(OCTET_STREAM, readOctetBody);
   const metrics = new Metrics();
   // Split tiers: every metric says which tier and process it is from. `instance_id`, since

@@ -12,15 +12,33 @@ import type { FastifyInstance } from "fastify";
 import { ModelportError } from "../errors.js";
 import { jsonDepthExceeds } from "../protocol/json-depth.js";
 
-/** Replaces the application/json parser with one that refuses bodies nested deeper than `maxDepth`. */
-export function registerJsonParser(app: FastifyInstance, maxDepth: number): void {
+export interface JsonParserOptions {
+  /** Bodies nested deeper are refused (limits.maxJsonDepth). */
+  maxDepth: number;
+  /** Most bytes of a body, where a scope has its own limit; default the server's bodyLimit. */
+  bodyLimit?: number;
+  /** An empty or all-blank body is `{}`, not a 400 (management calls: clients send none). */
+  emptyIsObject?: boolean;
+}
+
+/**
+ * Replaces the application/json parser (of `app`'s scope) with one that refuses bodies nested
+ * deeper than `maxDepth`.
+ */
+export function registerJsonParser(app: FastifyInstance, options: JsonParserOptions): void {
+  const { maxDepth, bodyLimit, emptyIsObject = false } = options;
   const parse = app.getDefaultJsonParser(
     app.initialConfig.onProtoPoisoning ?? "error",
     app.initialConfig.onConstructorPoisoning ?? "error",
   );
   app.removeContentTypeParser("application/json");
-  app.addContentTypeParser("application/json", { parseAs: "string" }, (request, body, done) => {
+  // An undefined bodyLimit is the server's (Fastify fills it in).
+  app.addContentTypeParser("application/json", { parseAs: "string", bodyLimit }, (request, body, done) => {
     const text = body as string;
+    if (emptyIsObject && text.trim() === "") {
+      done(null, {});
+      return;
+    }
     if (jsonDepthExceeds(text, maxDepth)) {
       done(
         new ModelportError(

@@ -181,7 +181,10 @@ describe("a model repository across tiers", () => {
   it("unloads and loads on every runner: the API tier stays ready while the model is unloaded on purpose", async () => {
     const unloaded = await post(`${api.url}/v2/repository/models/scale/unload`);
     assert.equal(unloaded.status, 200, JSON.stringify(unloaded.body));
-    assert.equal(await factor(api.url), "503 MP_ERR_RUNNER_UNAVAILABLE");
+    // As one process answers it: the model is not ready (unloaded), not a runner that is missing.
+    assert.equal(await factor(api.url), "503 MP_ERR_MODEL_NOT_READY");
+    const refused = await post(`${api.url}/v1/models/scale/predict`, { rows: [[1]] });
+    assert.equal(refused.body.error.details.state, "unloaded", JSON.stringify(refused.body));
     const ready = (await (await fetch(`${api.url}/readyz`)).json()) as any;
     assert.equal(ready.ready, true, JSON.stringify(ready));
     assert.equal(ready.models.scale.state, "unloaded");
@@ -191,6 +194,24 @@ describe("a model repository across tiers", () => {
     assert.equal(await factor(a.url), "3 from 2");
     assert.equal(await factor(b.url), "2 from 1");
     assert.match(await factor(api.url), /^(3 from 2|2 from 1)$/);
+  });
+
+  it("refuses a management body nested past limits.maxJsonDepth, or setting __proto__, with a 400 of its own", async () => {
+    // The API tier passes a body on re-serialized: this deep one overflowed JSON.stringify (500).
+    const deep = `{"version":${"[".repeat(5000)}${"]".repeat(5000)}}`;
+    // As on every JSON route: too deep is invalid; a __proto__ key is refused as malformed JSON.
+    for (const [text, code] of [
+      [deep, "MP_ERR_REQUEST_INVALID"],
+      ['{"__proto__":{"version":"1"}}', "MP_ERR_REQUEST_MALFORMED_JSON"],
+    ]) {
+      const res = await fetch(`${api.url}/v2/repository/models/scale/load`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: text,
+      });
+      const body = (await res.json()) as { code?: string; runners?: unknown };
+      assert.deepEqual([res.status, body.code, body.runners], [400, code, undefined], text);
+    }
   });
 
   it("serves a model added to the runners' repositories once a management load brought it in", async () => {

@@ -5,6 +5,7 @@
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { ShadowSpec } from "../../catalogue/served-model.js";
 import { ModelportError } from "../../errors.js";
+import { registerJsonParser } from "../json-body.js";
 import { guardManagement } from "../plugins/admin.js";
 import { errorHandler } from "../plugins/errors.js";
 import { describeAny } from "./native.js";
@@ -23,26 +24,16 @@ const managementErrors = (style: "oip" | "native") => errorHandler(style, MAX_BO
 
 /**
  * Management calls carry at most a small JSON object, and clients (Triton's among them) often send
- * `Content-Type: application/json` with an empty body: here that is `{}`, not a 400.
+ * `Content-Type: application/json` with an empty body: here that is `{}`, not a 400. The server's
+ * depth limit and prototype-poisoning checks apply as on every JSON route (an API tier passes the
+ * body on re-serialized, and JSON.stringify overflows the stack on deep nesting).
  */
 function smallJsonBodies(app: FastifyInstance): void {
-  app.removeContentTypeParser("application/json");
-  app.addContentTypeParser(
-    "application/json",
-    { parseAs: "string", bodyLimit: MAX_BODY_BYTES },
-    (_req, body, done) => {
-      const text = (body as string).trim();
-      if (text === "") {
-        done(null, {});
-        return;
-      }
-      try {
-        done(null, JSON.parse(text));
-      } catch {
-        done(new ModelportError("MP_ERR_REQUEST_INVALID", "the body is not valid JSON"), undefined);
-      }
-    },
-  );
+  registerJsonParser(app, {
+    maxDepth: app.modelport.config.limits.maxJsonDepth,
+    bodyLimit: MAX_BODY_BYTES,
+    emptyIsObject: true,
+  });
 }
 
 /** The OIP repository extension, answering errors in the OIP shape. */
