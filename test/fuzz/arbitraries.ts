@@ -395,3 +395,68 @@ export const oipBody: fc.Arbitrary<{ model: string; body: Json }> = nativeBody.m
   const b = body as { rows?: number[][]; inputs?: Record<string, unknown> };
   return { model, body: toOip(model, b.inputs ?? { features: b.rows! }) };
 });
+
+/** Text for the OpenAI bodies: graphemes, words, edge cases. */
+const openaiText = fc.oneof(
+  fc.string({ unit: "grapheme", maxLength: 40 }),
+  fc.lorem({ maxCount: 8 }),
+  edgeString,
+);
+/** Generation kept short so that thousands of cases stay cheap. */
+const maxTokens = fc.integer({ min: 1, max: 3 });
+
+/** A valid chat completions body for the example language model (tiny-llama). */
+export const chatBody: fc.Arbitrary<Json> = fc.record(
+  {
+    model: fc.constant("tiny-llama"),
+    messages: fc.array(
+      fc.record({ role: fc.constantFrom("system", "user", "assistant"), content: openaiText }),
+      {
+        minLength: 1,
+        maxLength: 3,
+      },
+    ),
+    max_tokens: maxTokens,
+    temperature: fc.double({ min: 0, max: 2, noNaN: true }),
+    stream: fc.boolean(),
+    stop: fc.oneof(fc.constant(null), openaiText, fc.array(openaiText, { maxLength: 2 })),
+    seed: fc.integer({ min: 0, max: 1000 }),
+  },
+  { requiredKeys: ["model", "messages", "max_tokens"] },
+) as fc.Arbitrary<Json>;
+
+/** A valid completions body for tiny-llama. */
+export const completionBody: fc.Arbitrary<Json> = fc.record(
+  {
+    model: fc.constant("tiny-llama"),
+    prompt: openaiText,
+    max_tokens: maxTokens,
+    stream: fc.boolean(),
+    echo: fc.boolean(),
+  },
+  { requiredKeys: ["model", "prompt", "max_tokens"] },
+) as fc.Arbitrary<Json>;
+
+/** A valid embeddings body for the example embeddings model (tiny-embed). */
+export const embeddingBody: fc.Arbitrary<Json> = fc.record(
+  {
+    model: fc.constant("tiny-embed"),
+    input: fc.oneof(openaiText, fc.array(openaiText, { minLength: 1, maxLength: 4 })),
+    encoding_format: fc.constantFrom("float", "base64"),
+  },
+  { requiredKeys: ["model", "input"] },
+) as fc.Arbitrary<Json>;
+
+/**
+ * Mutations may turn max_tokens into anything; a huge one would make a case slow (never wrong),
+ * so a number there is clamped to 3 after mutating: the property still sees every other change.
+ */
+export function keepShort(body: Json): Json {
+  if (body && typeof body === "object" && !Array.isArray(body)) {
+    for (const k of ["max_tokens", "max_completion_tokens"]) {
+      const v = (body as Record<string, Json>)[k];
+      if (typeof v === "number" && Number.isInteger(v) && v > 3) (body as Record<string, Json>)[k] = 3;
+    }
+  }
+  return body;
+}

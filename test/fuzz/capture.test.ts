@@ -1,6 +1,7 @@
-// Fuzzes payload capture (docs/Capture.md) on a real `modelport serve` process: a model with
-// capture and redaction paths gets native and OIP bodies, valid or mutated, with a fresh marker
-// planted at every place a redaction path names. Once the queue has drained, every line of the
+// Fuzzes payload capture (docs/Capture.md) on a real `modelport serve` process: models with
+// capture and redaction paths get native and OIP bodies, and OpenAI chat, completions and
+// embeddings bodies (streamed or not, echoing the prompt or not), valid or mutated, with a fresh
+// marker planted at every place a redaction path names. Once the queue has drained, every line of the
 // captured files is one JSON record within maxBytes, none of them holds a marker anywhere (not
 // in a body, not in an error message quoting what was sent), and nothing was dropped for failing
 // to serialize or write.
@@ -11,11 +12,33 @@ import { join } from "node:path";
 import { describe, it } from "node:test";
 import fc from "fast-check";
 import { metricValue } from "../helpers/metrics.js";
-import { clone, Deep, encode, type Json, mutated, nativeBody, oipBody } from "./arbitraries.js";
+import {
+  chatBody,
+  clone,
+  completionBody,
+  Deep,
+  embeddingBody,
+  encode,
+  type Json,
+  keepShort,
+  mutated,
+  nativeBody,
+  oipBody,
+} from "./arbitraries.js";
 import { check, checkAnswer, postJson, send, styleOf, useFuzzServer } from "./harness.js";
 
 const MAX_BYTES = 2048;
 const REDACT = ["rows.*.3", "inputs.*.data", "secret"];
+/** The language and embeddings models': what the client sent, and where an answer echoes it. */
+const OPENAI_REDACT = [
+  "messages.*.content",
+  "prompt",
+  "input",
+  "secret",
+  "choices.*.text",
+  "choices.*.message.content",
+];
+const CAPTURED = ["cap", "cap-llm", "cap-embed"];
 
 async function warm(url: string): Promise<void> {
   await postJson(url, "/v1/models/cap/predict", { rows: [[3, 95, 4, 1, 0, 20]] });
@@ -29,6 +52,16 @@ const server = useFuzzServer({
     `    path: ${join(models, "churn-tree.onnx")}`,
     "    threads: 1",
     `    capture: {sampleRate: 1, maxBytes: ${MAX_BYTES}, redact: ${JSON.stringify(REDACT)}}`,
+    "  - name: cap-llm",
+    `    path: ${join(models, "tiny-llama.gguf")}`,
+    "    threads: 1",
+    "    llm: {contextSize: 512, sequences: 2, maxWaiting: 64}",
+    `    capture: {sampleRate: 1, maxBytes: ${MAX_BYTES}, redact: ${JSON.stringify(OPENAI_REDACT)}}`,
+    "  - name: cap-embed",
+    "    backend: transformers",
+    `    path: ${join(models, "tiny-embed")}`,
+    "    threads: 1",
+    `    capture: {sampleRate: 1, maxBytes: ${MAX_BYTES}, redact: ${JSON.stringify(OPENAI_REDACT)}}`,
   ],
 });
 
@@ -58,18 +91,43 @@ function plant(body: Json, asNumber: boolean): void {
   for (const t of tensors) if (isObject(t)) t.data = marker(false);
 }
 
-/** Bodies for the captured model at `path`: of the example models' shapes, as they are or mutated. */
-function bodiesAt(
-  path: string,
-  valid: fc.Arbitrary<{ body: Json }>,
-): fc.Arbitrary<{ path: string; body: Json }> {
-  const bodies = valid.map((b) => b.body);
-  return fc.oneof(bodies, mutated(bodies, 64)).map((body) => ({ path, body }));
+/**
+ * Puts a marker at every place OPENAI_REDACT names in an OpenAI body (changed in place): each
+ * message's content, the prompt, the input (a string, or each string of a list) and `secret`.
+ */
+function plantOpenai(body: Json, asNumber: boolean): void {
+  if (!isObject(body)) return;
+  body.secret = marker(false);
+  if (Array.isArray(body.messages))
+    for (const m of body.messages) if (isObject(m)) m.content = marker(asNumber);
+  if ("prompt" in body) body.prompt = marker(asNumber);
+  if (Array.isArray(body.input)) body.input = body.input.map(() => marker(asNumber));
+  else if ("input" in body) body.input = marker(asNumber);
 }
 
+/** Bodies for the captured model at `path`: valid ones as they are or mutated (generation kept short). */
+function bodiesAt(path: string, valid: fc.Arbitrary<Json>): fc.Arbitrary<{ path: string; body: Json }> {
+  return fc.oneof(valid, mutated(valid, 64).map(keepShort)).map((body) => ({ path, body }));
+}
+
+/** The example bodies for tiny-llama and tiny-embed, sent to the captured copies of them. */
+const forModel = (model: string) => (b: Json) => (isObject(b) ? { ...b, model } : b);
+
 const body = fc.oneof(
-  bodiesAt("/v1/models/cap/predict", nativeBody),
-  bodiesAt("/v2/models/cap/infer", oipBody),
+  bodiesAt(
+    "/v1/models/cap/predict",
+    nativeBody.map((b) => b.body),
+  ),
+  bodiesAt(
+    "/v2/models/cap/infer",
+    oipBody.map((b) => b.body),
+  ),
+);
+
+const openaiBody = fc.oneof(
+  bodiesAt("/v1/chat/completions", chatBody.map(forModel("cap-llm"))),
+  bodiesAt("/v1/completions", completionBody.map(forModel("cap-llm"))),
+  bodiesAt("/v1/embeddings", embeddingBody.map(forModel("cap-embed"))),
 );
 
 describe("payload capture", () => {
@@ -85,25 +143,40 @@ describe("payload capture", () => {
       }),
     ));
 
+  it("OpenAI bodies with markers where the client's text goes get their usual answers", () =>
+    check(
+      "captureOpenai",
+      fc.asyncProperty(openaiBody, fc.boolean(), async ({ path, body }, asNumber) => {
+        const sent = clone(body);
+        plantOpenai(sent, asNumber);
+        const text = encode(sent);
+        const res = await postJson(server.url, path, text);
+        checkAnswer(res, "openai", { what: `${path} ${text.slice(0, 300)}` });
+      }),
+    ));
+
   it("once drained: every line is a JSON record within maxBytes, no marker anywhere, nothing failed", async () => {
     // Drained: nothing queued, and the count of records written no longer moves.
     let written = -1;
     for (let i = 0; i < 100; i++) {
       await new Promise((r) => setTimeout(r, 200));
       const queued = await metricValue(server.url, "modelport_capture_queue_records", {});
-      const now = (await metricValue(server.url, "modelport_capture_records_total", { model: "cap" })) ?? 0;
+      let now = 0;
+      for (const model of CAPTURED)
+        now += (await metricValue(server.url, "modelport_capture_records_total", { model })) ?? 0;
       if (queued === 0 && now === written) break;
       written = now;
     }
-    for (const reason of ["serialize_failed", "sink_failed"])
-      assert.equal(
-        (await metricValue(server.url, "modelport_capture_dropped_total", { model: "cap", reason })) ?? 0,
-        0,
-        `records dropped: ${reason}`,
-      );
+    for (const model of CAPTURED)
+      for (const reason of ["serialize_failed", "sink_failed"])
+        assert.equal(
+          (await metricValue(server.url, "modelport_capture_dropped_total", { model, reason })) ?? 0,
+          0,
+          `${model}: records dropped: ${reason}`,
+        );
     const dir = join(server.dir, "captured");
     let lines = 0;
-    let redacted = 0;
+    const redacted = new Set<string>();
     for (const file of readdirSync(dir)) {
       const text = readFileSync(join(dir, file), "utf8");
       for (const [m] of text.matchAll(MARKER_TEXT)) assert.ok(!markers.has(m), `marker ${m} in ${file}`);
@@ -114,13 +187,17 @@ describe("payload capture", () => {
           Buffer.byteLength(line) <= MAX_BYTES,
           `a line of ${Buffer.byteLength(line)} bytes in ${file}`,
         );
-        const record = JSON.parse(line) as { model?: string };
-        assert.equal(record.model, "cap");
-        if (line.includes('"[redacted]"')) redacted++;
+        const record = JSON.parse(line) as { model: string };
+        assert.ok(CAPTURED.includes(record.model), record.model);
+        if (line.includes('"[redacted]"')) redacted.add(record.model);
       }
     }
     assert.ok(lines >= written && written > 0, `${lines} lines, ${written} records written`);
-    assert.ok(redacted > 0, "no record had a field redacted");
+    assert.deepEqual(
+      [...redacted].sort(),
+      [...CAPTURED].sort(),
+      "each model has a record with a field redacted",
+    );
     await send(server.url, "GET", "/livez");
   });
 

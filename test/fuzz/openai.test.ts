@@ -4,7 +4,16 @@
 // Generation is kept short (max_tokens 1 to 3) so that thousands of cases stay cheap.
 import { describe, it } from "node:test";
 import fc from "fast-check";
-import { edgeString, encode, type Json, mutated, mutatedText } from "./arbitraries.js";
+import {
+  chatBody,
+  completionBody,
+  embeddingBody,
+  encode,
+  type Json,
+  keepShort,
+  mutated,
+  mutatedText,
+} from "./arbitraries.js";
 import { check, checkAnswer, postJson, useFuzzServer } from "./harness.js";
 
 const CHAT = "/v1/chat/completions";
@@ -22,59 +31,6 @@ async function warm(url: string): Promise<void> {
 }
 
 const server = useFuzzServer({ llm: true, warm });
-
-const text = fc.oneof(fc.string({ unit: "grapheme", maxLength: 40 }), fc.lorem({ maxCount: 8 }), edgeString);
-const maxTokens = fc.integer({ min: 1, max: 3 });
-
-const chatBody: fc.Arbitrary<Json> = fc.record(
-  {
-    model: fc.constant("tiny-llama"),
-    messages: fc.array(fc.record({ role: fc.constantFrom("system", "user", "assistant"), content: text }), {
-      minLength: 1,
-      maxLength: 3,
-    }),
-    max_tokens: maxTokens,
-    temperature: fc.double({ min: 0, max: 2, noNaN: true }),
-    stream: fc.boolean(),
-    stop: fc.oneof(fc.constant(null), text, fc.array(text, { maxLength: 2 })),
-    seed: fc.integer({ min: 0, max: 1000 }),
-  },
-  { requiredKeys: ["model", "messages", "max_tokens"] },
-) as fc.Arbitrary<Json>;
-
-const completionBody: fc.Arbitrary<Json> = fc.record(
-  {
-    model: fc.constant("tiny-llama"),
-    prompt: text,
-    max_tokens: maxTokens,
-    stream: fc.boolean(),
-    echo: fc.boolean(),
-  },
-  { requiredKeys: ["model", "prompt", "max_tokens"] },
-) as fc.Arbitrary<Json>;
-
-const embeddingBody: fc.Arbitrary<Json> = fc.record(
-  {
-    model: fc.constant("tiny-embed"),
-    input: fc.oneof(text, fc.array(text, { minLength: 1, maxLength: 4 })),
-    encoding_format: fc.constantFrom("float", "base64"),
-  },
-  { requiredKeys: ["model", "input"] },
-) as fc.Arbitrary<Json>;
-
-/**
- * Mutations may turn max_tokens into anything; a huge one would make a case slow (never wrong),
- * so a number there is clamped to 3 after mutating: the property still sees every other change.
- */
-function keepShort(body: Json): Json {
-  if (body && typeof body === "object" && !Array.isArray(body)) {
-    for (const k of ["max_tokens", "max_completion_tokens"]) {
-      const v = (body as Record<string, Json>)[k];
-      if (typeof v === "number" && Number.isInteger(v) && v > 3) (body as Record<string, Json>)[k] = 3;
-    }
-  }
-  return body;
-}
 
 // Mutations nest values up to 20,000 deep; limits.maxJsonDepth refuses those bodies before
 // parsing (a parameter nested ~5,000 deep once got a 500: its refusal quoted it with
