@@ -36,7 +36,7 @@ export const SHARES = {
   nativeRaw: 0.05,
   nativeValid: 0.03,
   raggedBatch: 0.01,
-  oipJson: 0.08,
+  oipJson: 0.07,
   oipBinary: 0.08,
   oipShm: 0.03,
   grpcInfer: 0.04,
@@ -65,6 +65,7 @@ export const SHARES = {
   captureOpenai: 0.005,
   tiersNative: 0.02,
   tiersOip: 0.02,
+  tiersGrpc: 0.01,
   tiersManageHostile: 0.01,
   tiersManageSequence: 0.005,
 } as const;
@@ -373,6 +374,13 @@ export function quantile(values: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? Number.NaN;
 }
 
+/** A server's gRPC host:port, from its "listening" log line (grpcAddress). */
+function grpcAddressOf(child: ChildServer): string {
+  const address = /"grpcAddress":"([^"]+)"/.exec(child.output())?.[1];
+  assert.ok(address, `no grpcAddress in the server's log:\n${child.output().slice(-2000)}`);
+  return address;
+}
+
 /** How far a process's RSS may stay above its start once a fuzz run is over. */
 const RSS_GROWTH_BYTES = 150e6;
 
@@ -478,9 +486,12 @@ export function useFuzzServer(options: {
     },
     /** The gRPC listener's host:port, from the child's log (with `grpc`). */
     get grpc() {
-      const address = /"grpcAddress":"([^"]+)"/.exec(state.child.output())?.[1];
-      assert.ok(address, `no grpcAddress in the server's log:\n${state.child.output().slice(-2000)}`);
-      return address;
+      return grpcAddressOf(state.child);
+    },
+    /** The runner's gRPC listener's host:port (with `tiers` and `grpc`). */
+    get runnerGrpc() {
+      assert.ok(state.runner, "no runner: start the server with tiers: true");
+      return grpcAddressOf(state.runner);
     },
     output: () => state.child.output(),
     /** The file's last test: process up, every probe answered and fast, RSS back near its start. */
