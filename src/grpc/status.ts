@@ -38,6 +38,15 @@ export function grpcCode(err: ModelportError): status {
   return err.status >= 400 && err.status < 500 ? status.INVALID_ARGUMENT : status.INTERNAL;
 }
 
+/**
+ * Most characters of a failed call's message. It travels in the `grpc-message` trailer,
+ * percent-encoded (up to 9 bytes a character), and a client drops trailers past its metadata
+ * limit (8 KiB in grpc-js and in gRPC's C core): grpc-js then waited for its deadline, as if no
+ * answer came. A message can quote what the client sent (a model name is as long as the message
+ * allows), so it is cut here, saying how long it was.
+ */
+export const MAX_DETAILS_CHARS = 512;
+
 /** The status a failed call ends with: "MP_ERR_…: message", the code again in `mp-error-code`. */
 export function errorStatus(err: ModelportError): Pick<StatusObject, "code" | "details" | "metadata"> {
   const metadata = new Metadata();
@@ -45,5 +54,15 @@ export function errorStatus(err: ModelportError): Pick<StatusObject, "code" | "d
   // As HTTP's Retry-After on a retryable 503 (overloaded, loading, draining).
   if (err.status === 503 && err.retryable)
     metadata.set("retry-after", String(err.details?.retryAfterSeconds ?? 1));
-  return { code: grpcCode(err), details: `${err.code}: ${err.message}`, metadata };
+  return { code: grpcCode(err), details: cut(`${err.code}: ${err.message}`), metadata };
+}
+
+/** `text` within MAX_DETAILS_CHARS (and the note of its length), never ending in half a surrogate pair. */
+function cut(text: string): string {
+  if (text.length <= MAX_DETAILS_CHARS) return text;
+  const note = `… (${text.length} characters)`;
+  let end = MAX_DETAILS_CHARS - note.length;
+  const last = text.charCodeAt(end - 1);
+  if (last >= 0xd800 && last <= 0xdbff) end--;
+  return `${text.slice(0, end)}${note}`;
 }

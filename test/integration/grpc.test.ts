@@ -493,6 +493,11 @@ describe("gRPC: refusals, each with its code; the server keeps answering", () =>
 
   it("unknown model NOT_FOUND; wrong shapes, sizes, counts, datatypes and contents INVALID_ARGUMENT", async () => {
     await bad({ model_name: "nope" }, grpc.status.NOT_FOUND, "MP_ERR_MODEL_NOT_FOUND");
+    // The message quotes the name: cut, or its trailer would pass the client's metadata limit and
+    // the call would wait for its deadline (it did, with a 119 KB name).
+    const long = await call("ModelInfer", { model_name: "n".repeat(150_000) }, { deadlineMs: 30_000 });
+    fails(long, grpc.status.NOT_FOUND, "MP_ERR_MODEL_NOT_FOUND");
+    assert.match(long.err!.details, /… \(\d+ characters\)$/);
     await bad(
       raw("tree", TREE, { model_version: "2" }),
       grpc.status.NOT_FOUND,

@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { describe, it } from "node:test";
 import { status } from "@grpc/grpc-js";
 import { ERRORS, type ErrorCode, ModelportError } from "../../src/errors.js";
-import { ERROR_CODE_KEY, errorStatus, grpcCode } from "../../src/grpc/status.js";
+import { ERROR_CODE_KEY, errorStatus, grpcCode, MAX_DETAILS_CHARS } from "../../src/grpc/status.js";
 import { REPO_ROOT } from "../helpers/server.js";
 
 /**
@@ -68,5 +68,21 @@ describe("gRPC statuses of the MP_ERR codes", () => {
     const busy = errorStatus(new ModelportError("MP_ERR_MODEL_OVERLOADED", "full", { retryAfterSeconds: 3 }));
     assert.equal(busy.code, status.UNAVAILABLE);
     assert.deepEqual(busy.metadata.get("retry-after"), ["3"]);
+  });
+
+  it("cuts a long message to MAX_DETAILS_CHARS, code first, saying how long it was, never splitting a surrogate pair", () => {
+    for (const name of ["x".repeat(119_000), "😀".repeat(60_000), `${"a".repeat(480)}😀${"b".repeat(600)}`]) {
+      const message = `no model named '${name}'; served models: tree`;
+      const { details } = errorStatus(new ModelportError("MP_ERR_MODEL_NOT_FOUND", message));
+      assert.ok(details.length <= MAX_DETAILS_CHARS, `${details.length} characters`);
+      assert.ok(details.startsWith("MP_ERR_MODEL_NOT_FOUND: no model named '"), details.slice(0, 60));
+      assert.ok(
+        details.endsWith(`… (${"MP_ERR_MODEL_NOT_FOUND: ".length + message.length} characters)`),
+        details.slice(-60),
+      );
+      assert.equal(Buffer.from(details, "utf8").toString("utf8"), details, "well-formed UTF-16");
+    }
+    const short = errorStatus(new ModelportError("MP_ERR_MODEL_NOT_FOUND", "no model named 'nope'"));
+    assert.equal(short.details, "MP_ERR_MODEL_NOT_FOUND: no model named 'nope'");
   });
 });
