@@ -130,30 +130,33 @@ const openaiBody = fc.oneof(
   bodiesAt("/v1/embeddings", embeddingBody.map(forModel("cap-embed"))),
 );
 
+/**
+ * The property of `share`: each body, with markers planted by `plantIn`, gets its usual answer,
+ * in its route's shape.
+ */
+function answeredWithMarkers(
+  share: "captureRecords" | "captureOpenai",
+  bodies: fc.Arbitrary<{ path: string; body: Json }>,
+  plantIn: (body: Json, asNumber: boolean) => void,
+): Promise<void> {
+  return check(
+    share,
+    fc.asyncProperty(bodies, fc.boolean(), async ({ path, body }, asNumber) => {
+      const sent = clone(body);
+      plantIn(sent, asNumber);
+      const text = encode(sent);
+      const res = await postJson(server.url, path, text);
+      checkAnswer(res, styleOf(path), { what: `${path} ${text.slice(0, 300)}` });
+    }),
+  );
+}
+
 describe("payload capture", () => {
   it("bodies with markers at every redacted place get their usual answers", () =>
-    check(
-      "captureRecords",
-      fc.asyncProperty(body, fc.boolean(), async ({ path, body }, asNumber) => {
-        const sent = clone(body);
-        plant(sent, asNumber);
-        const text = encode(sent);
-        const res = await postJson(server.url, path, text);
-        checkAnswer(res, styleOf(path), { what: `${path} ${text.slice(0, 300)}` });
-      }),
-    ));
+    answeredWithMarkers("captureRecords", body, plant));
 
   it("OpenAI bodies with markers where the client's text goes get their usual answers", () =>
-    check(
-      "captureOpenai",
-      fc.asyncProperty(openaiBody, fc.boolean(), async ({ path, body }, asNumber) => {
-        const sent = clone(body);
-        plantOpenai(sent, asNumber);
-        const text = encode(sent);
-        const res = await postJson(server.url, path, text);
-        checkAnswer(res, "openai", { what: `${path} ${text.slice(0, 300)}` });
-      }),
-    ));
+    answeredWithMarkers("captureOpenai", openaiBody, plantOpenai));
 
   it("once drained: every line is a JSON record within maxBytes, no marker anywhere, nothing failed", async () => {
     // Drained: nothing queued, and the count of records written no longer moves.

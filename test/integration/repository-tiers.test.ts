@@ -12,7 +12,7 @@ import { after, before, describe, it } from "node:test";
 import { metricValue } from "../helpers/metrics.js";
 import { testModels } from "../helpers/models.js";
 import { tempRepository, writeModelSettings, writeScaleVersion } from "../helpers/repository.js";
-import { type InProcessServer, startInProcess } from "../helpers/server.js";
+import { freePort, type InProcessServer, startInProcess } from "../helpers/server.js";
 import { until } from "../helpers/until.js";
 
 async function post(url: string, body: unknown = {}): Promise<{ status: number; body: any }> {
@@ -194,6 +194,30 @@ describe("a model repository across tiers", () => {
     assert.equal(await factor(a.url), "3 from 2");
     assert.equal(await factor(b.url), "2 from 1");
     assert.match(await factor(api.url), /^(3 from 2|2 from 1)$/);
+  });
+
+  it("a management call a runner cannot be reached for is 503 MP_ERR_RUNNER_UNAVAILABLE, naming it and where it applied", async () => {
+    const nowhere = `http://127.0.0.1:${await freePort()}`;
+    const half = await startInProcess({
+      file: configFile(work, ["server:", "  role: api", `  runners: [${a.url}, ${nowhere}]`]),
+    });
+    try {
+      const res = await fetch(`${half.url}/v1/models/scale/weights`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ weights: null }),
+      });
+      const body = (await res.json()) as { error: { code: string; message: string; retryable: boolean } };
+      assert.deepEqual(
+        [res.status, body.error.code, body.error.retryable],
+        [503, "MP_ERR_RUNNER_UNAVAILABLE", true],
+      );
+      assert.ok(Number(res.headers.get("retry-after")) >= 1);
+      assert.ok(body.error.message.includes(nowhere), body.error.message);
+      assert.ok(body.error.message.includes(`applied on ${a.url}`), body.error.message);
+    } finally {
+      await half.close();
+    }
   });
 
   it("refuses a management body nested past limits.maxJsonDepth, or setting __proto__, with a 400 of its own", async () => {
