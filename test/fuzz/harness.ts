@@ -50,7 +50,7 @@ export const SHARES = {
   jobsSubmit: 0.06,
   jobsRead: 0.05,
   wsFrames: 0.05,
-  headers: 0.055,
+  headers: 0.045,
   rawSocket: 0.01,
   configText: 0.025,
   config: 0.025,
@@ -63,6 +63,7 @@ export const SHARES = {
   keyLimits: 0.005,
   captureRecords: 0.01,
   captureOpenai: 0.005,
+  upstream: 0.01,
   tiersNative: 0.02,
   tiersOip: 0.02,
   tiersGrpc: 0.01,
@@ -208,10 +209,13 @@ export function styleOf(path: string): WireStyle {
  * set a deadline (X-Request-Timeout-Ms) too short to meet.
  */
 const OVERLOAD_CODES = new Set<string>(["MP_ERR_MODEL_OVERLOADED"]);
+const UPSTREAM_CODES = new Set<string>(["MP_ERR_LLM_UPSTREAM_FAILED", "MP_ERR_LLM_UPSTREAM_REJECTED"]);
 
 export interface CheckOptions {
   /** The request set X-Request-Timeout-Ms: a 504 MP_ERR_DEADLINE_EXCEEDED is the documented answer. */
   clientDeadline?: boolean;
+  /** An upstream model's answer: 502 MP_ERR_LLM_UPSTREAM_* is the documented answer to the upstream's failures. */
+  upstream?: boolean;
   /** Statuses this case may answer with besides errors (default: any 2xx/3xx). */
   what?: string;
 }
@@ -252,7 +256,8 @@ export function checkAnswer(res: Answer, style: WireStyle, options: CheckOptions
   if (res.status >= 500) {
     const allowed =
       (res.status === 503 && OVERLOAD_CODES.has(code as string)) ||
-      (res.status === 504 && code === "MP_ERR_DEADLINE_EXCEEDED" && options.clientDeadline === true);
+      (res.status === 504 && code === "MP_ERR_DEADLINE_EXCEEDED" && options.clientDeadline === true) ||
+      (res.status === 502 && UPSTREAM_CODES.has(code as string) && options.upstream === true);
     assert.ok(allowed, `a 5xx for client input${what}`);
   }
   return code as string;
