@@ -216,7 +216,7 @@ export interface CheckOptions {
   clientDeadline?: boolean;
   /** 5xx codes that are this case's documented answer (an upstream's failure, a runner's), beside overload. */
   allowed5xx?: readonly ErrorCode[];
-  /** Statuses this case may answer with besides errors (default: any 2xx/3xx). */
+  /** What the case sent, for failure messages. */
   what?: string;
 }
 
