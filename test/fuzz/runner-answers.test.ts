@@ -127,7 +127,7 @@ async function warm(url: string): Promise<void> {
 const server = useFuzzServer({
   warm,
   tiers: true,
-  server: ["runnerPollMs: 100"],
+  server: ["runnerPollMs: 50"],
   runnerProxy: async (runner) => {
     runnerUrl = runner;
     return `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
