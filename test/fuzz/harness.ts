@@ -379,6 +379,21 @@ export function quantile(values: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? Number.NaN;
 }
 
+/** A predict on the tree and an OIP infer on the mlp: the warm-up of the files that compare tiers. */
+export async function warmTree(url: string): Promise<void> {
+  await postJson(url, "/v1/models/tree/predict", { rows: [[3, 95, 4, 1, 0, 20]] });
+  await postJson(url, "/v2/models/mlp/infer", {
+    inputs: [{ name: "features", datatype: "FP32", shape: [1, 4], data: [1, 2, 3, 4] }],
+  });
+}
+
+/** What two answers to one request share when they are the same: status and code, or status, version and outputs. */
+export function essence(res: Answer): unknown {
+  const body = res.json as Record<string, any> | undefined;
+  if (res.status >= 400) return [res.status, body?.code ?? body?.error?.code];
+  return [res.status, body?.model_version, body?.outputs];
+}
+
 /** A server's gRPC host:port, from its "listening" log line (grpcAddress). */
 function grpcAddressOf(child: ChildServer): string {
   const address = /"grpcAddress":"([^"]+)"/.exec(child.output())?.[1];

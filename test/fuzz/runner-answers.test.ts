@@ -14,7 +14,16 @@ import { after, describe, it } from "node:test";
 import fc from "fast-check";
 import type { ErrorCode } from "../../src/errors.js";
 import { encode, type Json, mutated, nativeBody, oipBody } from "./arbitraries.js";
-import { type Answer, check, checkAnswer, postJson, send, styleOf, useFuzzServer } from "./harness.js";
+import {
+  type Answer,
+  check,
+  checkAnswer,
+  essence,
+  send,
+  styleOf,
+  useFuzzServer,
+  warmTree,
+} from "./harness.js";
 
 /** How the proxy bends each answer of the runner while a case runs. */
 type Bend =
@@ -117,15 +126,8 @@ after(() => {
   proxy.closeAllConnections();
 });
 
-async function warm(url: string): Promise<void> {
-  await postJson(url, "/v1/models/tree/predict", { rows: [[3, 95, 4, 1, 0, 20]] });
-  await postJson(url, "/v2/models/mlp/infer", {
-    inputs: [{ name: "features", datatype: "FP32", shape: [1, 4], data: [1, 2, 3, 4] }],
-  });
-}
-
 const server = useFuzzServer({
-  warm,
+  warm: warmTree,
   tiers: true,
   server: ["runnerPollMs: 50"],
   runnerProxy: async (runner) => {
@@ -179,13 +181,6 @@ const RUNNER_FAILURES: ErrorCode[] = [
   "MP_ERR_MODEL_NOT_READY",
   "MP_ERR_DEADLINE_EXCEEDED",
 ];
-
-/** What must be the same through the API tier as from the runner: status, code and outputs. */
-function essence(res: Answer): unknown {
-  const body = res.json as Record<string, any> | undefined;
-  if (res.status >= 400) return [res.status, body?.code ?? body?.error?.code];
-  return [res.status, body?.model_version, body?.outputs];
-}
 
 const seen = { refused: 0, answered: 0, recoveredAfterMs: 0 };
 

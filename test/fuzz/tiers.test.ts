@@ -11,17 +11,10 @@ import fc from "fast-check";
 import { encode, type Json, mutated, mutatedText, nativeBody, oipBody } from "./arbitraries.js";
 import { checkGrpcResult, type GrpcResult, grpcClient } from "./grpc-client.js";
 import { describeMessage, hostileMessage, validMessage } from "./grpc-messages.js";
-import { type Answer, check, checkAnswer, postJson, send, styleOf, useFuzzServer } from "./harness.js";
-
-async function warm(url: string): Promise<void> {
-  await postJson(url, "/v1/models/tree/predict", { rows: [[3, 95, 4, 1, 0, 20]] });
-  await postJson(url, "/v2/models/mlp/infer", {
-    inputs: [{ name: "features", datatype: "FP32", shape: [1, 4], data: [1, 2, 3, 4] }],
-  });
-}
+import { check, checkAnswer, essence, send, styleOf, useFuzzServer, warmTree } from "./harness.js";
 
 const server = useFuzzServer({
-  warm,
+  warm: warmTree,
   tiers: true,
   grpc: true,
   extra: (models) => [
@@ -30,13 +23,6 @@ const server = useFuzzServer({
 });
 const runnerGrpc = grpcClient(() => server.runnerGrpc);
 const apiGrpc = grpcClient(() => server.grpc);
-
-/** What must be the same through the API tier as from the runner: status, code and outputs. */
-function essence(res: Answer): unknown {
-  const body = res.json as Record<string, any> | undefined;
-  if (res.status >= 400) return [res.status, body?.code ?? body?.error?.code];
-  return [res.status, body?.model_version, body?.outputs];
-}
 
 /** What must be the same over gRPC: the MP_ERR code, or the version and the outputs to the byte. */
 function grpcEssence(r: GrpcResult): unknown {
