@@ -1,9 +1,9 @@
 // Fuzzes a split deployment (docs/Runners.md): a `--role api` process in front of a `--role
 // runner` process that holds the example models. Every request goes to both, the API tier and the
-// runner directly, over HTTP (native and OIP JSON) and over gRPC (ModelInfer, hostile messages
-// of grpc-messages.ts), and the two answers must agree: the same status and MP_ERR code, the same
-// outputs. Whatever a client sends through the API tier, it is the runner's answer it gets, in
-// the route's shape, and neither process goes down.
+// runner directly, over HTTP (native and OIP JSON) and over gRPC (ModelInfer, valid and hostile
+// messages of grpc-messages.ts), and the two answers must agree: the same status and MP_ERR code,
+// the same outputs. Whatever a client sends through the API tier, it is the runner's answer it
+// gets, in the route's shape, and neither process goes down.
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { describe, it } from "node:test";
