@@ -173,7 +173,7 @@ export class RemoteLanguageModel implements ServedModel {
         // that could not be reached at all is "unavailable".
         if (!second) {
           throw err.code === "MP_ERR_LLM_UPSTREAM_FAILED"
-            ? this.unavailable(`${err.message}; no other runner serves it`)
+            ? this.runnerView.unavailable(`${err.message}; no other runner serves it`)
             : err;
         }
         this.log.warn(
@@ -228,19 +228,12 @@ export class RemoteLanguageModel implements ServedModel {
         const s = model.status();
         if (!s.ready) {
           this.clients.delete(ep.url);
-          throw this.unavailable(`${ep.url}: ${s.reason ?? s.state}`);
+          throw this.runnerView.unavailable(`${ep.url}: ${s.reason ?? s.state}`);
         }
         return model;
       });
       this.clients.set(ep.url, client);
     }
     return client;
-  }
-
-  private unavailable(why: string): ModelportError {
-    return new ModelportError("MP_ERR_RUNNER_UNAVAILABLE", `model '${this.name}': ${why}; retry shortly`, {
-      model: this.name,
-      retryAfterSeconds: 1,
-    });
   }
 }

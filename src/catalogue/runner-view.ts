@@ -76,18 +76,15 @@ export class RunnerView {
    * else MP_ERR_RUNNER_UNAVAILABLE (no runner answers, or none that answers serves the model).
    */
   unreadyError(): ModelportError {
-    return (
-      this.missingVersion() ??
-      this.notReady() ??
-      new ModelportError(
-        "MP_ERR_RUNNER_UNAVAILABLE",
-        `model '${this.name}': ${this.reason()}; retry shortly`,
-        {
-          model: this.name,
-          retryAfterSeconds: 1,
-        },
-      )
-    );
+    return this.missingVersion() ?? this.notReady() ?? this.unavailable(this.reason());
+  }
+
+  /** MP_ERR_RUNNER_UNAVAILABLE for the model, saying `why`: retryable after a second. */
+  unavailable(why: string): ModelportError {
+    return new ModelportError("MP_ERR_RUNNER_UNAVAILABLE", `model '${this.name}': ${why}; retry shortly`, {
+      model: this.name,
+      retryAfterSeconds: 1,
+    });
   }
 
   private notReady(): ModelportError | undefined {
