@@ -31,7 +31,7 @@ export const SEED = process.env.FUZZ_SEED
  * whatever the split (a test in config.test.ts checks the sum).
  */
 export const SHARES = {
-  nativeRows: 0.065,
+  nativeRows: 0.045,
   nativeInputs: 0.05,
   nativeRaw: 0.05,
   nativeValid: 0.03,
@@ -61,6 +61,9 @@ export const SHARES = {
   grpcAuth: 0.005,
   usageQuery: 0.005,
   keyLimits: 0.005,
+  isolation: 0.012,
+  isolationJobs: 0.004,
+  isolationShm: 0.004,
   captureRecords: 0.01,
   captureOpenai: 0.005,
   upstream: 0.01,
@@ -282,16 +285,22 @@ export const SHM_PREFIX = "mp-fuzz-";
 export function fuzzConfig(
   models: string,
   dir: string,
-  options: { llm?: boolean; extra?: string[]; grpc?: boolean; server?: string[] } = {},
+  options: {
+    llm?: boolean;
+    extra?: string[];
+    grpc?: boolean;
+    server?: string[];
+    sharedMemory?: string[];
+  } = {},
 ): string {
-  const { llm = false, extra = [], grpc = false, server = [] } = options;
+  const { llm = false, extra = [], grpc = false, server = [], sharedMemory = [] } = options;
   return [
     // Errors and unexpected failures are still logged; one line per request is not needed here.
     // Shared memory on, for the objects the fuzzers make under this prefix (tensor-routes.test.ts);
     // with `grpc`, the gRPC port too (its address is logged as grpcAddress); then `server`'s entries.
     `server: {${[
       "requestLogging: false",
-      `sharedMemory: {enabled: true, keyPrefix: "${SHM_PREFIX}"}`,
+      `sharedMemory: {${["enabled: true", `keyPrefix: "${SHM_PREFIX}"`, ...sharedMemory].join(", ")}}`,
       ...(grpc ? ["grpcPort: 0"] : []),
       ...server,
     ].join(", ")}}`,
@@ -431,6 +440,8 @@ export function useFuzzServer(options: {
   args?: string[];
   /** More entries of the config's `server` mapping, as YAML flow entries ("key: value"). */
   server?: string[];
+  /** More entries of `server.sharedMemory`, as YAML flow entries. */
+  sharedMemory?: string[];
   /**
    * A split deployment: a `--role runner` process with the models, and the server under test a
    * `--role api` process in front of it (`server.runner` is the runner's URL).
