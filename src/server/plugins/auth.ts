@@ -1,8 +1,8 @@
 // API-key auth: `Authorization: Bearer <key>` on every route except the probes and the routes
 // marked public (`config: { public: true }`: the dashboard's static files, which hold no data and
-// ask for the key themselves); a metrics key (role metrics) is let into GET /metrics only. The caller's named key (its principal: name, role, models, limits)
-// rides on the request for every later step; the lookup itself is tenants/tenants.ts, shared with
-// the gRPC surface.
+// ask for the key themselves); a metrics key (role metrics) is let into GET /metrics only. The
+// caller's named key (its principal: name, role, models, limits) rides on the request for every
+// later step; the lookup itself is tenants/tenants.ts, shared with the gRPC surface.
 import type { FastifyInstance } from "fastify";
 import { urlPath } from "../../protocol/url-path.js";
 import { checkRole, type Tenants } from "../../tenants/tenants.js";

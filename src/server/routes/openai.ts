@@ -518,11 +518,11 @@ export const openaiRoutes: FastifyPluginAsync = async (app) => {
   // The model's limits are looked up once the body names it, and only for a caller who may use
   // it: a model the key may not use answers the 404 of no model before any check its limits make
   // (a prompt over its context would otherwise tell that it exists).
+  const served = (name: string) => ctx.catalogue.has(name);
   const limitsFor = (req: FastifyRequest) => (name: string) => {
     checkAccess(req.principal, name, served);
     return promptLimits(ctx, name);
   };
-  const served = (name: string) => ctx.catalogue.has(name);
   app.post("/v1/chat/completions", { config: { capture: "openai" } }, (req, reply) =>
     answer(ctx, "chat", parseChatRequest(req.body, limitsFor(req)), req, reply),
   );
