@@ -202,6 +202,12 @@ export const ERRORS = {
     summary:
       "A management route (load, unload, promote, rollback) needs an admin key (server.adminKeys); without any, only loopback callers of a server without API keys.",
   },
+  MP_ERR_ROLE_FORBIDDEN: {
+    status: 403,
+    retryable: false,
+    summary:
+      "The key's role does not open this route: a metrics key (role: metrics) reads GET /metrics and the full /readyz body, nothing else.",
+  },
   MP_ERR_INFERENCE_FAILED: {
     status: 422,
     retryable: false,

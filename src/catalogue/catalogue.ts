@@ -245,12 +245,19 @@ export class Catalogue {
     return model;
   }
 
-  /** Models unloaded on purpose do not make the server unready. */
-  readiness(): Readiness {
+  /**
+   * Models unloaded on purpose do not make the server unready. `visible`: the models a caller may
+   * hear of; the others still count in `ready` but are named nowhere (not in models nor reasons).
+   */
+  readiness(visible?: (name: string) => boolean): Readiness {
     const models: Readiness["models"] = {};
     const reasons: string[] = [];
+    let unready = false;
     for (const entry of this.models.values()) {
       const s = entry.view.status();
+      const counts = !s.ready && !entry.unloaded && s.state !== "unloaded";
+      unready ||= counts;
+      if (visible !== undefined && !visible(s.name)) continue;
       models[s.name] = {
         ready: s.ready,
         state: s.state,
@@ -260,16 +267,16 @@ export class Catalogue {
         ...(s.refused ? { refused: s.refused } : {}),
         ...(s.loadable ? { loadable: true as const } : {}),
       };
-      if (!s.ready && !entry.unloaded && s.state !== "unloaded")
-        reasons.push(`${s.name}: ${s.reason ?? s.state}`);
+      if (counts) reasons.push(`${s.name}: ${s.reason ?? s.state}`);
     }
     // API tier: with no runner answering, nothing can be served, whatever the config lists.
     const runners = this.pool?.all();
     if (runners && !runners.some((ep) => ep.healthy)) {
       const why = runners.map((ep) => `${ep.url}: ${ep.reason}`).join("; ") || "none found";
       reasons.push(`runners: none answers (${why})`);
+      unready = true;
     }
-    return { ready: reasons.length === 0, reasons, models };
+    return { ready: !unready, reasons, models };
   }
 
   /**

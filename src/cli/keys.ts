@@ -13,7 +13,8 @@ export const KEYS_HELP = `Usage: modelport keys <action> [NAME] [options]
 
 Options:
       --keys FILE                  the key file (default ./modelport-keys.yaml; created if missing, mode 0600)
-      --role admin|client          what the key may do (default client: models and its own jobs)
+      --role admin|client|metrics  what the key may do (default client: models and its own jobs;
+                                   metrics: GET /metrics and /readyz only, for a Prometheus scrape)
       --models A,B                 the models the key may use (default: every model)
       --requests-per-second N      sustained request rate (token bucket)
       --burst N                    requests at once after a quiet spell (default: one second's worth)
@@ -58,7 +59,7 @@ export async function keys(args: string[]): Promise<number> {
       for (const k of readKeyFile(file)) {
         const limits = Object.entries(k.limits).map(([l, n]) => `${l}=${n}`);
         process.stdout.write(
-          `${k.name}\t${k.role}\t${k.models?.join(",") ?? "*"}\t${limits.join(" ") || "no limits"}\n`,
+          `${k.name}\t${k.role}\t${k.role === "metrics" ? "-" : (k.models?.join(",") ?? "*")}\t${limits.join(" ") || "no limits"}\n`,
         );
       }
       return 0;
@@ -70,8 +71,10 @@ export async function keys(args: string[]): Promise<number> {
   if (action !== "create") throw new UsageError(`unknown keys action '${action}'; use create or list`);
   if (!name) throw new UsageError("keys create needs a name");
   const role = values.role ?? "client";
-  if (role !== "admin" && role !== "client")
-    throw new UsageError(`--role must be admin or client, got '${role}'`);
+  if (role !== "admin" && role !== "client" && role !== "metrics")
+    throw new UsageError(`--role must be admin, client or metrics, got '${role}'`);
+  if (role === "metrics" && values.models !== undefined)
+    throw new UsageError("--models does not go with --role metrics: a metrics key uses no model");
   const limits: Record<string, number> = {};
   for (const [flag, key] of Object.entries(LIMIT_FLAGS)) {
     const v = values[flag as keyof typeof LIMIT_FLAGS];

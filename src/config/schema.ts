@@ -356,7 +356,10 @@ export const serverSchema = z
     port: z.number().int().min(0).max(65535).default(8080),
     /** The Open Inference Protocol over gRPC on this port (0 picks a free one); unset: no gRPC. */
     grpcPort: z.number().int().min(0).max(65535).optional(),
-    /** Bearer tokens accepted on every route but the probes; empty means no auth. */
+    /**
+     * Bearer tokens accepted on every route but the probes; empty means no auth. Client keys that
+     * list no models: every model, and of /metrics only their own series (docs/Multi-tenant.md).
+     */
     apiKeys: z.array(z.string().min(8, "API keys must be at least 8 characters")).default([]),
     /**
      * Bearer tokens that may also use the management routes (load, unload, promote, rollback,
@@ -365,7 +368,7 @@ export const serverSchema = z
      */
     adminKeys: z.array(z.string().min(16, "admin keys must be at least 16 characters")).default([]),
     /**
-     * The key file: named keys with roles, models and limits (docs/Multi-tenant.md); re-read on
+     * The key file: named keys with roles (client, admin, metrics), models and limits (docs/Multi-tenant.md); re-read on
      * change and on SIGHUP. With it, every route but the probes needs a key.
      */
     keys: z.string().min(1).optional(),

@@ -17,7 +17,7 @@ import { parseTraceParent, TRACEPARENT, TRACESTATE, type TraceParent } from "../
 import { ATTR, KIND, parentOf, startSpan, tracing } from "../telemetry/spans.js";
 import type { KeyLimiter } from "../tenants/key-limits.js";
 import { ANONYMOUS, type Principal } from "../tenants/principal.js";
-import type { Tenants } from "../tenants/tenants.js";
+import { checkRole, mayUse, type Tenants } from "../tenants/tenants.js";
 import { MalformedMessage, messageBytes, SERVICE_NAME } from "./proto.js";
 import { errorStatus } from "./status.js";
 
@@ -146,9 +146,11 @@ export function unary<Req extends object, Res>(
 
     let release: (() => void) | undefined;
     let releaseBody: (() => void) | undefined;
+    // The caller once let in (health calls: anonymous); undefined while it is not.
+    let principal: Principal | undefined;
     const run = async (): Promise<Res> => {
-      let principal = ANONYMOUS;
-      if (!options.open) {
+      if (options.open) principal = ANONYMOUS;
+      else {
         if (env.context.draining) {
           throw new ModelportError(
             "MP_ERR_SERVER_SHUTTING_DOWN",
@@ -156,6 +158,8 @@ export function unary<Req extends object, Res>(
           );
         }
         principal = env.context.tenants.authenticate(metadataText(grpcCall.metadata, "authorization"));
+        // A metrics key reads /metrics over HTTP and calls nothing here.
+        checkRole(principal, `gRPC ${name}`);
         // The key's request and concurrency limits hold here as on HTTP (429 → RESOURCE_EXHAUSTED).
         if (principal.limitsSet) release = (await env.context.limiter.admit(principal, false)).release;
       }
@@ -168,7 +172,14 @@ export function unary<Req extends object, Res>(
           `the message is not a valid ${name}Request (protobuf): ${request.reason}`,
         );
       }
-      return rpc(request, { requestId, metadata: grpcCall.metadata, cancel, deadline, principal, trace });
+      return rpc(request, {
+        requestId,
+        metadata: grpcCall.metadata,
+        cancel,
+        deadline,
+        principal: principal ?? ANONYMOUS,
+        trace,
+      });
     };
 
     const finish = (err: unknown, response?: Res) => {
@@ -195,9 +206,16 @@ export function unary<Req extends object, Res>(
       const named =
         options.model && !(request instanceof MalformedMessage) ? options.model(request) : undefined;
       // Only served models' names label the metrics (a name from the request as is would make one
-      // series per random name).
+      // series per random name), and only for a caller that may use the model (as over HTTP).
+      const who = principal ?? (env.context.tenants.required ? undefined : ANONYMOUS);
       const model =
-        named !== undefined && httpStatus !== 401 && env.context.catalogue.has(named) ? named : "";
+        named !== undefined &&
+        httpStatus !== 401 &&
+        env.context.catalogue.has(named) &&
+        who !== undefined &&
+        mayUse(who, named)
+          ? named
+          : "";
       const seconds = (performance.now() - started) / 1000;
       env.context.metrics.requestDone(model, route, httpStatus, seconds);
       if (span) {

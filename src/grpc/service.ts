@@ -68,6 +68,7 @@ export function inferenceHandlers(env: CallEnv): UntypedServiceImplementation {
   const ctx = env.context;
   const { catalogue } = ctx;
   const modelName = (r: ModelRequest) => r.name;
+  const served = (name: string) => catalogue.has(name);
   return {
     ServerLive: unary(env, "ServerLive", () => ({ live: true }), { open: true }),
 
@@ -79,7 +80,7 @@ export function inferenceHandlers(env: CallEnv): UntypedServiceImplementation {
       env,
       "ModelReady",
       (r: ModelRequest, call) => {
-        checkAccess(call.principal, r.name);
+        checkAccess(call.principal, r.name, served);
         const host = catalogue.find(r.name, "predict", version(r.version));
         return { ready: host.ready && !ctx.draining };
       },
@@ -92,7 +93,7 @@ export function inferenceHandlers(env: CallEnv): UntypedServiceImplementation {
       env,
       "ModelMetadata",
       (r: ModelRequest, call) => {
-        checkAccess(call.principal, r.name);
+        checkAccess(call.principal, r.name, served);
         const host = catalogue.find(r.name, "predict", version(r.version));
         return modelMetadata(host, catalogue.versions(host.name));
       },
@@ -104,7 +105,7 @@ export function inferenceHandlers(env: CallEnv): UntypedServiceImplementation {
       "ModelInfer",
       async (r: GrpcInferRequest, call): Promise<GrpcInferResponse> => {
         // A model that loads on demand is loaded first, within the call's deadline.
-        checkAccess(call.principal, r.model_name);
+        checkAccess(call.principal, r.model_name, served);
         const host = await catalogue.acquire(r.model_name, "predict", version(r.model_version), () => ({
           deadline: performance.now() + timeoutMs(call, ctx.config.limits.timeoutMs),
         }));

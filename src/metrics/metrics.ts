@@ -17,8 +17,8 @@ export class Metrics {
 
   readonly requestDuration = new FastHistogram({
     name: "modelport_request_duration_seconds",
-    help: "Time from request received to response sent, by route.",
-    labelNames: ["route"] as const,
+    help: "Time from request received to response sent, by model (empty when none, as in modelport_requests_total) and route.",
+    labelNames: ["model", "route"] as const,
     buckets: LATENCY_BUCKETS,
     registers: [this.registry],
   });
@@ -355,7 +355,7 @@ export class Metrics {
     if (!child) {
       child = {
         count: this.requests.labels({ model, route, status }),
-        duration: this.requestDuration.labels({ route }),
+        duration: this.requestDuration.labels({ model, route }),
       };
       this.requestChildren.set(key, child);
     }

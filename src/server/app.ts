@@ -25,7 +25,8 @@ import type { BlobStore } from "../storage/blob-store.js";
 import { createBlobStore } from "../storage/create-blob-store.js";
 import { TRACE_LOG_OPTIONS } from "../telemetry/log-fields.js";
 import { flushTracing, startTracing } from "../telemetry/tracing.js";
-import { checkAccess } from "../tenants/tenants.js";
+import type { Principal } from "../tenants/principal.js";
+import { checkAccess, mayUse } from "../tenants/tenants.js";
 import { asciiBody } from "./ascii-body.js";
 import { createAudit } from "./audit.js";
 import { connectionOptions, limitConnections } from "./connections.js";
@@ -145,6 +146,10 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   const auditLog = createAudit(config.server.auditLog, logger);
   const tenancy = createTenancy(config, { cwd, log: logger, metrics, instance });
   const { tenants, usage } = tenancy;
+  // Whether a request's model may name its metric series: a caller let in that may use it (before
+  // the auth hook ran, only on a server without keys, where everyone may).
+  const mayLabel = (principal: Principal | undefined, name: string) =>
+    principal === undefined ? !tenants.required : mayUse(principal, name);
   const recordUsage = usage
     ? (key: string, model: string, used: Omit<RequestUsage, "model">) =>
         usage.record(key, model, usageCost(catalogue, config, model, used))
@@ -261,11 +266,15 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   });
   // The model label names only served models, and never on a 401 (the caller was not let in):
   // a name taken from the URL as is would make one new series per random name, kept forever.
+  // Nor a model the caller may not use: that answer was the 404 of a name that does not exist.
   app.addHook("onResponse", (request, reply, done) => {
     const route = request.routeOptions.url ?? "unmatched";
     const status = reply.statusCode;
     const name = (request.params as { model?: string } | undefined)?.model;
-    const model = name !== undefined && status !== 401 && catalogue.has(name) ? name : "";
+    const model =
+      name !== undefined && status !== 401 && catalogue.has(name) && mayLabel(request.principal, name)
+        ? name
+        : "";
     metrics.requestDone(model, route, status, reply.elapsedTime / 1000);
     if (request.span !== undefined) endRequestSpan(request, status, model);
     done();
@@ -290,10 +299,11 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   registerLimits(app, tenancy.limiter);
   if (recordUsage) registerUsage(app, recordUsage);
   // A key limited to some models hears of no other: the same 404 as for a model that does not exist.
+  const served = (name: string) => catalogue.has(name);
   app.addHook("preHandler", (request, _reply, done) => {
     const name = (request.params as { model?: string } | undefined)?.model;
     try {
-      if (name !== undefined) checkAccess(request.principal, name);
+      if (name !== undefined) checkAccess(request.principal, name, served);
     } catch (err) {
       done(err as Error);
       return;

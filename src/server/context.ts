@@ -93,7 +93,7 @@ export function acquire(
   capability: Capability,
   version?: string,
 ): ServedModel | Promise<ServedModel> {
-  checkAccess(req.principal, name);
+  checkAccess(req.principal, name, (n) => ctx.catalogue.has(n));
   if (ctx.usage) {
     const at = name.lastIndexOf("@");
     const model = at > 0 && !ctx.catalogue.has(name) ? name.slice(0, at) : name;

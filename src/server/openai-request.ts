@@ -40,7 +40,10 @@ export interface PromptLimits {
   readonly maxChoices: number;
 }
 
-/** The limits for a model name (defaults for a name no model has: the route answers 404 after). */
+/**
+ * The limits for a model name (defaults for a name no model has: the route answers 404 after).
+ * Throws that 404 itself for a model the caller may not use, before any check its limits make.
+ */
 export type PromptLimitsFor = (model: string) => PromptLimits;
 
 export interface OpenAiRequest {

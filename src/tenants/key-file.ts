@@ -6,7 +6,7 @@ import { chmodSync, existsSync, readFileSync, renameSync, writeFileSync } from "
 import { parse as parseYaml, stringify } from "yaml";
 import { z } from "zod";
 import { MAX_CONFIG_DEPTH, yamlDepthExceeds } from "../yaml-depth.js";
-import type { KeyLimits, Principal } from "./principal.js";
+import type { KeyLimits, Principal, Role } from "./principal.js";
 
 /** Names show in metrics labels, logs and usage: short, and nothing a label or a path would mangle. */
 export const KEY_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
@@ -28,8 +28,8 @@ const keyEntrySchema = z
   .object({
     name: z.string().regex(KEY_NAME, "names are 1 to 64 letters, digits, '_', '.' or '-'"),
     hash: z.string().regex(/^sha256:[0-9a-f]{64}$/, 'expected "sha256:" and 64 lowercase hex digits'),
-    role: z.enum(["admin", "client"]).default("client"),
-    /** Model names the key may use; absent: every model. */
+    role: z.enum(["admin", "client", "metrics"]).default("client"),
+    /** Model names the key may use; absent: every model. A metrics key uses none. */
     models: z.array(z.string().min(1)).optional(),
     limits: keyLimitsSchema.default({}),
   })
@@ -48,6 +48,12 @@ export const keyFileSchema = z
         ctx.addIssue({ code: "custom", path: ["keys", i, "hash"], message: "the same key twice" });
       names.add(k.name);
       hashes.add(k.hash);
+      if (k.role === "metrics" && k.models !== undefined)
+        ctx.addIssue({
+          code: "custom",
+          path: ["keys", i, "models"],
+          message: "a metrics key reads /metrics and /readyz and uses no model; drop models",
+        });
     });
   });
 
@@ -63,7 +69,13 @@ export function principalOf(entry: KeyEntry): Principal {
   return Object.freeze({
     name: entry.name,
     role: entry.role,
-    ...(entry.models ? { models: new Set(entry.models) } : {}),
+    // A metrics key may use no model: every model route answers it as for a model that does not
+    // exist, should one ever reach the model look-up (its routes refuse it before that).
+    ...(entry.role === "metrics"
+      ? { models: new Set<string>() }
+      : entry.models
+        ? { models: new Set(entry.models) }
+        : {}),
     limits: Object.freeze({ ...entry.limits }) as KeyLimits,
     limitsSet: Object.keys(entry.limits).length > 0,
   });
@@ -106,7 +118,7 @@ export interface CreatedKey {
 export function createKey(
   path: string,
   name: string,
-  options: { role?: "admin" | "client"; models?: string[]; limits?: KeyLimits } = {},
+  options: { role?: Role; models?: string[]; limits?: KeyLimits } = {},
 ): CreatedKey {
   const keys = existsSync(path) ? readKeyFile(path) : [];
   if (keys.some((k) => k.name === name))
@@ -122,6 +134,10 @@ export function createKey(
   const file = {
     keys: [...keys, entry].map(({ limits, ...k }) => (Object.keys(limits).length ? { ...k, limits } : k)),
   };
+  // The file as the server will read it: a key it would refuse (a metrics key with models) is not written.
+  const checked = keyFileSchema.safeParse(file);
+  if (!checked.success)
+    throw new Error(`key '${name}': ${checked.error.issues.map((i) => i.message).join("; ")}`);
   const tmp = `${path}.${process.pid}.tmp`;
   writeFileSync(tmp, stringify(file), { mode: 0o600 });
   chmodSync(tmp, 0o600);

@@ -1,7 +1,11 @@
 // Who is calling: the named key a request was let in with. Every surface reads it (scopes,
 // limits, usage, audit, payload capture); the key itself never leaves the authentication step.
 
-export type Role = "admin" | "client";
+/**
+ * client: the models it lists and its own jobs; admin: also management and every job; metrics:
+ * GET /metrics and the full /readyz body only (a Prometheus scrape key), no model at all.
+ */
+export type Role = "admin" | "client" | "metrics";
 
 /** What a key may use and how much; absent limits are unlimited. */
 export interface KeyLimits {
@@ -21,7 +25,7 @@ export interface Principal {
   /** The key's name: what usage, metrics, logs and the audit log show. */
   readonly name: string;
   readonly role: Role;
-  /** Model names this key may use; undefined: every model. */
+  /** Model names this key may use; undefined: every model (a metrics key's is empty). */
   readonly models?: ReadonlySet<string>;
   readonly limits: KeyLimits;
   /** True when any limit is set: the one check a request of a key without limits pays. */

@@ -78,6 +78,18 @@ export class Tenants {
   }
 
   /**
+   * The caller of a probe (which never needs a key): the principal of a valid key, anonymous on a
+   * server without required keys, and undefined where keys are required and none valid came.
+   */
+  identify(authorization: string | undefined): Principal | undefined {
+    try {
+      return this.authenticate(authorization);
+    } catch {
+      return undefined;
+    }
+  }
+
+  /**
    * Lets an admin through, or throws MP_ERR_ADMIN_REQUIRED. A server with no key at all (no
    * API, admin or file keys) lets callers on its own loopback interface manage it (development).
    */
@@ -158,15 +170,34 @@ export function mayUse(principal: Principal, name: string): boolean {
 /**
  * Throws unless `principal` may use the model `name` (also as `name@version`). A key that may not
  * hears the same 404 as for a model that does not exist, so keys cannot probe what a server holds.
+ * `served` says whether a name is served: a key limited to some models then gets this same 404
+ * for a name it lists that is not served, never the catalogue's own one, which lists every model.
  * @throws ModelportError MP_ERR_MODEL_NOT_FOUND
  */
-export function checkAccess(principal: Principal | undefined, name: string): void {
+export function checkAccess(
+  principal: Principal | undefined,
+  name: string,
+  served?: (name: string) => boolean,
+): void {
   if (principal?.models === undefined) return;
   const at = name.lastIndexOf("@");
   const base = at > 0 && !principal.models.has(name) ? name.slice(0, at) : name;
-  if (principal.models.has(base)) return;
+  if (principal.models.has(base) && (served === undefined || served(name) || served(base))) return;
   throw new ModelportError("MP_ERR_MODEL_NOT_FOUND", `model '${base}' is not served here`, {
     model: base,
     param: "model",
   });
+}
+
+/**
+ * Throws for a metrics key (role metrics) on anything but GET /metrics, before any other check:
+ * it reads the server's metrics and readiness and nothing else.
+ * @throws ModelportError MP_ERR_ROLE_FORBIDDEN
+ */
+export function checkRole(principal: Principal, what: string): void {
+  if (principal.role !== "metrics") return;
+  throw new ModelportError(
+    "MP_ERR_ROLE_FORBIDDEN",
+    `key '${principal.name}' has role metrics: it reads GET /metrics and /readyz only, not ${what}; use a client or admin key`,
+  );
 }

@@ -108,6 +108,7 @@ const validKeyFile = (): fc.Arbitrary<Json> =>
         limits: { requestsPerSecond: 5, burst: 10 },
       },
       { name: "ops", hash: `sha256:${"cd".repeat(32)}`, role: "admin" },
+      { name: "scrape", hash: `sha256:${"ef".repeat(32)}`, role: "metrics" },
     ],
   } as Json);
 
@@ -121,6 +122,7 @@ const keyFileText = fc
       "keys: 5",
       `  - {name: a, hash: "${HASH}"}`,
       `  - {name: a, hash: "${HASH}", role: root}`,
+      `  - {name: m, hash: "${HASH}", role: metrics, models: [tree]}`,
       `  - {name: "a b", hash: "${HASH}"}`,
       "  - {name: b, hash: sha256:XYZ}",
       `  - &e {name: c, hash: "${HASH}"}`,
@@ -254,7 +256,9 @@ describe("loadConfig", () => {
           for (const k of keys) {
             assert.match(k.name, KEY_NAME);
             assert.match(k.hash, /^sha256:[0-9a-f]{64}$/);
-            assert.ok(k.role === "admin" || k.role === "client");
+            assert.ok(k.role === "admin" || k.role === "client" || k.role === "metrics");
+            // A metrics key uses no model: a file giving it models is refused, never half-read.
+            assert.ok(k.role !== "metrics" || k.models === undefined, `${k.name}: a metrics key with models`);
           }
           assert.equal(new Set(keys.map((k) => k.name)).size, keys.length, "names are unique");
         },

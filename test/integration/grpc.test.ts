@@ -32,6 +32,8 @@ import {
 
 const PROTO = join(REPO_ROOT, "src", "grpc", "inference.proto");
 const KEY = "grpc-test-key-0001";
+/** An admin key reads every series of /metrics (a client key reads only its own: docs/Multi-tenant.md). */
+const ADMIN = "grpc-test-admin-key-0001";
 const MAX_BODY = 200_000;
 const SERVICE = "/inference.GRPCInferenceService";
 
@@ -83,7 +85,7 @@ before(async () => {
   writeFileSync(
     file,
     [
-      `server: {apiKeys: [${KEY}]}`,
+      `server: {apiKeys: [${KEY}], adminKeys: [${ADMIN}]}`,
       `limits: {maxBodyBytes: ${MAX_BODY}, timeoutMs: 600000}`,
       "models:",
       `  - {name: tree, path: "${join(models, "churn-tree.onnx")}"}`,
@@ -274,7 +276,7 @@ const MULTI: Input[] = [
 /** Counts of modelport_requests_total by its label set, from /metrics. */
 async function requestCounts(): Promise<Map<string, number>> {
   const text = await (
-    await fetch(`${srv.url}/metrics`, { headers: { authorization: `Bearer ${KEY}` } })
+    await fetch(`${srv.url}/metrics`, { headers: { authorization: `Bearer ${ADMIN}` } })
   ).text();
   const out = new Map<string, number>();
   for (const m of text.matchAll(/^modelport_requests_total\{([^}]*)\} (\d+)$/gm))
@@ -759,9 +761,12 @@ describe("gRPC: deadlines, cancellation and metrics", () => {
     assert.equal(grew("", "grpc:ModelMetadata", 404), 1, "an unserved name is no label");
     assert.equal(grew("", "grpc:ServerLive", 200), 1);
     const text = await (
-      await fetch(`${srv.url}/metrics`, { headers: { authorization: `Bearer ${KEY}` } })
+      await fetch(`${srv.url}/metrics`, { headers: { authorization: `Bearer ${ADMIN}` } })
     ).text();
-    assert.match(text, /modelport_request_duration_seconds_count\{route="grpc:ModelInfer"\} \d+/);
+    assert.match(
+      text,
+      /modelport_request_duration_seconds_count\{model="tree",route="grpc:ModelInfer"\} \d+/,
+    );
   });
 });
 

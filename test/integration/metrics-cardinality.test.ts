@@ -10,12 +10,15 @@ import { type InProcessServer, postJson, startInProcess } from "../helpers/serve
 
 const KEY = "metrics-cardinality-key";
 const auth = { authorization: `Bearer ${KEY}` };
+/** /metrics read with an admin key: every series (a client key reads only its own). */
+const ADMIN = "metrics-cardinality-admin-key";
+const admin = { authorization: `Bearer ${ADMIN}` };
 let server: InProcessServer;
 
 before(async () => {
   server = await startInProcess({
     modelPath: join(await testModels(), "churn-tree.onnx"),
-    flags: { apiKeys: [KEY] },
+    flags: { apiKeys: [KEY], adminKeys: [ADMIN] },
     env: {},
   });
 });
@@ -23,7 +26,7 @@ after(() => server.close());
 
 /** The distinct values of the model label on modelport_requests_total. */
 async function modelLabels(): Promise<Set<string>> {
-  const text = await (await fetch(`${server.url}/metrics`, { headers: auth })).text();
+  const text = await (await fetch(`${server.url}/metrics`, { headers: admin })).text();
   const labels = new Set<string>();
   for (const m of text.matchAll(/^modelport_requests_total\{[^}]*model="([^"]*)"/gm)) labels.add(m[1]!);
   return labels;
@@ -52,7 +55,7 @@ describe("metrics cardinality", () => {
     const labels = await modelLabels();
     for (const name of names) assert.ok(!labels.has(name), `${name} became a label value`);
     assert.deepEqual([...labels].sort(), ["", "churn-tree"]);
-    const text = await (await fetch(`${server.url}/metrics`, { headers: auth })).text();
+    const text = await (await fetch(`${server.url}/metrics`, { headers: admin })).text();
     assert.match(
       text,
       /modelport_requests_total\{model="churn-tree",route="\/v1\/models\/:model\/predict",status="200"\} 1/,

@@ -60,7 +60,7 @@ describe("metrics", () => {
     );
     assert.match(
       text,
-      /modelport_request_duration_seconds_bucket\{le="0.005",route="\/v1\/models\/:model\/predict"\}/,
+      /modelport_request_duration_seconds_bucket\{le="0.005",model="churn-tree",route="\/v1\/models\/:model\/predict"\}/,
     );
     assert.match(text, /modelport_inference_duration_seconds_count\{model="churn-tree"\} [1-9]/);
     assert.match(text, /modelport_model_load_seconds\{model="churn-tree"\} 0\.\d+/);

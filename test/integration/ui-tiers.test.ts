@@ -24,6 +24,8 @@ import { until } from "../helpers/until.js";
 
 const KEY = "dashboard-tiers-key-0123";
 const auth = { authorization: `Bearer ${KEY}` };
+/** Reads every series of /metrics (the dashboard's client key reads only its own: docs/Multi-tenant.md). */
+const ADMIN = "dashboard-tiers-admin-key-0123";
 const ONNX = ["churn-tree", "segment-mlp"];
 const prefix = uniquePrefix("ui-tiers");
 const gate = createGate();
@@ -46,6 +48,7 @@ before(async () => {
   const shared = [
     "server:",
     `  apiKeys: [${KEY}]`,
+    `  adminKeys: [${ADMIN}]`,
     "  runnerPollMs: 300",
     "jobs:",
     "  store: redis",
@@ -126,7 +129,7 @@ describe("dashboard on an API tier, with a runner and jobs on Redis", () => {
         api.url,
         "modelport_runner_forwards_total",
         { runner: runner.url, outcome: "ok" },
-        auth,
+        { authorization: `Bearer ${ADMIN}` },
       )) ?? 0;
     for (const name of ONNX) {
       const before = await forwarded();

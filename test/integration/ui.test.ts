@@ -2,7 +2,8 @@
 // playwright-core) against real listening servers: the README's new-user path (open /ui, enter
 // the key, run "try it" on every example tensor model of examples/modelport.yaml), the model
 // list, live charts that move after traffic, a streamed chat reply from the tiny GGUF model, and
-// the jobs browser (list, filter, cancel, retry, result) on a keyless server. The screenshot in
+// the jobs browser (list, filter, cancel, retry, result) on a keyless server; and the page for a key
+// limited to one model, whose charts and cost come from its own series only. The screenshot in
 // docs/ui.png is taken here (UPDATE_SCREENSHOT=1). Without /usr/bin/chromium this test fails, it does not skip.
 import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
@@ -11,6 +12,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { Browser, Page } from "playwright-core";
 import { parse, stringify } from "yaml";
+import { createKey } from "../../src/tenants/key-file.js";
 import { defaultText, predictBody, type TensorSpec } from "../../ui/src/forms.js";
 import {
   launchChromium,
@@ -26,6 +28,8 @@ import { until } from "../helpers/until.js";
 
 const KEY = "dashboard-test-key-0123";
 const auth = { authorization: `Bearer ${KEY}` };
+/** A key of the key file that may use churn-tree only (docs/Multi-tenant.md, "Who can see what"). */
+let scopedKey: string;
 
 let browser: Browser;
 let srv: InProcessServer;
@@ -45,11 +49,12 @@ function examplesConfig(models: string, dir: string): string {
       m.options.model = join(models, String(m.options.model).replace(/^.*\//, ""));
   }
   exampleModels = config.models.map((m) => ({ name: m.name, ...(m.backend ? { backend: m.backend } : {}) }));
+  scopedKey = createKey(join(dir, "keys.yaml"), "churn-team", { models: ["churn-tree"] }).key;
   const file = join(dir, "modelport.yaml");
   writeFileSync(
     file,
     stringify({
-      server: { apiKeys: [KEY] },
+      server: { apiKeys: [KEY], keys: join(dir, "keys.yaml") },
       jobs: { sqlitePath: join(dir, "jobs.db"), blobs: { backend: "fs", dir: join(dir, "blobs") } },
       limits: (config as { limits?: unknown }).limits,
       models: config.models,
@@ -202,6 +207,46 @@ describe("dashboard at /ui", () => {
       : join(tmpdir(), `modelport-ui-${process.pid}.png`);
     await page.screenshot({ path: shot, fullPage: true });
     assert.ok(statSync(shot).size > 10_000, "a screenshot with content");
+    assert.deepEqual(errors, []);
+  });
+});
+
+describe("dashboard for a key limited to one model", () => {
+  it("shows its model only; its live charts and cost table come from its own series", async () => {
+    const { page: p, errors } = await open(srv.url);
+    await p.locator("[data-test=key-input]").fill(scopedKey);
+    await p.locator("[data-test=key-submit]").click();
+    await p.locator('[data-test=models] tr[data-model="churn-tree"] .state.ready').waitFor();
+    assert.equal(await p.locator("[data-test=models] tr[data-model]").count(), 1);
+    await until(
+      "a first metrics point",
+      async () => /\d/.test((await p.locator("[data-test=requests-total]").textContent()) ?? ""),
+      WAIT,
+    );
+    const before = await number(p, "[data-test=requests-total]");
+    const scoped = { authorization: `Bearer ${scopedKey}` };
+    for (let i = 0; i < 10; i++)
+      assert.equal(
+        (await postJson(`${srv.url}/v1/models/churn-tree/predict`, { rows: [[3, 95, 4, 1, 0, 20]] }, scoped))
+          .status,
+        200,
+      );
+    await until(
+      "the counter to count the 10 requests",
+      async () => (await number(p, "[data-test=requests-total]")) >= before + 10,
+      WAIT,
+    );
+    await until("a request rate above zero", async () => (await peak(p, "chart-rps")) > 0, WAIT);
+    await until(
+      "a latency line",
+      async () =>
+        /^M/.test((await p.locator("[data-test=chart-latency] path.series.a").getAttribute("d")) ?? ""),
+      WAIT,
+    );
+    // Every example model had traffic (try it, above); this key's cost table holds its own only.
+    await p.locator("[data-test=cost] tbody tr").first().waitFor();
+    const models = await p.locator("[data-test=cost] tbody tr td:first-child").allTextContents();
+    assert.deepEqual(models, ["churn-tree"]);
     assert.deepEqual(errors, []);
   });
 });

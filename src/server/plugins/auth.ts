@@ -1,11 +1,11 @@
 // API-key auth: `Authorization: Bearer <key>` on every route except the probes and the routes
 // marked public (`config: { public: true }`: the dashboard's static files, which hold no data and
-// ask for the key themselves). The caller's named key (its principal: name, role, models, limits)
-// rides on the request for every later step; the lookup itself is tenants/tenants.ts, shared with
-// the gRPC surface.
+// ask for the key themselves); a metrics key (role metrics) is let into GET /metrics only. The
+// caller's named key (its principal: name, role, models, limits) rides on the request for every
+// later step; the lookup itself is tenants/tenants.ts, shared with the gRPC surface.
 import type { FastifyInstance } from "fastify";
 import { urlPath } from "../../protocol/url-path.js";
-import type { Tenants } from "../../tenants/tenants.js";
+import { checkRole, type Tenants } from "../../tenants/tenants.js";
 
 export const PROBE_PATHS = new Set(["/livez", "/readyz", "/v2/health/live", "/v2/health/ready"]);
 
@@ -29,7 +29,11 @@ export function registerAuth(app: FastifyInstance, tenants: Tenants): void {
       return;
     }
     try {
-      request.principal = tenants.authenticate(request.headers.authorization);
+      const principal = tenants.authenticate(request.headers.authorization);
+      request.principal = principal;
+      // A metrics key reads /metrics (and the probes, above) and nothing else, before any other check.
+      if (request.routeOptions.url !== "/metrics")
+        checkRole(principal, `${request.method} ${urlPath(request.url)}`);
     } catch (err) {
       done(err as Error);
       return;

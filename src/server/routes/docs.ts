@@ -1,7 +1,9 @@
 // GET /openapi.json and GET /docs: the API as served right now, with each model's inputs,
-// outputs and a ready-to-paste curl example (language models: the OpenAI route they answer).
-import type { FastifyPluginAsync } from "fastify";
+// outputs and a ready-to-paste curl example (language models: the OpenAI route they answer);
+// for a client key limited to some models, only those.
+import type { FastifyPluginAsync, FastifyRequest } from "fastify";
 import type { ServedModel } from "../../catalogue/served-model.js";
+import { visibleModels } from "../../tenants/visibility.js";
 import type { TensorSpec } from "../../tensor.js";
 import { VERSION } from "../../version.js";
 import type { AppContext } from "../context.js";
@@ -72,16 +74,28 @@ Open Inference Protocol: <code>POST /v2/models/{name}/infer</code>. OpenAI-compa
 ${language}</body></html>`;
 }
 
-const tensorModels = (ctx: AppContext) => ctx.catalogue.all().filter((m) => m.kind === "tensor");
-const languageModels = (ctx: AppContext) => ctx.catalogue.all().filter((m) => m.kind === "language");
+/** The models of `kind` the caller may hear of (tenants/visibility.ts): a client key's own only. */
+function modelsFor(ctx: AppContext, req: FastifyRequest, kind: "tensor" | "language"): ServedModel[] {
+  const visible = visibleModels(req.principal, ctx.tenants.required);
+  return ctx.catalogue.all().filter((m) => m.kind === kind && (visible === undefined || visible(m.name)));
+}
 
 export const docsRoutes: FastifyPluginAsync = async (app) => {
   const ctx = app.modelport;
-  app.get("/openapi.json", async () =>
-    buildOpenApi(tensorModels(ctx), VERSION, languageModels(ctx), ctx.sharedMemory !== undefined),
+  app.get("/openapi.json", async (req) =>
+    buildOpenApi(
+      modelsFor(ctx, req, "tensor"),
+      VERSION,
+      modelsFor(ctx, req, "language"),
+      ctx.sharedMemory !== undefined,
+    ),
   );
   app.get("/docs", async (req, reply) => {
     reply.type("text/html; charset=utf-8");
-    return page(tensorModels(ctx), languageModels(ctx), `${req.protocol}://${req.host}`);
+    return page(
+      modelsFor(ctx, req, "tensor"),
+      modelsFor(ctx, req, "language"),
+      `${req.protocol}://${req.host}`,
+    );
   });
 };

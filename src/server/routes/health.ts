@@ -1,6 +1,8 @@
 // Probes: /livez (the process answers), /readyz (every model, tensor and language, loaded and
 // golden-checked, not draining; the job store's reachability reported beside it) and the Open Inference Protocol's /v2/health/live and /v2/health/ready.
+// Probes need no key; what /readyz's body names depends on the key sent, if any.
 import type { FastifyPluginAsync } from "fastify";
+import { visibleModels } from "../../tenants/visibility.js";
 
 /** How long a job-store check is reused: probes come every few seconds, from several places. */
 const STORE_CHECK_MS = 2000;
@@ -23,19 +25,33 @@ export const healthRoutes: FastifyPluginAsync = async (app) => {
     return storeCheck.result;
   };
 
-  const readiness = () => {
-    const r = ctx.catalogue.readiness();
+  const readiness = (visible?: (name: string) => boolean) => {
+    const r = ctx.catalogue.readiness(visible);
     if (ctx.draining) return { ...r, ready: false, reasons: ["server is shutting down", ...r.reasons] };
     return r;
   };
 
   app.get("/livez", async () => ({ live: true }));
 
-  app.get("/readyz", async (_req, reply) => {
-    const r = readiness();
+  // The status is everyone's (probes carry no key). On a server with keys the body names models
+  // only to a caller with a valid key, and then only those it may use (admin and metrics keys:
+  // all); without one it gets the status and counts, and no reason (reasons quote model names,
+  // paths and runner addresses).
+  app.get("/readyz", async (req, reply) => {
+    const caller = ctx.tenants.identify(req.headers.authorization);
+    const anonymous = ctx.tenants.required && caller === undefined;
+    const r = readiness(anonymous ? undefined : visibleModels(caller, ctx.tenants.required));
     reply.code(r.ready ? 200 : 503);
     const store = await jobStore();
     ctx.metrics.jobStoreUp.set(store.reachable ? 1 : 0);
+    if (anonymous) {
+      const all = ctx.catalogue.all();
+      return {
+        ready: r.ready,
+        counts: { models: all.length, ready: all.filter((m) => m.ready).length },
+        jobs: { store: ctx.config.jobs.store, reachable: store.reachable },
+      };
+    }
     return { ...r, jobs: { store: ctx.config.jobs.store, ...store } };
   });
 

@@ -27,12 +27,12 @@ function requireObject(body: unknown): Record<string, unknown> {
 }
 
 /**
- * The key name whose jobs the caller sees and changes: its own, for a client key on a server with
- * keys; undefined (every job) for admin keys and on a server without keys.
+ * The key name whose jobs the caller sees and changes: its own, for any key but an admin one on a
+ * server with keys; undefined (every job) for admin keys and on a server without keys.
  */
 export function jobScope(ctx: AppContext, req: FastifyRequest): string | undefined {
   const p = req.principal;
-  return p && p.role === "client" && ctx.tenants.required ? p.name : undefined;
+  return p && p.role !== "admin" && ctx.tenants.required ? p.name : undefined;
 }
 
 /**

@@ -20,7 +20,7 @@ import type { GenerateRequest, GenerateResult, TokenUsage, ToolCall } from "../.
 import type { Metrics } from "../../metrics/metrics.js";
 import type { TraceParent } from "../../telemetry/propagation.js";
 import type { Principal } from "../../tenants/principal.js";
-import { mayUse } from "../../tenants/tenants.js";
+import { checkAccess, mayUse } from "../../tenants/tenants.js";
 import { type AppContext, acquire, requestCancel } from "../context.js";
 import {
   type OpenAiRequest,
@@ -515,12 +515,19 @@ export const openaiRoutes: FastifyPluginAsync = async (app) => {
   const ctx = app.modelport;
   // Every error in this scope (auth, drain, body parsing included) in OpenAI's shape.
   app.setErrorHandler(errorHandler("openai", ctx.config.limits.maxBodyBytes));
-  const limitsFor = (name: string) => promptLimits(ctx, name);
+  // The model's limits are looked up once the body names it, and only for a caller who may use
+  // it: a model the key may not use answers the 404 of no model before any check its limits make
+  // (a prompt over its context would otherwise tell that it exists).
+  const served = (name: string) => ctx.catalogue.has(name);
+  const limitsFor = (req: FastifyRequest) => (name: string) => {
+    checkAccess(req.principal, name, served);
+    return promptLimits(ctx, name);
+  };
   app.post("/v1/chat/completions", { config: { capture: "openai" } }, (req, reply) =>
-    answer(ctx, "chat", parseChatRequest(req.body, limitsFor), req, reply),
+    answer(ctx, "chat", parseChatRequest(req.body, limitsFor(req)), req, reply),
   );
   app.post("/v1/completions", { config: { capture: "openai" } }, (req, reply) =>
-    answer(ctx, "completion", parseCompletionRequest(req.body, limitsFor), req, reply),
+    answer(ctx, "completion", parseCompletionRequest(req.body, limitsFor(req)), req, reply),
   );
   // POST /v1/embeddings lives in routes/openai-embeddings.ts (registered in app.ts).
 };
