@@ -412,7 +412,7 @@ export const ERRORS = {
     status: 401,
     retryable: false,
     summary:
-      "The API key was removed from the key file (or its hash changed) while this stream, WebSocket or long-poll was open; the server ended it. Use a current key.",
+      "The API key was removed from the key file (or its hash changed) while this stream, WebSocket, long-poll or shared memory call was under way; the server ended it. Use a current key.",
   },
   MP_ERR_SERVER_INTERNAL: {
     status: 500,

@@ -98,6 +98,8 @@ export class SharedMemoryRegions {
   #sweeping = false;
   #pending = 0;
   readonly #pendingBy = new Map<string, number>();
+  /** Revocations per owner name, so a registration under way when its key is revoked fails. */
+  readonly #revocations = new Map<string, number>();
   readonly #uid: number;
 
   constructor(readonly options: SharedMemoryOptions) {
@@ -146,6 +148,7 @@ export class SharedMemoryRegions {
     }
     const id = SharedMemoryRegions.#id(owner, name);
     this.#checkFree(id, owner, name);
+    const revocations = this.#revocations.get(owner) ?? 0;
     this.#pending++;
     this.#pendingBy.set(owner, (this.#pendingBy.get(owner) ?? 0) + 1);
     let handle: fsp.FileHandle | undefined;
@@ -170,6 +173,12 @@ export class SharedMemoryRegions {
       }
       object = identity(stat);
       await this.#forgetIfGone(object);
+      if ((this.#revocations.get(owner) ?? 0) !== revocations) {
+        throw new ModelportError(
+          "MP_ERR_AUTH_KEY_REVOKED",
+          "the API key was removed from the key file (or changed) while this region was being registered",
+        );
+      }
       // Checked again: another registration may have finished while this one opened its file.
       this.#checkFree(id, owner, name, 1);
       this.#checkBinding(owner, key, object);
@@ -289,6 +298,7 @@ export class SharedMemoryRegions {
    * from every key, a new key of the same name included, for as long as they exist.
    */
   async revoke(owner: string): Promise<void> {
+    this.#revocations.set(owner, (this.#revocations.get(owner) ?? 0) + 1);
     for (const b of this.#bindings.values()) if (b.owner === owner) b.owner = REVOKED;
     await this.unregister(owner);
   }
@@ -352,7 +362,11 @@ export class SharedMemoryRegions {
       this.#bindings.delete(object.id);
   }
 
-  /** True while the object `binding` is on still exists under the name it was registered by. */
+  /**
+   * True while the object `binding` is on still exists under the name it was registered by. An
+   * object renamed since looks gone to a sweep; only the server's own user (or root) can rename its
+   * objects in the sticky /dev/shm, and that user can read them without the server.
+   */
   async #exists(id: string, binding: Binding): Promise<boolean> {
     try {
       const now = identity(await fs.lstat(join(this.options.dir, binding.object), { bigint: true }));

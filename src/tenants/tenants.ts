@@ -105,9 +105,16 @@ export class Tenants {
   /**
    * Lets a caller use shared memory, or throws MP_ERR_SHARED_MEMORY_REMOTE: a caller let in without
    * a key (a server with no API keys) must be on the loopback interface, as management is on such a
-   * server, since a region makes the server read and write a file of this host for it.
+   * server, since a region makes the server read and write a file of this host for it. A request
+   * let in by a key revoked since (MP_ERR_AUTH_KEY_REVOKED) may not reach the regions of that name.
    */
   checkSharedMemory(principal: Principal | undefined, remoteAddress: string | undefined): void {
+    if (principal !== undefined && this.isRevoked(principal)) {
+      throw new ModelportError(
+        "MP_ERR_AUTH_KEY_REVOKED",
+        `the API key '${principal.name}' was removed from the key file (or changed) after this request arrived; use a current key`,
+      );
+    }
     if (this.required || principal?.role === "admin" || isLoopback(remoteAddress)) return;
     throw new ModelportError(
       "MP_ERR_SHARED_MEMORY_REMOTE",

@@ -110,4 +110,19 @@ describe("SharedMemoryRegions", () => {
     await rejectsCode(regions.register("k", "r", "/bound-moved", 0, 8), "MP_ERR_SHARED_MEMORY_KEY");
     await regions.close();
   });
+
+  it("fails a registration under way when its key is revoked, which binds nothing", async () => {
+    const regions = new SharedMemoryRegions({ dir, keyPrefix: "", maxRegions: 4, maxRegionsPerKey: 4 });
+    const key = file("revoked-midway", 8);
+    // The registration is opening its file when the key goes.
+    const registering = regions.register("k", "r", key, 0, 8);
+    const revoked = regions.revoke("k");
+    await rejectsCode(registering, "MP_ERR_AUTH_KEY_REVOKED");
+    await revoked;
+    assert.deepEqual(regions.status("k"), []);
+    // Nothing was bound: another key may have the object.
+    await regions.register("other", "r", key, 0, 8);
+    assert.equal(regions.status("other").length, 1);
+    await regions.close();
+  });
 });
