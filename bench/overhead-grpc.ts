@@ -307,7 +307,7 @@ async function main(): Promise<void> {
         shm = await openShmSession(
           server.url,
           c.model,
-          `mp-bench-grpc-${process.pid}`,
+          `modelport_bench-grpc-${process.pid}`,
           c.inputs.map((s, i) => ({ ...s, data: values[i]! })),
           { name: outputName, byteSize: expected.length * 4 },
         );

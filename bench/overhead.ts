@@ -435,7 +435,7 @@ async function measureServer(
       ? await openShmSession(
           server.url,
           c.model,
-          `mp-bench-${process.pid}`,
+          `modelport_bench-${process.pid}`,
           c.inputs.map((s, i) => ({ ...s, data: values[i]! })),
           { name: expected.name, byteSize: expected.values.length * 4 },
         )

@@ -44,7 +44,8 @@ async function post(url: string, body?: unknown): Promise<void> {
 
 /**
  * Objects `${prefix}-in-<i>` and `${prefix}-out` in /dev/shm, registered on `base` as regions of the
- * same names, for requests to `model`.
+ * same names, for requests to `model`. `prefix` must start with the server's
+ * server.sharedMemory.keyPrefix ("modelport_" by default).
  */
 export async function openShmSession(
   base: string,

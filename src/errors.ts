@@ -128,7 +128,7 @@ export const ERRORS = {
     status: 400,
     retryable: false,
     summary:
-      "A region's key is not an allowed shared memory object: not a valid name, outside server.sharedMemory.keyPrefix, missing, a link, not openable, or registered by another API key.",
+      "A region's key is not an allowed shared memory object: not a valid name, outside server.sharedMemory.keyPrefix, missing, a link, not a regular file owned by the server's user, not openable, or bound to another API key (docs/API.md, Shared memory).",
   },
   MP_ERR_SHARED_MEMORY_REGION_NOT_FOUND: {
     status: 400,
@@ -151,7 +151,14 @@ export const ERRORS = {
     status: 409,
     retryable: false,
     grpc: "RESOURCE_EXHAUSTED",
-    summary: "server.sharedMemory.maxRegions regions are registered; unregister one first.",
+    summary:
+      "server.sharedMemory.maxRegions regions are registered, or the caller's key holds server.sharedMemory.maxRegionsPerKey; unregister one first.",
+  },
+  MP_ERR_SHARED_MEMORY_REMOTE: {
+    status: 403,
+    retryable: false,
+    summary:
+      "Shared memory was used by a caller without a key from an address other than loopback; a server without API keys serves shared memory only to 127.0.0.1 and ::1.",
   },
   // Routing and models
   MP_ERR_ROUTE_NOT_FOUND: { status: 404, retryable: false, summary: "No route matches the method and path." },
@@ -406,6 +413,12 @@ export const ERRORS = {
     status: 401,
     retryable: false,
     summary: "The API key is not one of the configured keys.",
+  },
+  MP_ERR_AUTH_KEY_REVOKED: {
+    status: 401,
+    retryable: false,
+    summary:
+      "The API key was removed from the key file (or its hash changed) while this stream, WebSocket, long-poll or shared memory call was under way; the server ended it. Use a current key.",
   },
   MP_ERR_SERVER_INTERNAL: {
     status: 500,

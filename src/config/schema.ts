@@ -336,19 +336,32 @@ export const sharedMemorySchema = z
     /**
      * Let clients on this host register shared memory objects (/dev/shm) and send and receive
      * tensors through them. Any key allowed to infer may then make the server read and write the
-     * objects it can open under keyPrefix: enable it for clients you trust on this host.
+     * objects of the server's own user under keyPrefix (each object serves the first key that
+     * registers it, while it exists): enable it for clients you trust on this host. Without API
+     * keys, only loopback callers may use it.
      */
     enabled: z.boolean().default(false),
-    /** Only objects whose names start with this (after the leading '/') may be registered. */
+    /**
+     * Only objects whose names start with this (after the leading '/') may be registered, so the
+     * objects of other programs of the same user stay out of reach. "" (every name) is an explicit
+     * opt-out.
+     */
     keyPrefix: z
       .string()
       .regex(/^[A-Za-z0-9._-]*$/, "use letters, digits, '.', '_' or '-'")
       .max(200)
-      .default(""),
+      .default("modelport_"),
     /** Regions registered at once, all keys together; beyond it 409 MP_ERR_SHARED_MEMORY_LIMIT. */
     maxRegions: positiveInt.max(65_536).default(64),
+    /** Regions registered at once by one key (at most maxRegions; default 16, or maxRegions if less). */
+    maxRegionsPerKey: positiveInt.max(65_536).optional(),
   })
-  .strict();
+  .strict()
+  .refine((s) => s.maxRegionsPerKey === undefined || s.maxRegionsPerKey <= s.maxRegions, {
+    message: "maxRegionsPerKey must not exceed maxRegions",
+    path: ["maxRegionsPerKey"],
+  })
+  .transform((s) => ({ ...s, maxRegionsPerKey: s.maxRegionsPerKey ?? Math.min(16, s.maxRegions) }));
 
 export const serverSchema = z
   .object({

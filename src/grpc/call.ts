@@ -65,6 +65,14 @@ export interface Call {
   readonly principal: Principal;
   /** Its server span's place in a trace (tracing on), else the caller's traceparent metadata as received. */
   readonly trace: TraceParent | undefined;
+  /** The client's IP address (undefined where grpc-js cannot tell); read only when needed. */
+  remoteAddress(): string | undefined;
+}
+
+/** The address in grpc-js's peer string, `<address>:<port>` (an IPv6 address without brackets). */
+export function peerAddress(peer: string): string | undefined {
+  const m = /^(.+):\d+$/.exec(peer);
+  return m ? m[1] : undefined;
 }
 
 export interface RpcOptions<Req> {
@@ -179,6 +187,7 @@ export function unary<Req extends object, Res>(
         deadline,
         principal: principal ?? ANONYMOUS,
         trace,
+        remoteAddress: () => peerAddress(grpcCall.getPeer()),
       });
     };
 

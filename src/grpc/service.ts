@@ -17,10 +17,10 @@ import { modelMetadata, serverMetadata } from "../protocol/oip-metadata.js";
 import { MAX_REQUEST_TIMEOUT_MS, requestTimeoutMs } from "../protocol/request-timeout.js";
 import { requestedOutputs } from "../protocol/requested-outputs.js";
 import {
+  callerRegions,
   checkSharedOutputs,
   readSharedInputs,
   type SharedMemoryCaller,
-  sharedMemoryOn,
   writeSharedOutputs,
 } from "../shared-memory/tensors.js";
 import { checkAccess } from "../tenants/tenants.js";
@@ -69,6 +69,13 @@ export function inferenceHandlers(env: CallEnv): UntypedServiceImplementation {
   const { catalogue } = ctx;
   const modelName = (r: ModelRequest) => r.name;
   const served = (name: string) => catalogue.has(name);
+  // Shared memory regions are the caller's key's; without keys, only loopback callers may use them
+  // (docs/API.md, "Shared memory").
+  const sharedCaller = (call: Call): SharedMemoryCaller => ({
+    regions: ctx.sharedMemory,
+    owner: call.principal.name,
+    admit: () => ctx.tenants.checkSharedMemory(call.principal, call.remoteAddress()),
+  });
   return {
     ServerLive: unary(env, "ServerLive", () => ({ live: true }), { open: true }),
 
@@ -111,8 +118,7 @@ export function inferenceHandlers(env: CallEnv): UntypedServiceImplementation {
         }));
         const signature = host.signature;
         if (!signature) throw host.notReadyError();
-        // Shared memory regions are the caller's key's (docs/API.md, "Shared memory").
-        const caller = { regions: ctx.sharedMemory, owner: call.principal.name };
+        const caller = sharedCaller(call);
         const shared = await readSharedInputs(
           caller,
           grpcSharedInputs(r),
@@ -129,13 +135,13 @@ export function inferenceHandlers(env: CallEnv): UntypedServiceImplementation {
     ),
 
     SystemSharedMemoryStatus: unary(env, "SystemSharedMemoryStatus", (r: RegionRequest, call) => {
-      const list = sharedMemoryOn(ctx.sharedMemory).status(call.principal.name, regionName(r.name));
+      const list = callerRegions(sharedCaller(call)).status(call.principal.name, regionName(r.name));
       return { regions: Object.fromEntries(list.map((region) => [region.name, region])) };
     }),
 
     SystemSharedMemoryRegister: unary(env, "SystemSharedMemoryRegister", async (r: RegionRequest, call) => {
       // uint64 as decimal strings: beyond 2^53 - 1 they are no safe integer, and refused.
-      await sharedMemoryOn(ctx.sharedMemory).register(
+      await callerRegions(sharedCaller(call)).register(
         call.principal.name,
         r.name,
         r.key,
@@ -149,7 +155,7 @@ export function inferenceHandlers(env: CallEnv): UntypedServiceImplementation {
       env,
       "SystemSharedMemoryUnregister",
       async (r: RegionRequest, call) => {
-        await sharedMemoryOn(ctx.sharedMemory).unregister(call.principal.name, regionName(r.name));
+        await callerRegions(sharedCaller(call)).unregister(call.principal.name, regionName(r.name));
         return {};
       },
     ),

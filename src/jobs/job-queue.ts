@@ -195,23 +195,26 @@ export class JobQueue {
   }
 
   /**
-   * Resolves when the job is final or `ms` passed, with the job as it is then. `current` (the job
-   * as the caller last saw it) saves the first read. Changes made in this process arrive as
-   * events; those made by another process sharing the store are found by a cheap status read each
-   * second, and only then is the whole job read again.
+   * Resolves when the job is final, `ms` passed or `stop` is canceled, with the job as it is then.
+   * `current` (the job as the caller last saw it) saves the first read. Changes made in this
+   * process arrive as events; those made by another process sharing the store are found by a
+   * cheap status read each second, and only then is the whole job read again.
    */
-  async waitFor(id: string, ms: number, current?: Job): Promise<Job> {
+  async waitFor(id: string, ms: number, current?: Job, stop?: CancelHandle): Promise<Job> {
     let job = current ?? (await this.require(id));
     const deadline = this.clock() + ms;
     // A draining server answers long-polls at once rather than holding its shutdown.
-    while (!isFinal(job) && this.clock() < deadline && !this.stopping) {
+    while (!isFinal(job) && this.clock() < deadline && !this.stopping && !stop?.canceled) {
       const left = deadline - this.clock();
       const changed = await new Promise<Job | undefined>((resolve) => {
+        let offStop: (() => void) | undefined;
         const timer = setTimeout(() => done(undefined), Math.min(left, 1000));
         const off = this.events.subscribe(id, done);
+        offStop = stop?.onCancel(() => done(undefined));
         function done(j: Job | undefined) {
           clearTimeout(timer);
           off();
+          offStop?.();
           resolve(j);
         }
       });
@@ -219,6 +222,7 @@ export class JobQueue {
         job = changed;
         continue;
       }
+      if (stop?.canceled) break;
       const state = await this.store.state(id);
       if (!state) return this.require(id);
       if (state.status !== job.status || state.updatedAt !== job.updatedAt) job = await this.require(id);

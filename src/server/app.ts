@@ -32,6 +32,7 @@ import { createAudit } from "./audit.js";
 import { connectionOptions, limitConnections } from "./connections.js";
 import type { AppContext, RequestUsage } from "./context.js";
 import { registerJsonParser } from "./json-body.js";
+import { KeyChannels } from "./key-channels.js";
 import { readOctetBody } from "./octet-body.js";
 import { isProbe, registerAuth } from "./plugins/auth.js";
 import { registerBodyBudget } from "./plugins/body-budget.js";
@@ -178,6 +179,7 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     metrics,
     jobs,
     streams: new StreamSlots(config.limits),
+    channels: new KeyChannels((p) => tenants.isRevoked(p)),
     tenants,
     limiter: tenancy.limiter,
     recordUsage,
@@ -190,6 +192,18 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     draining: false,
   };
   app.decorate("modelport", context);
+  // A key the key file no longer holds (removed, or its hash changed) loses what it holds open:
+  // its streams, WebSockets and long-polls end with MP_ERR_AUTH_KEY_REVOKED, and its shared memory
+  // regions are unregistered (docs/Multi-tenant.md).
+  const stopRevoking = tenants.onRevoke((names) => {
+    context.channels.revoke(names);
+    for (const name of names)
+      context.sharedMemory
+        ?.revoke(name)
+        .catch((err) =>
+          logger.warn({ err, key: name }, "shared memory: a revoked key's regions did not all close"),
+        );
+  });
   // Finished jobs and their results go after the retention time, so storage does not grow forever.
   const purgeTimer = setInterval(
     () => void purgeExpired(jobStore, blobStore, config.jobs.retentionMs, logger),
@@ -356,7 +370,10 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   app.addHook("onClose", async () => context.sharedMemory?.close());
   app.addHook("onClose", () => jobStore.close());
   app.addHook("onClose", () => blobStore.close());
-  app.addHook("onClose", () => tenancy.close());
+  app.addHook("onClose", () => {
+    stopRevoking();
+    return tenancy.close();
+  });
   app.addHook("onClose", async () => auditLog.close());
   // The SDK is the process's (other apps may share it): export what this one traced, keep it running.
   app.addHook("onClose", () => flushTracing());

@@ -19,6 +19,7 @@ import { checkAccess, type Tenants } from "../tenants/tenants.js";
 import type { UsageRecorder } from "../tenants/usage.js";
 import type { TensorMap } from "../tensor.js";
 import type { Audit } from "./audit.js";
+import type { KeyChannels } from "./key-channels.js";
 import type { StreamSlots } from "./stream-slots.js";
 
 /** One request's use of a model, filled in as it is answered. */
@@ -38,6 +39,8 @@ export interface AppContext {
   readonly jobs: JobQueue;
   /** Long-lived connections held (job event streams, job WebSockets), total and per API key. */
   readonly streams: StreamSlots;
+  /** The long-lived channels each key holds, ended when a key file reload revokes the key. */
+  readonly channels: KeyChannels;
   /** Every accepted key by name: authentication, roles, the models each may use (tenants/). */
   readonly tenants: Tenants;
   /** Each key's limits (tenants/key-limits.ts), for the surfaces that admit requests. */

@@ -5,6 +5,11 @@
 // region the same way. This is the registry: each region's open file, its owner (the key that
 // registered it; names are per owner), and reads and writes bounded by the region.
 //
+// What a key may register: a regular file of the server's own user under the name prefix, and
+// never an object another key is bound to. An object (its device, inode and birth time) is bound
+// to the first key that registers it for as long as it exists, regions or not, so no key reads
+// what another left in it; bindings of deleted objects are forgotten lazily (see #sweep).
+//
 // What it leaves out: CUDA shared memory; mapping the object into the server's memory (Node has no
 // mmap: a tensor is read into memory of its own with one pread, and outputs are written with
 // pwrite); regions that survive a restart; several HTTP front processes (each would have its own
@@ -24,7 +29,14 @@ export interface SharedMemoryOptions {
   readonly keyPrefix: string;
   /** Regions registered at once, all owners together. */
   readonly maxRegions: number;
+  /** Regions registered at once by one owner (at most maxRegions). */
+  readonly maxRegionsPerKey: number;
+  /** The user objects must belong to; default the server's own (process.getuid()). */
+  readonly uid?: number;
 }
+
+/** The owner of the objects a revoked key was bound to: no key is ever named so. */
+const REVOKED = "\0revoked";
 
 /** A region as the status endpoints show it (Triton's field names). */
 export interface RegionStatus {
@@ -40,6 +52,8 @@ export interface Region {
   readonly key: string;
   /** The object's file name in options.dir: the key without its leading '/'. */
   readonly object: string;
+  /** The object's identity: device and inode (bindings are kept by it). */
+  readonly objectId: string;
   readonly offset: number;
   readonly byteSize: number;
   readonly file: fsp.FileHandle;
@@ -56,11 +70,42 @@ function invalid(message: string): ModelportError {
   return new ModelportError("MP_ERR_REQUEST_INVALID", message);
 }
 
+/** Which owner an object is bound to, and how to tell whether the object is still the same one. */
+interface Binding {
+  owner: string;
+  /** The file name it was last registered by: how a sweep finds out whether it still exists. */
+  object: string;
+  /** Its birth time in ns (0 where the file system keeps none): tells a new object on a reused inode. */
+  readonly born: bigint;
+}
+
+/** What identifies an object, from a stat of it. */
+interface Identity {
+  readonly id: string;
+  readonly born: bigint;
+}
+
+function identity(stat: { dev: bigint; ino: bigint; birthtimeNs: bigint }): Identity {
+  return { id: `${stat.dev}:${stat.ino}`, born: stat.birthtimeNs };
+}
+
 export class SharedMemoryRegions {
   readonly #regions = new Map<string, Region>();
+  /** Object id → the owner it is bound to: one entry per object registered once that may still exist. */
+  readonly #bindings = new Map<string, Binding>();
+  /** The bindings' count at which the next registration sweeps them (#sweep). */
+  #sweepAt: number;
+  #sweeping = false;
   #pending = 0;
+  readonly #pendingBy = new Map<string, number>();
+  /** Revocations per owner name, so a registration under way when its key is revoked fails. */
+  readonly #revocations = new Map<string, number>();
+  readonly #uid: number;
 
-  constructor(readonly options: SharedMemoryOptions) {}
+  constructor(readonly options: SharedMemoryOptions) {
+    this.#uid = options.uid ?? process.getuid?.() ?? -1;
+    this.#sweepAt = 2 * options.maxRegions;
+  }
 
   static #id(owner: string, name: string): string {
     return `${owner}\0${name}`;
@@ -69,7 +114,8 @@ export class SharedMemoryRegions {
   /**
    * Registers `byteSize` bytes at `offset` of the shared memory object `key` as region `name` of
    * `owner`. The object must exist, be a regular file (not a link) under options.dir whose name
-   * starts with options.keyPrefix, hold the whole range, and not be registered by another owner.
+   * starts with options.keyPrefix, belong to the server's user, hold the whole range, and not be
+   * bound to another owner (registered by it, now or before, while it existed).
    */
   async register(
     owner: string,
@@ -101,39 +147,66 @@ export class SharedMemoryRegions {
       );
     }
     const id = SharedMemoryRegions.#id(owner, name);
-    this.#checkFree(id, owner, name, file);
+    this.#checkFree(id, owner, name);
+    const revocations = this.#revocations.get(owner) ?? 0;
     this.#pending++;
+    this.#pendingBy.set(owner, (this.#pendingBy.get(owner) ?? 0) + 1);
     let handle: fsp.FileHandle | undefined;
+    let object: Identity;
     try {
       handle = await this.#open(key, file);
-      const stat = await handle.stat();
+      // The open file's own stat: what was opened is what is checked, whatever the name points to now.
+      const stat = await handle.stat({ bigint: true });
       if (!stat.isFile())
         throw new ModelportError("MP_ERR_SHARED_MEMORY_KEY", `key '${key}' is not a shared memory object`);
+      if (stat.uid !== BigInt(this.#uid)) {
+        throw new ModelportError(
+          "MP_ERR_SHARED_MEMORY_KEY",
+          `key '${key}' belongs to another user (uid ${stat.uid}); this server registers only objects of its own user (uid ${this.#uid})`,
+        );
+      }
       if (start + size > stat.size) {
         throw new ModelportError(
           "MP_ERR_SHARED_MEMORY_RANGE",
           `region '${name}' would end at byte ${start + size} of '${key}', which holds ${stat.size} bytes`,
         );
       }
+      object = identity(stat);
+      await this.#forgetIfGone(object);
+      if ((this.#revocations.get(owner) ?? 0) !== revocations) {
+        throw new ModelportError(
+          "MP_ERR_AUTH_KEY_REVOKED",
+          "the API key was removed from the key file (or changed) while this region was being registered",
+        );
+      }
       // Checked again: another registration may have finished while this one opened its file.
-      this.#checkFree(id, owner, name, file, 1);
+      this.#checkFree(id, owner, name, 1);
+      this.#checkBinding(owner, key, object);
     } catch (err) {
       await handle?.close();
       throw err;
     } finally {
       this.#pending--;
+      const left = (this.#pendingBy.get(owner) ?? 1) - 1;
+      if (left > 0) this.#pendingBy.set(owner, left);
+      else this.#pendingBy.delete(owner);
     }
     this.#regions.set(id, {
       owner,
       name,
       key,
       object: file,
+      objectId: object.id,
       offset: start,
       byteSize: size,
       file: handle,
       uses: 0,
       removed: false,
     });
+    const bound = this.#bindings.get(object.id);
+    if (bound) bound.object = file;
+    else this.#bindings.set(object.id, { owner, object: file, born: object.born });
+    if (this.#bindings.size >= this.#sweepAt) await this.#sweep();
   }
 
   /** Region `name` of `owner`, or all of that owner's regions; an unknown name is not an error (as in Triton). */
@@ -220,12 +293,27 @@ export class SharedMemoryRegions {
     return region;
   }
 
+  /**
+   * Unregisters every region of `owner` (its key was revoked) and keeps the objects it was bound to
+   * from every key, a new key of the same name included, for as long as they exist.
+   */
+  async revoke(owner: string): Promise<void> {
+    this.#revocations.set(owner, (this.#revocations.get(owner) ?? 0) + 1);
+    for (const b of this.#bindings.values()) if (b.owner === owner) b.owner = REVOKED;
+    await this.unregister(owner);
+  }
+
+  /** Objects bound to an owner now (each takes one small entry until the object is gone). */
+  get bindings(): number {
+    return this.#bindings.size;
+  }
+
   /** Closes every region's file (the server is closing). */
   async close(): Promise<void> {
     await Promise.all([...this.#regions.values()].map((r) => this.#remove(r)));
   }
 
-  #checkFree(id: string, owner: string, name: string, object: string, adding = 0): void {
+  #checkFree(id: string, owner: string, name: string, adding = 0): void {
     if (this.#regions.has(id)) {
       throw new ModelportError(
         "MP_ERR_SHARED_MEMORY_REGION_EXISTS",
@@ -238,13 +326,79 @@ export class SharedMemoryRegions {
         `${this.options.maxRegions} shared memory regions are registered or being registered (server.sharedMemory.maxRegions); unregister one first`,
       );
     }
-    for (const r of this.#regions.values()) {
-      if (r.object === object && r.owner !== owner) {
-        throw new ModelportError(
-          "MP_ERR_SHARED_MEMORY_KEY",
-          `key '/${object}' is registered by another API key; each shared memory object serves one key at a time`,
-        );
+    let held = (this.#pendingBy.get(owner) ?? 0) - adding;
+    for (const r of this.#regions.values()) if (r.owner === owner) held++;
+    if (held >= this.options.maxRegionsPerKey) {
+      throw new ModelportError(
+        "MP_ERR_SHARED_MEMORY_LIMIT",
+        `this API key has ${this.options.maxRegionsPerKey} shared memory regions registered or being registered (server.sharedMemory.maxRegionsPerKey); unregister one first`,
+      );
+    }
+  }
+
+  /** Throws unless the object is free or bound to `owner`. */
+  #checkBinding(owner: string, key: string, object: Identity): void {
+    const bound = this.#bindings.get(object.id);
+    if (bound === undefined || bound.owner === owner) return;
+    throw new ModelportError(
+      "MP_ERR_SHARED_MEMORY_KEY",
+      `key '${key}' is bound to another API key: an object registered by one key serves no other while it exists; use an object of your own`,
+    );
+  }
+
+  /**
+   * Forgets the binding on `object`'s inode when it was another object's, one deleted since: where
+   * the file system keeps birth times, told by them; where it does not, by the name it was
+   * registered by no longer naming that inode.
+   */
+  async #forgetIfGone(object: Identity): Promise<void> {
+    const bound = this.#bindings.get(object.id);
+    if (bound === undefined || this.#live(object.id)) return;
+    const gone =
+      bound.born !== 0n && object.born !== 0n
+        ? bound.born !== object.born
+        : !(await this.#exists(object.id, bound));
+    if (gone && this.#bindings.get(object.id) === bound && !this.#live(object.id))
+      this.#bindings.delete(object.id);
+  }
+
+  /**
+   * True while the object `binding` is on still exists under the name it was registered by. An
+   * object renamed since looks gone to a sweep; only the server's own user (or root) can rename its
+   * objects in the sticky /dev/shm, and that user can read them without the server.
+   */
+  async #exists(id: string, binding: Binding): Promise<boolean> {
+    try {
+      const now = identity(await fs.lstat(join(this.options.dir, binding.object), { bigint: true }));
+      return now.id === id && (binding.born === 0n || now.born === binding.born);
+    } catch (err) {
+      // Only "no such file" says it is gone; anything else keeps the binding.
+      return (err as NodeJS.ErrnoException).code !== "ENOENT";
+    }
+  }
+
+  #live(id: string): boolean {
+    for (const r of this.#regions.values()) if (r.objectId === id) return true;
+    return false;
+  }
+
+  /**
+   * Forgets the bindings of objects that are gone (deleted, or their name now another object), so
+   * that the table holds only objects that exist: run when it has doubled since the last sweep,
+   * which makes its cost a constant per registration.
+   */
+  async #sweep(): Promise<void> {
+    if (this.#sweeping) return;
+    this.#sweeping = true;
+    try {
+      const idle = [...this.#bindings].filter(([id]) => !this.#live(id));
+      for (const [id, binding] of idle) {
+        if (await this.#exists(id, binding)) continue;
+        if (this.#bindings.get(id) === binding && !this.#live(id)) this.#bindings.delete(id);
       }
+    } finally {
+      this.#sweeping = false;
+      this.#sweepAt = Math.max(2 * this.options.maxRegions, 2 * this.#bindings.size);
     }
   }
 
@@ -291,7 +445,7 @@ export class SharedMemoryRegions {
 
   async #release(region: Region): Promise<void> {
     region.uses--;
-    if (region.removed && region.uses === 0) await region.file.close();
+    if (region.removed && region.uses === 0) await this.#closeFile(region);
   }
 
   async #remove(region: Region): Promise<void> {
@@ -299,6 +453,13 @@ export class SharedMemoryRegions {
     if (this.#regions.get(id) !== region) return;
     this.#regions.delete(id);
     region.removed = true;
-    if (region.uses === 0) await region.file.close();
+    if (region.uses === 0) await this.#closeFile(region);
+  }
+
+  /** Closes a removed region's file; an object already deleted (no links left) loses its binding now. */
+  async #closeFile(region: Region): Promise<void> {
+    const stat = await region.file.stat().catch(() => undefined);
+    await region.file.close();
+    if (stat?.nlink === 0 && !this.#live(region.objectId)) this.#bindings.delete(region.objectId);
   }
 }

@@ -23,6 +23,18 @@ export interface SharedMemoryCaller {
   readonly regions: SharedMemoryRegions | undefined;
   /** The caller's key name: regions are kept per key. */
   readonly owner: string;
+  /**
+   * Throws where this caller may not use shared memory at all (a caller without a key from
+   * another host: tenants' checkSharedMemory); run only once a request names a region.
+   */
+  readonly admit: () => void;
+}
+
+/** The registry for `caller`: 400 where the extension is off, the caller's refusal where it may not use it. */
+export function callerRegions(caller: SharedMemoryCaller): SharedMemoryRegions {
+  const regions = sharedMemoryOn(caller.regions);
+  caller.admit();
+  return regions;
 }
 
 /**
@@ -39,7 +51,7 @@ export async function readSharedInputs(
   budget: BodyBudget,
 ): Promise<{ bytes: Map<number, Uint8Array>; release: () => void } | undefined> {
   if (refs.size === 0) return undefined;
-  const regions = sharedMemoryOn(caller.regions);
+  const regions = callerRegions(caller);
   let total = 0;
   for (const ref of refs.values()) total += ref.byteSize;
   if (total > maxBytes) {
@@ -70,7 +82,7 @@ export function checkSharedOutputs(
   refs: ReadonlyMap<string, SharedMemoryRef>,
 ): void {
   if (refs.size === 0) return;
-  const regions = sharedMemoryOn(caller.regions);
+  const regions = callerRegions(caller);
   for (const [name, ref] of refs)
     regions.check(caller.owner, ref.region, ref.offset, ref.byteSize, `output '${name}'`);
 }
@@ -86,7 +98,7 @@ export async function writeSharedOutputs(
 ): Promise<Map<string, Record<string, unknown>>> {
   const written = new Map<string, Record<string, unknown>>();
   if (refs.size === 0) return written;
-  const regions = sharedMemoryOn(caller.regions);
+  const regions = callerRegions(caller);
   await Promise.all(
     [...refs].map(async ([name, ref]) => {
       const tensor = outputs[name];

@@ -1,7 +1,8 @@
 // Who may call: every key the server accepts, by name. Keys come from the key file (named, with
 // roles, models and limits; re-read on change or SIGHUP) and from server.apiKeys / adminKeys
 // (unnamed keys of the command line, named api-key-N and admin-key-N). A key is looked up by its
-// SHA-256, so the time taken says nothing about how close a wrong key came.
+// SHA-256, so the time taken says nothing about how close a wrong key came. A reload tells its
+// listeners which key names it revoked, so what those keys hold open can be ended.
 import { createHash } from "node:crypto";
 import { unwatchFile, watchFile } from "node:fs";
 import type { Logger } from "pino";
@@ -19,11 +20,19 @@ export interface TenantsOptions {
 
 const LOOPBACK = /^(127\.\d+\.\d+\.\d+|::1|::ffff:127\.\d+\.\d+\.\d+)$/;
 
+/** True for an address of the loopback interface: 127.0.0.0/8, ::1, and 127.x.y.z mapped into IPv6. */
+export function isLoopback(address: string | undefined): boolean {
+  return LOOPBACK.test(address ?? "");
+}
+
 export class Tenants {
   /** Keys by their digest: the command line's, then the file's (re-read on reload). */
   #fixed = new Map<string, Principal>();
   #fromFile = new Map<string, Principal>();
   #names: string[] = [];
+  /** The digest each key file principal was let in by, to tell whether a reload revoked it. */
+  readonly #hashOf = new WeakMap<Principal, string>();
+  readonly #onRevoke = new Set<(names: readonly string[]) => void>();
   readonly #file: string | undefined;
   readonly #log: Logger | undefined;
   /** True when callers must present a key: API keys or a key file configured. */
@@ -96,13 +105,51 @@ export class Tenants {
   checkAdmin(principal: Principal, remoteAddress: string | undefined): void {
     if (principal.role === "admin") return;
     const open = !this.required && !this.hasAdmin;
-    if (open && LOOPBACK.test(remoteAddress ?? "")) return;
+    if (open && isLoopback(remoteAddress)) return;
     throw new ModelportError(
       "MP_ERR_ADMIN_REQUIRED",
       open
         ? "management routes answer only loopback callers on a server without keys; configure an admin key (--admin-key, or role: admin in the key file) to manage it remotely"
         : "this route needs an admin key (role: admin in the key file, or server.adminKeys)",
     );
+  }
+
+  /**
+   * Lets a caller use shared memory, or throws MP_ERR_SHARED_MEMORY_REMOTE: a caller let in without
+   * a key (a server with no API keys) must be on the loopback interface, as management is on such a
+   * server, since a region makes the server read and write a file of this host for it. A request
+   * let in by a key revoked since (MP_ERR_AUTH_KEY_REVOKED) may not reach the regions of that name.
+   */
+  checkSharedMemory(principal: Principal | undefined, remoteAddress: string | undefined): void {
+    if (principal !== undefined && this.isRevoked(principal)) {
+      throw new ModelportError(
+        "MP_ERR_AUTH_KEY_REVOKED",
+        `the API key '${principal.name}' was removed from the key file (or changed) after this request arrived; use a current key`,
+      );
+    }
+    if (this.required || principal?.role === "admin" || isLoopback(remoteAddress)) return;
+    throw new ModelportError(
+      "MP_ERR_SHARED_MEMORY_REMOTE",
+      "shared memory answers only loopback callers (127.0.0.1, ::1) on a server without API keys; connect over loopback, or give the server keys",
+    );
+  }
+
+  /**
+   * True when `principal` was let in by a key that a reload has since revoked (removed from the key
+   * file, or its hash changed): it came in before the reload and must not open anything now.
+   */
+  isRevoked(principal: Principal): boolean {
+    const hash = this.#hashOf.get(principal);
+    return hash !== undefined && this.#fromFile.get(hash)?.name !== principal.name;
+  }
+
+  /**
+   * Calls `listener` with the names of the keys each reload revokes (a key removed from the file,
+   * or whose hash changed: that is a removed key plus a new one); returns the unsubscribe.
+   */
+  onRevoke(listener: (names: readonly string[]) => void): () => void {
+    this.#onRevoke.add(listener);
+    return () => this.#onRevoke.delete(listener);
   }
 
   /**
@@ -113,12 +160,24 @@ export class Tenants {
     if (this.#file === undefined) return false;
     try {
       const entries = readKeyFile(this.#file);
-      this.#load(entries);
-      this.#log?.info({ keys: entries.length, file: this.#file }, "key file reloaded");
+      const revoked = this.#load(entries);
+      this.#log?.info({ keys: entries.length, file: this.#file, revoked }, "key file reloaded");
+      if (revoked.length > 0) this.#revoke(revoked);
       return true;
     } catch (err) {
       this.#log?.error({ file: this.#file }, `${(err as Error).message}; keeping the previous keys`);
       return false;
+    }
+  }
+
+  /** Tells each listener which keys were revoked; one that fails does not keep the others from it. */
+  #revoke(names: readonly string[]): void {
+    for (const listener of this.#onRevoke) {
+      try {
+        listener(names);
+      } catch (err) {
+        this.#log?.error({ err }, "ending what the revoked keys held failed");
+      }
     }
   }
 
@@ -143,11 +202,19 @@ export class Tenants {
     return this.#fromFile.get(digest) ?? this.#fixed.get(digest);
   }
 
-  #load(entries: ReturnType<typeof readKeyFile>): void {
+  /** Puts `entries` in force; returns the names of the keys this revokes. */
+  #load(entries: ReturnType<typeof readKeyFile>): string[] {
     const next = new Map<string, Principal>();
-    for (const e of entries) next.set(e.hash, principalOf(e));
+    for (const e of entries) {
+      const p = principalOf(e);
+      this.#hashOf.set(p, e.hash);
+      next.set(e.hash, p);
+    }
+    const revoked: string[] = [];
+    for (const [hash, p] of this.#fromFile) if (next.get(hash)?.name !== p.name) revoked.push(p.name);
     this.#fromFile = next;
     this.#index();
+    return revoked;
   }
 
   *#all(): Iterable<Principal> {

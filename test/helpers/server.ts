@@ -25,13 +25,14 @@ export interface InProcessServer {
 }
 
 /**
- * Builds the app from config options, listens on 127.0.0.1 at a free port (and, with `grpc`, on
- * another for gRPC, as `modelport serve --grpc-port 0`) and loads the models.
+ * Builds the app from config options, listens on 127.0.0.1 (or `host`) at a free port (and, with
+ * `grpc`, on another for gRPC, as `modelport serve --grpc-port 0`) and loads the models.
  */
 export async function startInProcess(
   options: LoadConfigOptions,
-  extra: { grpc?: boolean; build?: Omit<BuildOptions, "logger"> } = {},
+  extra: { grpc?: boolean; build?: Omit<BuildOptions, "logger">; host?: string } = {},
 ): Promise<InProcessServer> {
+  const host = extra.host ?? "127.0.0.1";
   const config = loadConfig({ ...options, flags: { port: 0, ...options.flags } });
   const logs: Record<string, unknown>[] = [];
   const sink = new Writable({
@@ -44,14 +45,10 @@ export async function startInProcess(
   // modelport's logger options, as the CLI's logger has them (trace ids on request lines).
   const logger = pino({ level: "info", ...TRACE_LOG_OPTIONS }, sink);
   const server = buildApp(config, { ...extra.build, logger });
-  const url = await server.app.listen({ host: "127.0.0.1", port: 0 });
+  const url = await server.app.listen({ host, port: 0 });
   // Loaded only here, so the many tests without gRPC do not load grpc-js.
   const grpc = extra.grpc
-    ? (
-        await (
-          await import("../../src/grpc/server.js")
-        ).startGrpcServer(server, { host: "127.0.0.1", port: 0 })
-      ).address
+    ? (await (await import("../../src/grpc/server.js")).startGrpcServer(server, { host, port: 0 })).address
     : undefined;
   await server.loadModels();
   return { url, ...(grpc ? { grpc } : {}), server, logs, close: () => server.close() };

@@ -10,6 +10,8 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import {
+  chmodSync,
+  chownSync,
   existsSync,
   readdirSync,
   readFileSync,
@@ -19,7 +21,7 @@ import {
   truncateSync,
   writeFileSync,
 } from "node:fs";
-import { tmpdir } from "node:os";
+import { networkInterfaces, tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
@@ -31,16 +33,24 @@ import { grpcPythonSkip, PYTHON, pythonGrpcStubs } from "../helpers/python.js";
 import { type InProcessServer, postJson, REPO_ROOT, startInProcess } from "../helpers/server.js";
 
 const SHM = "/dev/shm";
-const PREFIX = `mptest-${process.pid}-`;
+// Under the default server.sharedMemory.keyPrefix, "modelport_".
+const PREFIX = `modelport_test-${process.pid}-`;
 const KEY_A = "shared-memory-key-a";
 const KEY_B = "shared-memory-key-b";
 const A = { authorization: `Bearer ${KEY_A}` };
 const B = { authorization: `Bearer ${KEY_B}` };
 const MAX_REGIONS = 8;
+const MAX_PER_KEY = 5;
 
 let srv: InProcessServer;
 let client: grpc.Client & Record<string, any>;
 const PROTO = join(REPO_ROOT, "src", "grpc", "inference.proto");
+
+/** The GRPCInferenceService client, from src/grpc/inference.proto as it ships. */
+function grpcService(): grpc.ServiceClientConstructor {
+  const definition = loadSync(PROTO, { keepCase: true, longs: String, defaults: true, oneofs: true });
+  return (grpc.loadPackageDefinition(definition) as any).inference.GRPCInferenceService;
+}
 
 /** A unary gRPC call with key `key`: its error (null on success) and answer. */
 function rpc(
@@ -170,8 +180,8 @@ before(async () => {
       `  apiKeys: [${KEY_A}, ${KEY_B}]`,
       "  sharedMemory:",
       "    enabled: true",
-      `    keyPrefix: ${PREFIX}`,
       `    maxRegions: ${MAX_REGIONS}`,
+      `    maxRegionsPerKey: ${MAX_PER_KEY}`,
       "limits:",
       "  maxBodyBytes: 100000",
       "models:",
@@ -183,10 +193,7 @@ before(async () => {
     ].join("\n"),
   );
   srv = await startInProcess({ file }, { grpc: true });
-  const definition = loadSync(PROTO, { keepCase: true, longs: String, defaults: true, oneofs: true });
-  const Service = (grpc.loadPackageDefinition(definition) as any).inference
-    .GRPCInferenceService as grpc.ServiceClientConstructor;
-  client = new Service(srv.grpc!, grpc.credentials.createInsecure());
+  client = new (grpcService())(srv.grpc!, grpc.credentials.createInsecure());
 });
 
 after(async () => {
@@ -370,6 +377,86 @@ describe("system shared memory", () => {
     }
   });
 
+  it("registers only the server's own user's objects: another user's, even one root may open, is refused", async (t) => {
+    if (process.getuid?.() !== 0) return t.skip("needs root, to give an object to another user");
+    const foreign = object("foreign", 64);
+    // nobody's, mode 0600: the server (root) could open it, as it could another service's segments.
+    chownSync(foreign.file, 65534, 65534);
+    chmodSync(foreign.file, 0o600);
+    const res = await register("foreign", { key: foreign.key, offset: 0, byte_size: 64 });
+    assert.equal(res.status, 400, JSON.stringify(res.body));
+    assert.equal(res.body.code, "MP_ERR_SHARED_MEMORY_KEY");
+    assert.match(res.body.error, /another user \(uid 65534\)/);
+    const grpcRes = await rpc("SystemSharedMemoryRegister", {
+      name: "foreign",
+      key: foreign.key,
+      offset: "0",
+      byte_size: "64",
+    });
+    assert.equal(grpcRes.err?.metadata.get("mp-error-code")[0], "MP_ERR_SHARED_MEMORY_KEY");
+    // So no output can be written into it either.
+    const infer1 = await infer("tree", {
+      inputs: [{ name: "features", shape: [1, 6], datatype: "FP32", data: [1, 2, 3, 4, 5, 6] }],
+      outputs: [{ name: "probabilities", parameters: shm("foreign", 64) }],
+    });
+    assert.equal(infer1.body.code, "MP_ERR_SHARED_MEMORY_REGION_NOT_FOUND");
+    assert.ok(
+      readFileSync(foreign.file).every((b) => b === 0),
+      "nothing was written to it",
+    );
+    assert.deepEqual((await status()).body, []);
+  });
+
+  it("registers only names under keyPrefix, modelport_ by default: other programs' segments are out of reach", async () => {
+    // Named as PostgreSQL names its dynamic shared memory segments, and owned by the server's user.
+    const name = `PostgreSQL.${process.pid}`;
+    writeFileSync(join(SHM, name), Buffer.alloc(64));
+    try {
+      const res = await register("pg", { key: `/${name}`, offset: 0, byte_size: 64 });
+      assert.equal(res.status, 400, JSON.stringify(res.body));
+      assert.equal(res.body.code, "MP_ERR_SHARED_MEMORY_KEY");
+      assert.match(res.body.error, /'\/modelport_' \(server\.sharedMemory\.keyPrefix\)/);
+    } finally {
+      rmSync(join(SHM, name), { force: true });
+    }
+  });
+
+  it("binds an object to the key that registered it while the object exists, unregistered or not", async () => {
+    const secret = object("former", f32([9, 8, 7, 6, 5, 4]));
+    assert.equal((await register("mine", { key: secret.key, offset: 0, byte_size: 24 })).status, 200);
+    assert.equal((await unregister("mine")).status, 200);
+    // A's region is gone, its object is not: B may not register it, under any name, on either port.
+    const taken = await register("theirs", { key: secret.key, offset: 0, byte_size: 24 }, B);
+    assert.equal(taken.status, 400, JSON.stringify(taken.body));
+    assert.equal(taken.body.code, "MP_ERR_SHARED_MEMORY_KEY");
+    const grpcTaken = await rpc(
+      "SystemSharedMemoryRegister",
+      { name: "theirs", key: secret.key, offset: "0", byte_size: "24" },
+      KEY_B,
+    );
+    assert.equal(grpcTaken.err?.metadata.get("mp-error-code")[0], "MP_ERR_SHARED_MEMORY_KEY");
+    const read = await infer(
+      "tree",
+      { inputs: [{ name: "features", shape: [1, 6], datatype: "FP32", parameters: shm("theirs", 24) }] },
+      B,
+    );
+    assert.equal(read.body.code, "MP_ERR_SHARED_MEMORY_REGION_NOT_FOUND");
+    // Its own key registers it again.
+    assert.equal((await register("again", { key: secret.key, offset: 0, byte_size: 24 })).status, 200);
+    await unregister();
+    // Deleted and made again under the same name, it is a new object: the first key to register it has it.
+    rmSync(secret.file);
+    const fresh = object("former", 24);
+    try {
+      assert.equal((await register("theirs", { key: fresh.key, offset: 0, byte_size: 24 }, B)).status, 200);
+      const back = await register("mine", { key: fresh.key, offset: 0, byte_size: 24 });
+      assert.equal(back.status, 400);
+      assert.equal(back.body.code, "MP_ERR_SHARED_MEMORY_KEY");
+    } finally {
+      await unregister(undefined, B);
+    }
+  });
+
   it("refuses bad registrations with their codes and keeps serving", async () => {
     const { key } = object("small", 64);
     const outside = join(tmpdir(), `${PREFIX}outside`);
@@ -404,11 +491,21 @@ describe("system shared memory", () => {
       const dup = await register("dup", { key, offset: 8, byte_size: 8 });
       assert.equal(dup.status, 409);
       assert.equal(dup.body.code, "MP_ERR_SHARED_MEMORY_REGION_EXISTS");
-      // Up to maxRegions, then 409 until one goes.
-      for (let i = 1; i < MAX_REGIONS; i++) await register(`n${i}`, { key, offset: 0, byte_size: 8 });
-      const full = await register("over", { key, offset: 0, byte_size: 8 });
+      // Up to maxRegionsPerKey for one key, then 409 naming that setting until one of its own goes.
+      for (let i = 1; i < MAX_PER_KEY; i++) await register(`n${i}`, { key, offset: 0, byte_size: 8 });
+      const keyFull = await register("over", { key, offset: 0, byte_size: 8 });
+      assert.equal(keyFull.status, 409);
+      assert.equal(keyFull.body.code, "MP_ERR_SHARED_MEMORY_LIMIT");
+      assert.match(keyFull.body.error, /maxRegionsPerKey/);
+      // Another key still registers, up to maxRegions for all keys together.
+      const theirs = object("limit-b", 64);
+      for (let i = MAX_PER_KEY; i < MAX_REGIONS; i++)
+        assert.equal((await register(`b${i}`, { key: theirs.key, offset: 0, byte_size: 8 }, B)).status, 200);
+      const full = await register("over", { key: theirs.key, offset: 0, byte_size: 8 }, B);
       assert.equal(full.status, 409);
       assert.equal(full.body.code, "MP_ERR_SHARED_MEMORY_LIMIT");
+      assert.match(full.body.error, /maxRegions\)/);
+      await unregister(undefined, B);
       await unregister("n1");
       assert.equal((await register("over", { key, offset: 0, byte_size: 8 })).status, 200);
       assert.deepEqual((await status()).body.map((r: any) => r.name).sort(), [
@@ -416,13 +513,11 @@ describe("system shared memory", () => {
         "n2",
         "n3",
         "n4",
-        "n5",
-        "n6",
-        "n7",
         "over",
       ]);
     } finally {
       await unregister();
+      await unregister(undefined, B);
       rmSync(link, { force: true });
       rmSync(outside, { force: true });
     }
@@ -747,6 +842,102 @@ finally:
     assert.deepEqual(got.regions, ["gpy_in", "gpy_out"]);
     assert.deepEqual(got.probabilities, await pythonTreeProbabilities());
     rmSync(out, { recursive: true, force: true });
+  });
+});
+
+/** An IPv4 address of this host other than loopback, to call the server from; undefined if it has none. */
+function outsideAddress(): string | undefined {
+  for (const list of Object.values(networkInterfaces()))
+    for (const a of list ?? []) if (a.family === "IPv4" && !a.internal) return a.address;
+  return undefined;
+}
+
+describe("system shared memory on a server without keys", () => {
+  it("answers only loopback callers, on HTTP and gRPC: others get 403 for registry calls and infers naming regions", async (t) => {
+    const outside = outsideAddress();
+    if (outside === undefined) return t.skip("this host has no address but loopback to call from");
+    const models = await testModels();
+    const open = await startInProcess(
+      {
+        modelPath: join(models, "churn-tree.onnx"),
+        flags: { sharedMemory: true },
+        env: {},
+      },
+      { grpc: true, host: "0.0.0.0" },
+    );
+    const port = Number(new URL(open.url).port);
+    const grpcPort = open.grpc!.split(":").pop()!;
+    const clients = ["127.0.0.1", outside].map(
+      (host) => new (grpcService())(`${host}:${grpcPort}`, grpc.credentials.createInsecure()),
+    );
+    const grpcCall = (c: grpc.Client & Record<string, any>, method: string, request: unknown) =>
+      new Promise<{ err: grpc.ServiceError | null }>((resolve) =>
+        c[method](request, new grpc.Metadata(), (err: grpc.ServiceError | null) => resolve({ err })),
+      );
+    const input = object("open-in", f32([27, 51.25, 1, 1, 0, 37]));
+    const local = `http://127.0.0.1:${port}`;
+    const remote = `http://${outside}:${port}`;
+    const viaShm = {
+      inputs: [{ name: "features", shape: [1, 6], datatype: "FP32", parameters: shm("in", 24) }],
+    };
+    try {
+      const reg = await postJson(`${local}/v2/systemsharedmemory/region/in/register`, {
+        key: input.key,
+        offset: 0,
+        byte_size: 24,
+      });
+      assert.equal(reg.status, 200, JSON.stringify(reg.body));
+      assert.equal((await postJson(`${local}/v2/models/churn-tree/infer`, viaShm)).status, 200);
+      const refused = [
+        await postJson(`${remote}/v2/systemsharedmemory/region/in2/register`, {
+          key: input.key,
+          offset: 0,
+          byte_size: 24,
+        }),
+        await postJson(`${remote}/v2/models/churn-tree/infer`, viaShm),
+        await postJson(`${remote}/v2/models/churn-tree/infer`, {
+          inputs: [{ name: "features", shape: [1, 6], datatype: "FP32", data: [1, 2, 3, 4, 5, 6] }],
+          outputs: [{ name: "probabilities", parameters: shm("in", 24) }],
+        }),
+        await postJson(`${remote}/v2/systemsharedmemory/unregister`, ""),
+        await fetch(`${remote}/v2/systemsharedmemory/status`).then(async (r) => ({
+          status: r.status,
+          body: (await r.json()) as any,
+        })),
+      ];
+      for (const r of refused) {
+        assert.equal(r.status, 403, JSON.stringify(r.body));
+        assert.equal(r.body.code, "MP_ERR_SHARED_MEMORY_REMOTE");
+      }
+      // The region is still there, and a remote infer without regions is answered.
+      assert.equal((await postJson(`${local}/v2/models/churn-tree/infer`, viaShm)).status, 200);
+      const plain = await postJson(`${remote}/v2/models/churn-tree/infer`, {
+        inputs: [{ name: "features", shape: [1, 6], datatype: "FP32", data: [1, 2, 3, 4, 5, 6] }],
+      });
+      assert.equal(plain.status, 200);
+
+      const grpcRequests: [string, unknown][] = [
+        ["SystemSharedMemoryRegister", { name: "g", key: input.key, offset: "0", byte_size: "24" }],
+        ["SystemSharedMemoryStatus", { name: "" }],
+        [
+          "ModelInfer",
+          {
+            model_name: "churn-tree",
+            inputs: [{ name: "features", datatype: "FP32", shape: [1, 6], parameters: grpcShm("in", 24) }],
+          },
+        ],
+      ];
+      for (const [method, request] of grpcRequests) {
+        const far = await grpcCall(clients[1]!, method, request);
+        assert.equal(far.err?.code, grpc.status.PERMISSION_DENIED, `${method}: ${far.err?.details}`);
+        assert.equal(far.err?.metadata.get("mp-error-code")[0], "MP_ERR_SHARED_MEMORY_REMOTE");
+        const near = await grpcCall(clients[0]!, method, request);
+        assert.equal(near.err, null, `${method} over loopback: ${near.err?.details}`);
+      }
+    } finally {
+      for (const c of clients) c.close();
+      await open.close();
+    }
   });
 });
 

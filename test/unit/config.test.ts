@@ -188,11 +188,12 @@ describe("config", () => {
     );
   });
 
-  it("shared memory: --shared-memory turns it on, several processes refuse it, a bad prefix is listed", async () => {
+  it("shared memory: --shared-memory turns it on, several processes refuse it, a bad prefix or per-key limit is listed", async () => {
     const path = join(await testModels(), "churn-tree.onnx");
     assert.equal(loadConfig({ modelPath: path, env: {} }).server.sharedMemory.enabled, false);
     const on = loadConfig({ modelPath: path, flags: { sharedMemory: true }, env: {} }).server.sharedMemory;
-    assert.deepEqual(on, { enabled: true, keyPrefix: "", maxRegions: 64 });
+    // The prefix is on by default; "" (every name) only when asked for.
+    assert.deepEqual(on, { enabled: true, keyPrefix: "modelport_", maxRegions: 64, maxRegionsPerKey: 16 });
     assert.match(
       problems(() =>
         loadConfig({ modelPath: path, flags: { sharedMemory: true, processes: 2 }, env: {}, cores: 4 }),
@@ -204,6 +205,20 @@ describe("config", () => {
       `server:\n  sharedMemory: {enabled: true, keyPrefix: "../x"}\nmodels:\n  - {name: a, path: ${path}}\n`,
     );
     assert.match(problems(() => loadConfig({ file, env: {} })).join("\n"), /server\.sharedMemory\.keyPrefix/);
+    const shm = (settings: string) =>
+      yaml(
+        "shm-limits.yaml",
+        `server:\n  sharedMemory: {${settings}}\nmodels:\n  - {name: a, path: ${path}}\n`,
+      );
+    const optOut = loadConfig({ file: shm(`enabled: true, keyPrefix: ""`), env: {} }).server.sharedMemory;
+    assert.equal(optOut.keyPrefix, "");
+    // Per key: 16 by default, or maxRegions when that is less; never more than maxRegions.
+    const few = loadConfig({ file: shm("enabled: true, maxRegions: 8"), env: {} }).server.sharedMemory;
+    assert.equal(few.maxRegionsPerKey, 8);
+    assert.match(
+      problems(() => loadConfig({ file: shm("maxRegions: 8, maxRegionsPerKey: 9"), env: {} })).join("\n"),
+      /server\.sharedMemory\.maxRegionsPerKey: maxRegionsPerKey must not exceed maxRegions/,
+    );
   });
 
   it("invalid YAML names the line", () => {

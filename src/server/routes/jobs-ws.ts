@@ -5,6 +5,7 @@
 // every frame is validated, every store call's failure becomes an error frame. Each connection
 // holds a stream slot, follows a set of at most jobs.maxSubscriptionsPerSocket jobs (one listener
 // per job, all removed on unsubscribe and close), and is pinged every limits.streamHeartbeatMs.
+// A connection whose key is revoked by a key file reload gets an error frame and is closed (1008).
 import websocket from "@fastify/websocket";
 import type { FastifyPluginAsync } from "fastify";
 import type { WebSocket } from "ws";
@@ -13,6 +14,7 @@ import { type ErrorCode, isModelportError, ModelportError } from "../../errors.j
 import type { Job } from "../../jobs/job.js";
 import { isFinal } from "../../jobs/job-queue.js";
 import { jobView } from "../../jobs/job-view.js";
+import type { Principal } from "../../tenants/principal.js";
 import { jobScope } from "./jobs.js";
 
 /** Largest frame accepted; a larger one closes the connection with 1009 (message too big). */
@@ -24,6 +26,8 @@ export const MAX_FRAME_BYTES = 64 * 1024;
 export const MAX_UNREAD_BYTES = 1024 * 1024;
 /** Changes made by another process sharing the store are found by a status read at this pace. */
 const POLL_MS = 1000;
+/** The close code of a connection whose key was revoked: 1008, policy violation (RFC 6455). */
+export const CLOSE_KEY_REVOKED = 1008;
 
 const ids = z.array(z.string().min(1).max(256));
 const frameSchema = z
@@ -70,12 +74,15 @@ export const jobsWebSocketRoute: FastifyPluginAsync = async (app) => {
           "GET /v1/jobs/ws is a WebSocket: connect with a WebSocket client (Upgrade: websocket)",
         );
       },
-      wsHandler: (socket, req) => serve(socket, jobScope(ctx, req)),
+      wsHandler: (socket, req) => serve(socket, jobScope(ctx, req), req.principal),
     });
   });
 
-  /** `scope`: the key name whose jobs this connection may follow (undefined: every job). */
-  function serve(socket: WebSocket, scope: string | undefined): void {
+  /**
+   * `scope`: the key name whose jobs this connection may follow (undefined: every job); `principal`:
+   * the key it came in with, whose revocation closes it.
+   */
+  function serve(socket: WebSocket, scope: string | undefined, principal: Principal | undefined): void {
     const subs = new Map<string, Subscription>();
     let closed = false;
     const send = (msg: unknown) => {
@@ -191,11 +198,20 @@ export const jobsWebSocketRoute: FastifyPluginAsync = async (app) => {
       socket.ping();
     }, heartbeatMs);
 
+    // The key revoked: the reason as an error frame (clients that read frames see the code), then a
+    // close with the code and reason (clients that only watch the close see them too).
+    const closeChannel = ctx.channels.open(principal, (reason) => {
+      sendError(reason.code, reason.message);
+      closed = true;
+      socket.close(CLOSE_KEY_REVOKED, reason.code);
+    });
+
     socket.on("error", () => {
       // A protocol error (an oversized frame: 1009) is followed by close, which cleans up.
     });
     socket.on("close", () => {
       closed = true;
+      closeChannel();
       clearInterval(poll);
       clearInterval(heartbeat);
       for (const sub of subs.values()) sub.off?.();

@@ -1,8 +1,9 @@
 // The jobs API: submit (POST /v1/models/{m}/jobs, or predict with Prefer: respond-async), status
 // with long-poll, result (inline, redirect to a blob URL, or streamed), cancel, list, and an SSE
 // stream of a job's state changes (each stream holds a stream slot and lives at most
-// limits.maxStreamMs).
+// limits.maxStreamMs). Event streams and long-polls end when their key is revoked (key-channels.ts).
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
+import { CancelHandle } from "../../cancel.js";
 import { isModelportError, ModelportError } from "../../errors.js";
 import type { Job, JobStatus } from "../../jobs/job.js";
 import { isFinal, type JobQueue } from "../../jobs/job-queue.js";
@@ -113,7 +114,21 @@ export const jobRoutes: FastifyPluginAsync = async (app) => {
   app.get<{ Params: JobParams; Querystring: { wait?: string } }>("/v1/jobs/:id", async (req) => {
     const wait = waitSeconds(req.query.wait);
     const job = await ownJob(queue, req.params.id, jobScope(ctx, req));
-    return jobView(wait > 0 ? await queue.waitFor(job.id, wait * 1000, job) : job);
+    if (wait === 0) return jobView(job);
+    // A long-poll is a channel of its key: a revoked key's ends at once, with a 401.
+    let revoked: ModelportError | undefined;
+    const stop = new CancelHandle();
+    const close = ctx.channels.open(req.principal, (reason) => {
+      revoked = reason;
+      stop.cancel();
+    });
+    try {
+      const waited = await queue.waitFor(job.id, wait * 1000, job, stop);
+      if (revoked) throw revoked;
+      return jobView(waited);
+    } finally {
+      close();
+    }
   });
 
   app.get<{ Params: JobParams }>("/v1/jobs/:id/result", async (req, reply) => {
@@ -178,9 +193,17 @@ export const jobRoutes: FastifyPluginAsync = async (app) => {
     const slot = ctx.streams.acquire(req.headers);
     const res = reply.raw;
     let closed = false;
+    // A revoked key's stream ends with an error event naming why, rather than when the job does.
+    let revoked: ModelportError | undefined;
+    const stop = new CancelHandle();
+    const closeChannel = ctx.channels.open(req.principal, (reason) => {
+      revoked = reason;
+      stop.cancel();
+    });
     res.on("close", () => {
       closed = true;
       slot.release();
+      closeChannel();
     });
     reply.hijack();
     res.writeHead(200, {
@@ -202,13 +225,14 @@ export const jobRoutes: FastifyPluginAsync = async (app) => {
     let expired = false;
     let failure: ModelportError | undefined;
     try {
-      while (!closed && !isFinal(job) && !queue.stopping) {
+      while (!closed && !isFinal(job) && !queue.stopping && !revoked) {
         const left = endAt - Date.now();
         if (left <= 0) {
           expired = true;
           break;
         }
-        job = await queue.waitFor(job.id, Math.min(streamHeartbeatMs, left), job);
+        job = await queue.waitFor(job.id, Math.min(streamHeartbeatMs, left), job, stop);
+        if (revoked) break;
         if (!closed) {
           send(job);
           if (!isFinal(job)) res.write(": keep-alive\n\n");
@@ -221,10 +245,12 @@ export const jobRoutes: FastifyPluginAsync = async (app) => {
         : new ModelportError("MP_ERR_JOB_STORE_UNAVAILABLE", "the job could not be read");
     } finally {
       slot.release();
+      closeChannel();
     }
     if (closed) return;
+    failure ??= revoked;
     if (failure) {
-      // The job is not final: say why the stream ends, so the client reconnects rather than stops.
+      // The job is not final: say why the stream ends (a store failure: reconnect; a revoked key: stop).
       res.end(`event: error\ndata: ${JSON.stringify({ code: failure.code, message: failure.message })}\n\n`);
     } else if (expired) {
       // The job goes on; the client opens a new stream (EventSource does so by itself after `retry`).

@@ -10,11 +10,11 @@ import { requestedOutputs } from "../../protocol/requested-outputs.js";
 import { sharedInputs, sharedOutputs } from "../../protocol/shared-memory-params.js";
 import { checkSharedOutputs, readSharedInputs, writeSharedOutputs } from "../../shared-memory/tensors.js";
 import { ATTR, SPAN, stage, tracing } from "../../telemetry/spans.js";
-import { ANONYMOUS } from "../../tenants/principal.js";
 import type { TensorMap } from "../../tensor.js";
 import { acquire, encodeStage, infer } from "../context.js";
 import { jsonPayload } from "../json-answer.js";
 import { errorHandler } from "../plugins/errors.js";
+import { sharedMemoryCaller } from "./shared-memory.js";
 
 interface Params {
   model: string;
@@ -59,7 +59,7 @@ export const oipRoutes: FastifyPluginAsync = async (app) => {
         const signature = host.signature;
         if (!signature) throw host.notReadyError();
         // Shared memory regions are kept per key (docs/API.md, "Shared memory").
-        const caller = { regions: ctx.sharedMemory, owner: (req.principal ?? ANONYMOUS).name };
+        const caller = sharedMemoryCaller(ctx, req);
         const decodeAt = tracing.on ? performance.now() : 0;
         let decoded: { body: ReturnType<typeof splitOipBody>["body"]; inputs: TensorMap };
         try {

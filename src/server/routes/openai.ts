@@ -261,7 +261,19 @@ async function answer(
   const timer = new GenerationTimer(ctx.metrics, model.name, reply);
   const created = Math.floor(Date.now() / 1000);
   const id = completionId(kind, req);
-  if (parsed.stream) return stream(model, kind, parsed, reply, cancel, timer, id, created);
+  if (parsed.stream) {
+    // A streamed answer is a channel of its key: a revoked key's stops, its last event saying why.
+    let revoked: ModelportError | undefined;
+    const close = ctx.channels.open(req.principal, (reason) => {
+      revoked = reason;
+      cancel.cancel();
+    });
+    try {
+      return await stream(model, kind, parsed, reply, cancel, timer, id, created, () => revoked);
+    } finally {
+      close();
+    }
+  }
   const results = await generateChoices(
     model,
     parsed,
@@ -316,6 +328,7 @@ async function stream(
   timer: GenerationTimer,
   id: string,
   created: number,
+  revoked: () => ModelportError | undefined,
 ): Promise<void> {
   const res = reply.raw;
   const usageField = parsed.includeUsage ? ',"usage":null' : "";
@@ -370,15 +383,17 @@ async function stream(
     results = await generateChoices(model, parsed, cancel, onDelta, onDone, reply.request.trace);
   } catch (err) {
     // Before the first byte the error handler answers with a status; after it, the stream
-    // carries the error as its last event, as OpenAI's servers do.
-    if (!started) throw err;
+    // carries the error as its last event, as OpenAI's servers do. A revoked key's generation was
+    // canceled: its answer says the key was revoked, not that the request was canceled.
     const mp =
-      err instanceof ModelportError
+      revoked() ??
+      (err instanceof ModelportError
         ? err
         : new ModelportError(
             "MP_ERR_SERVER_INTERNAL",
             "internal error; the server log has details under this request id",
-          );
+          ));
+    if (!started) throw revoked() ?? err;
     if (mp.code !== "MP_ERR_REQUEST_CANCELED") reply.log.warn({ code: mp.code }, mp.message);
     captureStreamed(reply.request, null, { code: mp.code, message: mp.message });
     if (!res.destroyed) res.end(`data: ${JSON.stringify(openaiError(mp))}\n\n`);

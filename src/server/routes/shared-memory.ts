@@ -2,12 +2,22 @@
 // and unregister of the caller's regions (src/shared-memory/regions.ts). Errors in the OIP shape.
 import type { FastifyPluginAsync, FastifyRequest, onRequestHookHandler } from "fastify";
 import { requireObject } from "../../protocol/decode-tensor.js";
-import { sharedMemoryOn } from "../../shared-memory/tensors.js";
+import { callerRegions, type SharedMemoryCaller } from "../../shared-memory/tensors.js";
 import { ANONYMOUS } from "../../tenants/principal.js";
+import type { AppContext } from "../context.js";
 import { errorHandler } from "../plugins/errors.js";
 
-/** Regions are kept per key: the caller's key name (anonymous on a server without keys). */
-const owner = (req: FastifyRequest) => (req.principal ?? ANONYMOUS).name;
+/**
+ * Who asks, for the shared memory of a request: regions are kept per key (anonymous on a server
+ * without keys, where only loopback callers may use them).
+ */
+export function sharedMemoryCaller(ctx: AppContext, req: FastifyRequest): SharedMemoryCaller {
+  return {
+    regions: ctx.sharedMemory,
+    owner: (req.principal ?? ANONYMOUS).name,
+    admit: () => ctx.tenants.checkSharedMemory(req.principal, req.socket.remoteAddress),
+  };
+}
 
 interface Params {
   region?: string;
@@ -24,12 +34,14 @@ export const sharedMemoryRoutes: FastifyPluginAsync = async (app) => {
   app.setErrorHandler(errorHandler("oip", ctx.config.limits.maxBodyBytes));
 
   for (const prefix of ["/v2/systemsharedmemory", "/v2/systemsharedmemory/region/:region"]) {
-    app.get<{ Params: Params }>(`${prefix}/status`, async (req) =>
-      sharedMemoryOn(ctx.sharedMemory).status(owner(req), req.params.region),
-    );
+    app.get<{ Params: Params }>(`${prefix}/status`, async (req) => {
+      const caller = sharedMemoryCaller(ctx, req);
+      return callerRegions(caller).status(caller.owner, req.params.region);
+    });
     // Without a region: every region of the caller's key.
     app.post<{ Params: Params }>(`${prefix}/unregister`, { onRequest: noBody }, async (req, reply) => {
-      await sharedMemoryOn(ctx.sharedMemory).unregister(owner(req), req.params.region);
+      const caller = sharedMemoryCaller(ctx, req);
+      await callerRegions(caller).unregister(caller.owner, req.params.region);
       return reply.code(200).send();
     });
   }
@@ -37,9 +49,10 @@ export const sharedMemoryRoutes: FastifyPluginAsync = async (app) => {
   app.post<{ Params: Required<Params> }>(
     "/v2/systemsharedmemory/region/:region/register",
     async (req, reply) => {
-      const regions = sharedMemoryOn(ctx.sharedMemory);
+      const caller = sharedMemoryCaller(ctx, req);
+      const regions = callerRegions(caller);
       const body = requireObject(req.body, "the request body");
-      await regions.register(owner(req), req.params.region, body.key, body.offset, body.byte_size);
+      await regions.register(caller.owner, req.params.region, body.key, body.offset, body.byte_size);
       return reply.code(200).send();
     },
   );
