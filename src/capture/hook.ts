@@ -164,7 +164,8 @@ export function registerCaptureHooks(app: FastifyInstance, deps: CaptureHookDeps
         version,
         key: req.principal?.name ?? null,
         requestId: req.id,
-        route: req.routeOptions.url ?? req.url,
+        // Set on a captured route, which has a path template: the raw URL is never the route.
+        route: req.routeOptions.url ?? "",
         protocol: slot.protocol,
         status: reply.statusCode,
         latencyMs: reply.elapsedTime,

@@ -215,7 +215,7 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     traceRequest(request, reply);
     reply.header(REQUEST_ID_HEADER, request.id);
     reply.header(INSTANCE_HEADER, instance);
-    if (context.draining && !isProbe(request.url)) {
+    if (context.draining && !isProbe(request)) {
       reply.header("connection", "close");
       done(
         new ModelportError(

@@ -2,6 +2,9 @@
 // golden-checked, not draining; the job store's reachability reported beside it) and the Open Inference Protocol's /v2/health/live and /v2/health/ready.
 import type { FastifyPluginAsync } from "fastify";
 
+/** Marks a probe route (plugins/auth.ts): no key, answered while draining, logged at debug. */
+const probe = { config: { probe: true } };
+
 /** How long a job-store check is reused: probes come every few seconds, from several places. */
 const STORE_CHECK_MS = 2000;
 
@@ -29,9 +32,9 @@ export const healthRoutes: FastifyPluginAsync = async (app) => {
     return r;
   };
 
-  app.get("/livez", async () => ({ live: true }));
+  app.get("/livez", probe, async () => ({ live: true }));
 
-  app.get("/readyz", async (_req, reply) => {
+  app.get("/readyz", probe, async (_req, reply) => {
     const r = readiness();
     reply.code(r.ready ? 200 : 503);
     const store = await jobStore();
@@ -39,9 +42,9 @@ export const healthRoutes: FastifyPluginAsync = async (app) => {
     return { ...r, jobs: { store: ctx.config.jobs.store, ...store } };
   });
 
-  app.get("/v2/health/live", async () => ({ live: true }));
+  app.get("/v2/health/live", probe, async () => ({ live: true }));
 
-  app.get("/v2/health/ready", async (_req, reply) => {
+  app.get("/v2/health/ready", probe, async (_req, reply) => {
     const r = readiness();
     reply.code(r.ready ? 200 : 503);
     return { ready: r.ready };

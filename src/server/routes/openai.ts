@@ -516,10 +516,10 @@ export const openaiRoutes: FastifyPluginAsync = async (app) => {
   // Every error in this scope (auth, drain, body parsing included) in OpenAI's shape.
   app.setErrorHandler(errorHandler("openai", ctx.config.limits.maxBodyBytes));
   const limitsFor = (name: string) => promptLimits(ctx, name);
-  app.post("/v1/chat/completions", { config: { capture: "openai" } }, (req, reply) =>
+  app.post("/v1/chat/completions", { config: { capture: "openai", language: true } }, (req, reply) =>
     answer(ctx, "chat", parseChatRequest(req.body, limitsFor), req, reply),
   );
-  app.post("/v1/completions", { config: { capture: "openai" } }, (req, reply) =>
+  app.post("/v1/completions", { config: { capture: "openai", language: true } }, (req, reply) =>
     answer(ctx, "completion", parseCompletionRequest(req.body, limitsFor), req, reply),
   );
   // POST /v1/embeddings lives in routes/openai-embeddings.ts (registered in app.ts).
