@@ -155,6 +155,17 @@ export function mayUse(principal: Principal, name: string): boolean {
   return principal.models === undefined || principal.models.has(name);
 }
 
+/** The name a scope is checked by: `name@version` is its model's unless the scope lists it whole. */
+function scopedName(models: ReadonlySet<string>, name: string): string {
+  const at = name.lastIndexOf("@");
+  return at > 0 && !models.has(name) ? name.slice(0, at) : name;
+}
+
+/** Whether `principal` may use the model `name` (also as `name@version`). */
+export function mayAccess(principal: Principal | undefined, name: string): boolean {
+  return principal?.models === undefined || principal.models.has(scopedName(principal.models, name));
+}
+
 /**
  * Throws unless `principal` may use the model `name` (also as `name@version`). A key that may not
  * hears the same 404 as for a model that does not exist, so keys cannot probe what a server holds.
@@ -162,8 +173,7 @@ export function mayUse(principal: Principal, name: string): boolean {
  */
 export function checkAccess(principal: Principal | undefined, name: string): void {
   if (principal?.models === undefined) return;
-  const at = name.lastIndexOf("@");
-  const base = at > 0 && !principal.models.has(name) ? name.slice(0, at) : name;
+  const base = scopedName(principal.models, name);
   if (principal.models.has(base)) return;
   throw new ModelportError("MP_ERR_MODEL_NOT_FOUND", `model '${base}' is not served here`, {
     model: base,
