@@ -36,6 +36,7 @@ import { isProbe, registerAuth } from "./plugins/auth.js";
 import { registerBodyBudget } from "./plugins/body-budget.js";
 import { frameworkError, registerErrorHandling } from "./plugins/errors.js";
 import { registerLimits } from "./plugins/limits.js";
+import { registerQueryCheck } from "./plugins/query.js";
 import { RequestLogController, requestId } from "./plugins/request-log.js";
 import { endRequestSpan, traceRequest } from "./plugins/tracing.js";
 import { registerUsage, usageCost } from "./plugins/usage.js";
@@ -288,6 +289,7 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   registerAuth(app, tenants);
   registerBodyBudget(app, context.bodyBudget, maxBodyBytes);
   registerLimits(app, tenancy.limiter);
+  registerQueryCheck(app);
   if (recordUsage) registerUsage(app, recordUsage);
   // A key limited to some models hears of no other: the same 404 as for a model that does not exist.
   app.addHook("preHandler", (request, _reply, done) => {
