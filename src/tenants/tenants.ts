@@ -77,14 +77,19 @@ export class Tenants {
     );
   }
 
+  /** Whether `principal`, calling from `remoteAddress`, may manage the server (checkAdmin's rule). */
+  mayManage(principal: Principal, remoteAddress: string | undefined): boolean {
+    if (principal.role === "admin") return true;
+    return !this.required && !this.hasAdmin && LOOPBACK.test(remoteAddress ?? "");
+  }
+
   /**
    * Lets an admin through, or throws MP_ERR_ADMIN_REQUIRED. A server with no key at all (no
    * API, admin or file keys) lets callers on its own loopback interface manage it (development).
    */
   checkAdmin(principal: Principal, remoteAddress: string | undefined): void {
-    if (principal.role === "admin") return;
+    if (this.mayManage(principal, remoteAddress)) return;
     const open = !this.required && !this.hasAdmin;
-    if (open && LOOPBACK.test(remoteAddress ?? "")) return;
     throw new ModelportError(
       "MP_ERR_ADMIN_REQUIRED",
       open
