@@ -1,14 +1,19 @@
 // Where payload capture meets the routes: one set of Fastify hooks for every captured route.
 // A route opts in with its route config `{ capture: "native" | "oip" | "openai" }`. Once the body
 // is parsed (preHandler), the hook finds the model (the :model parameter, or the body's `model`
-// for OpenAI routes), and, if the model has `capture` and the request is sampled, marks the
-// request; an unsampled request costs a lookup and one random number. onSend keeps a reference to
+// for OpenAI routes), and, if the model has `capture`, the caller's key may use it and the request
+// is sampled, marks the request; an unsampled request costs a lookup and one random number. The
+// key is checked here, not left to the route: this hook runs before the access check (an OpenAI
+// route finds its model in the body, so checks it in its handler), and a request refused for
+// another model must leave nothing in that model's records (a key could otherwise fill another
+// tenant's retraining data or its queue). onSend keeps a reference to
 // the answer as sent; onResponse hands the pair, still unserialized, to the bounded queue.
 // Routes add only what the hooks cannot see: the version that answered (captureVersion) and a
 // streamed answer, assembled (captureStreamed), since a stream bypasses onSend.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Catalogue } from "../catalogue/catalogue.js";
 import { INFERENCE_HEADER } from "../protocol/headers.js";
+import { mayAccess } from "../tenants/tenants.js";
 import type { CaptureQueue } from "./queue.js";
 import {
   type BinaryHeaders,
@@ -130,7 +135,8 @@ export function registerCaptureHooks(app: FastifyInstance, deps: CaptureHookDeps
       const name = modelName(req);
       const config =
         name !== undefined && catalogue.has(name) ? catalogue.get(name).config.capture : undefined;
-      if (name !== undefined && config) {
+      // No principal: a request let in without a key check (none reaches a captured route).
+      if (name !== undefined && config && req.principal !== undefined && mayAccess(req.principal, name)) {
         const policy = capturePolicy(config);
         // Sampling comes first: an unsampled request is never looked at again.
         if (policy.sampleRate >= 1 || (policy.sampleRate > 0 && random() < policy.sampleRate))
@@ -164,7 +170,8 @@ export function registerCaptureHooks(app: FastifyInstance, deps: CaptureHookDeps
         version,
         key: req.principal?.name ?? null,
         requestId: req.id,
-        route: req.routeOptions.url ?? req.url,
+        // Set on a captured route, which has a path template: the raw URL is never the route.
+        route: req.routeOptions.url ?? "",
         protocol: slot.protocol,
         status: reply.statusCode,
         latencyMs: reply.elapsedTime,

@@ -196,6 +196,15 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  // Management calls of callers without a valid key are counted, not audited: the audit log
+  // names who acted, and one synchronous line per such call would let anyone grow the file.
+  readonly managementRefused = new FastCounter({
+    name: "modelport_management_refused_total",
+    help: "Management calls refused to callers without a valid key (not in the audit log), by action and error code.",
+    labelNames: ["action", "code"] as const,
+    registers: [this.registry],
+  });
+
   // Language models (src/llm/): per model, recorded by the OpenAI routes; the two gauges are
   // read from the models at scrape time (languageModelLoad).
   readonly llmTimeToFirstToken = new FastHistogram({

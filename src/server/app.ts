@@ -38,6 +38,7 @@ import { isProbe, registerAuth } from "./plugins/auth.js";
 import { registerBodyBudget } from "./plugins/body-budget.js";
 import { frameworkError, registerErrorHandling } from "./plugins/errors.js";
 import { registerLimits } from "./plugins/limits.js";
+import { registerQueryCheck } from "./plugins/query.js";
 import { RequestLogController, requestId } from "./plugins/request-log.js";
 import { endRequestSpan, traceRequest } from "./plugins/tracing.js";
 import { registerUsage, usageCost } from "./plugins/usage.js";
@@ -234,7 +235,7 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     traceRequest(request, reply);
     reply.header(REQUEST_ID_HEADER, request.id);
     reply.header(INSTANCE_HEADER, instance);
-    if (context.draining && !isProbe(request.url)) {
+    if (context.draining && !isProbe(request)) {
       reply.header("connection", "close");
       done(
         new ModelportError(
@@ -311,6 +312,7 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   registerAuth(app, tenants);
   registerBodyBudget(app, context.bodyBudget, maxBodyBytes);
   registerLimits(app, tenancy.limiter);
+  registerQueryCheck(app);
   if (recordUsage) registerUsage(app, recordUsage);
   // A key limited to some models hears of no other: the same 404 as for a model that does not exist.
   const served = (name: string) => catalogue.has(name);

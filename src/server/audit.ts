@@ -1,6 +1,7 @@
 // The audit log: one JSON line per admin action (load, unload, promote, rollback, weights,
 // shadow; an admin canceling or retrying another key's job; a key file reload), with the key
-// name, the action, its target and its result. It is its own stream: server.auditLog (a file,
+// name, the action, its target and its result; only actions of callers it can name
+// (plugins/admin.ts: those without a valid key are counted in a metric instead). It is its own stream: server.auditLog (a file,
 // appended to) or, by default, the server's log with "log":"audit" on each line, so a log
 // pipeline can route it apart. A file is written synchronously: admin actions are rare, and a
 // line must be in the file, in order, when the action's answer goes out, also when the server

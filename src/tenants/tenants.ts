@@ -86,6 +86,12 @@ export class Tenants {
     );
   }
 
+  /** Whether `principal`, calling from `remoteAddress`, may manage the server (checkAdmin's rule). */
+  mayManage(principal: Principal, remoteAddress: string | undefined): boolean {
+    if (principal.role === "admin") return true;
+    return !this.required && !this.hasAdmin && isLoopback(remoteAddress);
+  }
+
   /**
    * The caller of a probe (which never needs a key): the principal of a valid key, anonymous on a
    * server without required keys, and undefined where keys are required and none valid came.
@@ -103,9 +109,8 @@ export class Tenants {
    * API, admin or file keys) lets callers on its own loopback interface manage it (development).
    */
   checkAdmin(principal: Principal, remoteAddress: string | undefined): void {
-    if (principal.role === "admin") return;
+    if (this.mayManage(principal, remoteAddress)) return;
     const open = !this.required && !this.hasAdmin;
-    if (open && isLoopback(remoteAddress)) return;
     throw new ModelportError(
       "MP_ERR_ADMIN_REQUIRED",
       open
@@ -234,6 +239,17 @@ export function mayUse(principal: Principal, name: string): boolean {
   return principal.models === undefined || principal.models.has(name);
 }
 
+/** The name a scope is checked by: `name@version` is its model's unless the scope lists it whole. */
+function scopedName(models: ReadonlySet<string>, name: string): string {
+  const at = name.lastIndexOf("@");
+  return at > 0 && !models.has(name) ? name.slice(0, at) : name;
+}
+
+/** Whether `principal` may use the model `name` (also as `name@version`). */
+export function mayAccess(principal: Principal | undefined, name: string): boolean {
+  return principal?.models === undefined || principal.models.has(scopedName(principal.models, name));
+}
+
 /**
  * Throws unless `principal` may use the model `name` (also as `name@version`). A key that may not
  * hears the same 404 as for a model that does not exist, so keys cannot probe what a server holds.
@@ -247,8 +263,7 @@ export function checkAccess(
   served?: (name: string) => boolean,
 ): void {
   if (principal?.models === undefined) return;
-  const at = name.lastIndexOf("@");
-  const base = at > 0 && !principal.models.has(name) ? name.slice(0, at) : name;
+  const base = scopedName(principal.models, name);
   if (principal.models.has(base) && (served === undefined || served(name) || served(base))) return;
   throw new ModelportError("MP_ERR_MODEL_NOT_FOUND", `model '${base}' is not served here`, {
     model: base,

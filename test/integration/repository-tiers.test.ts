@@ -146,6 +146,10 @@ describe("a model repository across tiers", () => {
     assert.equal(v1.reason, "");
     assert.equal(v2.state, "READY");
     assert.equal(v2.reason, `${b.url}: not listed`);
+    // The index however its path is spelled: the route reached decides, not the URL.
+    const spelled = await post(`${api.url}/v2/repository/%69ndex`);
+    assert.equal(spelled.status, 200);
+    assert.deepEqual(spelled.body, index.body);
   });
 
   it("sends management calls to every runner: promote and rollback apply on both, a refusal on one is reported", async () => {

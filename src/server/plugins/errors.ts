@@ -78,12 +78,21 @@ export function openaiError(err: ModelportError): {
 
 export type ErrorStyle = "native" | "oip" | "openai";
 
+/** A character RFC 3986 calls unreserved: the router matches it the same escaped or not. */
+const UNRESERVED = /^[A-Za-z0-9._~-]$/;
+
 /**
- * The error style of the route a path is for, by the path alone: for errors raised before
- * routing (a malformed URL, an over-long path parameter), when no route's config is known.
+ * The error style of the route a path is for, by the path alone: for errors the router raises
+ * before any route is matched (a malformed percent-escape, an over-long path parameter), when no
+ * route's config exists to ask; every other error is answered in its route's scope. The path is
+ * read as the router reads it, its well-formed escapes of unreserved characters decoded
+ * (`/v2/%6Dodels/...` is an OIP path), so the style cannot be steered by spelling the path.
  */
 export function errorStyleOfPath(url: string): ErrorStyle {
-  const path = new URL(urlPath(url), "http://x").pathname;
+  const path = new URL(urlPath(url), "http://x").pathname.replace(/%([0-9A-Fa-f]{2})/g, (escaped, hex) => {
+    const char = String.fromCharCode(Number.parseInt(hex, 16));
+    return UNRESERVED.test(char) ? char : escaped;
+  });
   if (path === "/v1/chat/completions" || path === "/v1/completions" || path === "/v1/embeddings")
     return "openai";
   if (/^\/v2(\/models\/[^/]+(\/versions\/[^/]+)?(\/ready|\/infer)?)?$/.test(path)) return "oip";
@@ -161,6 +170,7 @@ export function registerErrorHandling(app: FastifyInstance, maxBodyBytes: number
       reply,
       new ModelportError(
         "MP_ERR_ROUTE_NOT_FOUND",
+        // The path as the client sent it: what the message repeats, not what decides anything.
         `no route for ${request.method} ${urlPath(request.url)}; see /docs`,
       ),
       "native",

@@ -1,12 +1,18 @@
 // Per-key limits on every request but the probes (tenants/key-limits.ts): the RateLimit headers
 // on each answer, 429 MP_ERR_RATE_LIMITED with Retry-After over a limit, the concurrency slot
 // held until the response ends however it ends, and a language-model request's tokens taken
-// from its key's tokens-per-minute bucket once they are known.
+// from its key's tokens-per-minute bucket once they are known. A language-model route says so
+// itself (`config: { language: true }` where it is declared): the route the request matched
+// decides, never its URL, which the router decodes (`/v1/%63ompletions` reaches /v1/completions).
 import type { FastifyInstance } from "fastify";
-import { urlPath } from "../../protocol/url-path.js";
 import { type KeyLimiter, refusalHeaders } from "../../tenants/key-limits.js";
 
-const LANGUAGE_ROUTES = new Set(["/v1/chat/completions", "/v1/completions", "/v1/embeddings"]);
+declare module "fastify" {
+  interface FastifyContextConfig {
+    /** A language-model route (chat, completions, embeddings): its key's tokens per minute apply. */
+    language?: boolean;
+  }
+}
 
 export function registerLimits(app: FastifyInstance, limiter: KeyLimiter): void {
   // A callback hook: a key without limits (and every request where there are no keys) passes
@@ -18,7 +24,7 @@ export function registerLimits(app: FastifyInstance, limiter: KeyLimiter): void 
       done();
       return;
     }
-    const language = LANGUAGE_ROUTES.has(urlPath(request.url));
+    const language = request.routeOptions.config?.language === true;
     limiter.admit(principal, language).then(
       (admission) => {
         reply.headers(admission.headers);

@@ -46,6 +46,8 @@ export function traceRequest(request: FastifyRequest, reply: FastifyReply): void
   // Built up, not spread: this runs for every request.
   const attributes: Attributes = {
     "http.request.method": request.method,
+    // The path as the client sent it (the semantic conventions' url.path); what it reached is
+    // http.route below.
     "url.path": urlPath(request.url),
     "url.scheme": "http",
     "network.protocol.version": request.raw.httpVersion,

@@ -4,6 +4,9 @@
 import type { FastifyPluginAsync } from "fastify";
 import { visibleModels } from "../../tenants/visibility.js";
 
+/** Marks a probe route (plugins/auth.ts): no key, answered while draining, logged at debug. */
+const probe = { config: { probe: true } };
+
 /** How long a job-store check is reused: probes come every few seconds, from several places. */
 const STORE_CHECK_MS = 2000;
 
@@ -31,13 +34,13 @@ export const healthRoutes: FastifyPluginAsync = async (app) => {
     return r;
   };
 
-  app.get("/livez", async () => ({ live: true }));
+  app.get("/livez", probe, async () => ({ live: true }));
 
   // The status is everyone's (probes carry no key). On a server with keys the body names models
   // only to a caller with a valid key, and then only those it may use (admin and metrics keys:
   // all); without one it gets the status and counts, and no reason (reasons quote model names,
   // paths and runner addresses).
-  app.get("/readyz", async (req, reply) => {
+  app.get("/readyz", probe, async (req, reply) => {
     const caller = ctx.tenants.identify(req.headers.authorization);
     const anonymous = ctx.tenants.required && caller === undefined;
     const r = readiness(anonymous ? undefined : visibleModels(caller, ctx.tenants.required));
@@ -55,9 +58,9 @@ export const healthRoutes: FastifyPluginAsync = async (app) => {
     return { ...r, jobs: { store: ctx.config.jobs.store, ...store } };
   });
 
-  app.get("/v2/health/live", async () => ({ live: true }));
+  app.get("/v2/health/live", probe, async () => ({ live: true }));
 
-  app.get("/v2/health/ready", async (_req, reply) => {
+  app.get("/v2/health/ready", probe, async (_req, reply) => {
     const r = readiness();
     reply.code(r.ready ? 200 : 503);
     return { ready: r.ready };

@@ -70,10 +70,13 @@ export function describeAny(model: ServedModel): Record<string, unknown> {
   return model.kind === "language" ? describeLanguageModel(model) : describeModel(model);
 }
 
-/** `?outputs=a,b` (or repeated): the outputs to return, for bodies that cannot say so themselves. */
-function outputsQuery(value: string | string[] | undefined): string[] | undefined {
+/**
+ * `?outputs=a,b`: the outputs to return, for bodies that cannot say so themselves (given once:
+ * plugins/query.ts refuses a repeated parameter on every route).
+ */
+function outputsQuery(value: string | undefined): string[] | undefined {
   if (value === undefined) return undefined;
-  return (Array.isArray(value) ? value : [value]).flatMap((v) => v.split(",")).filter((v) => v !== "");
+  return value.split(",").filter((v) => v !== "");
 }
 
 export const nativeRoutes: FastifyPluginAsync = async (app) => {
@@ -102,7 +105,7 @@ export const nativeRoutes: FastifyPluginAsync = async (app) => {
   for (const path of ["/v1/models/:model/predict", "/v1/models/:model/versions/:version/predict"])
     app.post<{
       Params: ModelParams & { version?: string };
-      Querystring: { version?: string; outputs?: string | string[] };
+      Querystring: { version?: string; outputs?: string };
     }>(path, { config: { capture: "native" } }, (req, reply) => {
       const version = req.params.version ?? req.query.version;
       // Prefer: respond-async (RFC 7240) turns the request into a job: 202 with its id at once.
@@ -119,7 +122,7 @@ export const nativeRoutes: FastifyPluginAsync = async (app) => {
     });
 };
 
-type PredictRequest = FastifyRequest<{ Querystring: { outputs?: string | string[] } }>;
+type PredictRequest = FastifyRequest<{ Querystring: { outputs?: string } }>;
 
 /** Decodes the request's inputs, scores them and resolves to the answer's payload. */
 function predict(host: ServedModel, req: PredictRequest, reply: FastifyReply): Promise<unknown> {

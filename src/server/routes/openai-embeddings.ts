@@ -95,7 +95,7 @@ export const openAiEmbeddingsRoutes: FastifyPluginAsync = async (app) => {
   const maxInputs = ctx.config.limits.maxBatchRows;
   app.post(
     "/v1/embeddings",
-    { config: { capture: "openai" } },
+    { config: { capture: "openai", language: true } },
     async (req: FastifyRequest, reply: FastifyReply) => {
       const parsed = parseEmbeddingsRequest(req.body, maxInputs);
       const model = await acquire(ctx, req, reply, parsed.model, "embeddings");

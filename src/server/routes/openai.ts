@@ -538,10 +538,10 @@ export const openaiRoutes: FastifyPluginAsync = async (app) => {
     checkAccess(req.principal, name, served);
     return promptLimits(ctx, name);
   };
-  app.post("/v1/chat/completions", { config: { capture: "openai" } }, (req, reply) =>
+  app.post("/v1/chat/completions", { config: { capture: "openai", language: true } }, (req, reply) =>
     answer(ctx, "chat", parseChatRequest(req.body, limitsFor(req)), req, reply),
   );
-  app.post("/v1/completions", { config: { capture: "openai" } }, (req, reply) =>
+  app.post("/v1/completions", { config: { capture: "openai", language: true } }, (req, reply) =>
     answer(ctx, "completion", parseCompletionRequest(req.body, limitsFor(req)), req, reply),
   );
   // POST /v1/embeddings lives in routes/openai-embeddings.ts (registered in app.ts).

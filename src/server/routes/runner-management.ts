@@ -3,15 +3,25 @@
 // the answer says what each runner did. Success only when every runner applied it; otherwise
 // the first refusal's status and error, with every runner's outcome beside it. The repository
 // index is the runners' indexes merged: a version is READY only when every runner listing it
-// has it ready.
+// has it ready. What is sent and how the answers combine follow the route the call matched,
+// never its URL as spelled (`/v2/repository/%69ndex` is the index too).
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { IndexEntry } from "../../catalogue/catalogue.js";
 import { ModelportError } from "../../errors.js";
-import { urlPath } from "../../protocol/url-path.js";
 import type { BroadcastAnswer, RunnerPool } from "../../runner/remote/runner-pool.js";
 
 /** A management call may load a large model on every runner. */
 const MANAGEMENT_TIMEOUT_MS = 10 * 60_000;
+
+const INDEX_ROUTE = "/v2/repository/index";
+
+/** The path of the route `req` matched, its parameters filled in: what each runner is sent. */
+function routePath(req: FastifyRequest): string {
+  const params = req.params as Record<string, string | undefined>;
+  return (req.routeOptions.url ?? "").replace(/:([A-Za-z0-9_]+)/g, (_, name: string) =>
+    encodeURIComponent(params[name] ?? ""),
+  );
+}
 
 /** Sends the request to every runner and answers with their outcome. */
 export async function toEveryRunner(
@@ -30,8 +40,8 @@ export async function toEveryRunner(
   const headers: Record<string, string> = { "content-type": "application/json" };
   if (req.headers.authorization) headers.authorization = req.headers.authorization;
   const body = Buffer.from(JSON.stringify(req.body ?? {}));
-  const answers = await pool.broadcast("POST", req.url, body, headers, MANAGEMENT_TIMEOUT_MS);
-  if (urlPath(req.url) === "/v2/repository/index") return mergeIndexes(answers);
+  const answers = await pool.broadcast("POST", routePath(req), body, headers, MANAGEMENT_TIMEOUT_MS);
+  if (req.routeOptions.url === INDEX_ROUTE) return mergeIndexes(answers);
   const outcome = answers.map((a) => ({
     runner: a.runner,
     status: a.status,

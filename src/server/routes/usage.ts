@@ -12,15 +12,11 @@ const DEFAULT_RANGE_MS = 30 * 24 * HOUR_MS;
 /** The latest time a Date can hold, less the hour the period may widen by. */
 const MAX_TIME_MS = 8.64e15 - HOUR_MS;
 
-/** A query parameter given at most once (a repeated one arrives as an array). */
-function once(name: string, raw: string | string[] | undefined): string | undefined {
-  if (!Array.isArray(raw)) return raw;
-  throw new ModelportError("MP_ERR_REQUEST_INVALID", `give ${name} once`, { param: name });
-}
-
-/** An ISO 8601 time or ms since epoch, from 1970 to what a Date can hold. */
-function time(name: string, raw: string | string[] | undefined, fallback: number): number {
-  const text = once(name, raw);
+/**
+ * An ISO 8601 time or ms since epoch, from 1970 to what a Date can hold. (A parameter given twice
+ * never gets here: plugins/query.ts refuses it on every route.)
+ */
+function time(name: string, text: string | undefined, fallback: number): number {
   if (text === undefined || text === "") return fallback;
   const t = /^\d+$/.test(text) ? Number(text) : Date.parse(text);
   if (!(t >= 0 && t <= MAX_TIME_MS)) {
@@ -36,7 +32,7 @@ function time(name: string, raw: string | string[] | undefined, fallback: number
 export const usageRoutes: FastifyPluginAsync = async (app) => {
   const ctx = app.modelport;
   app.get<{
-    Querystring: { from?: string | string[]; to?: string | string[]; group_by?: string | string[] };
+    Querystring: { from?: string; to?: string; group_by?: string };
   }>("/v1/usage", async (req) => {
     const recorder = ctx.usage;
     if (!recorder) {
@@ -52,9 +48,7 @@ export const usageRoutes: FastifyPluginAsync = async (app) => {
         param: "from",
       });
     }
-    const groupBy = (once("group_by", req.query.group_by) ?? "key,model")
-      .split(",")
-      .filter(Boolean) as UsageGroup[];
+    const groupBy = (req.query.group_by ?? "key,model").split(",").filter(Boolean) as UsageGroup[];
     const unknown = groupBy.find((g) => !GROUPS.includes(g));
     if (unknown !== undefined) {
       throw new ModelportError(
