@@ -401,6 +401,18 @@ export const ERRORS = {
     retryable: false,
     summary: "The API key is not one of the configured keys.",
   },
+  MP_ERR_HOST_NOT_ALLOWED: {
+    status: 403,
+    retryable: false,
+    summary:
+      "The Host header names a host this server does not answer to (a DNS rebinding attempt, or a name the server was not told about): a server without keys answers IP addresses, localhost and server.allowedHosts; add the name there.",
+  },
+  MP_ERR_ORIGIN_NOT_ALLOWED: {
+    status: 403,
+    retryable: false,
+    summary:
+      "A state-changing request or WebSocket upgrade came from a web page of another origin (its Origin header is not this server's own, nor in server.allowedOrigins); modelport serves no cross-origin browser apps unless allowed there.",
+  },
   MP_ERR_SERVER_INTERNAL: {
     status: 500,
     retryable: true,

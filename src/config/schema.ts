@@ -371,6 +371,31 @@ export const serverSchema = z
     keys: z.string().min(1).optional(),
     /** The audit log of admin actions: a file (JSON lines, appended); default the server's log, marked "log":"audit". */
     auditLog: z.string().min(1).optional(),
+    /**
+     * Host names (the Host header without its port) the server answers to besides IP addresses,
+     * localhost and *.localhost: "models.internal" that name, ".example.com" it and its subdomains,
+     * "*" any (no check). Checked on a server that needs no key; on one with keys only when set
+     * (docs/Multi-tenant.md, "Browsers: Host and Origin").
+     */
+    allowedHosts: z
+      .array(
+        z
+          .string()
+          .regex(/^(\*|\.?[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*)$/, 'expected a host name, ".domain" or "*"'),
+      )
+      .optional(),
+    /**
+     * Origins (scheme://host[:port]) whose web pages may send state-changing requests and open
+     * WebSockets, besides the server's own; "*" any. Requests without an Origin header never need it.
+     */
+    allowedOrigins: z
+      .array(
+        z.string().refine((o) => o === "*" || originOf(o) === o.toLowerCase(), {
+          message:
+            'expected an origin like "https://app.example.com" (scheme, host, optional port; no path) or "*"',
+        }),
+      )
+      .default([]),
     /** Longest wait for in-flight requests on SIGTERM before closing anyway. */
     drainTimeoutMs: z.number().int().nonnegative().default(10_000),
     logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
@@ -515,6 +540,16 @@ export const jobsSchema = z
   })
   .strict();
 
+/** The origin (scheme://host[:port]) of an http(s) URL, as a browser writes it; undefined for anything else. */
+function originOf(url: string): string | undefined {
+  try {
+    const u = new URL(url);
+    return u.protocol === "http:" || u.protocol === "https:" ? u.origin : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Bytes of key in a `whsec_<base64>` secret; 0 when the rest is not standard base64. */
 function whsecKeyBytes(secret: string): number {
   const b64 = secret.slice("whsec_".length);
@@ -649,6 +684,10 @@ export interface ServerConfig {
   readonly keys?: string;
   /** The audit log file; absent: the server's log. */
   readonly auditLog?: string;
+  /** Host names answered besides IP addresses and localhost; absent: not set (docs/Multi-tenant.md). */
+  readonly allowedHosts?: readonly string[];
+  /** Origins whose pages may send state-changing requests, besides the server's own. */
+  readonly allowedOrigins: readonly string[];
   /** Keys that may also use the management routes. */
   readonly adminKeys: readonly string[];
   readonly maxLoadedModels?: number;
