@@ -220,7 +220,7 @@ const captureS3Schema = z
 /** Where captured records go (server.capture): rotated JSONL files in a folder, or JSONL objects in S3. */
 export const captureDestinationSchema = z
   .object({
-    /** Folder of JSONL files, relative to the config file (the working directory without one). */
+    /** Folder of JSONL files, relative to the config file (the working directory without one); files 0600, the folder made 0700. */
     dir: z.string().min(1).optional(),
     /** A new file once the current one reaches this size. */
     rotateBytes: positiveInt.min(1024).default(64 * 1024 * 1024),
@@ -369,7 +369,7 @@ export const serverSchema = z
      * change and on SIGHUP. With it, every route but the probes needs a key.
      */
     keys: z.string().min(1).optional(),
-    /** The audit log of admin actions: a file (JSON lines, appended); default the server's log, marked "log":"audit". */
+    /** The audit log of admin actions: a file (JSON lines, appended; created 0600); default the server's log, marked "log":"audit". */
     auditLog: z.string().min(1).optional(),
     /**
      * Host names (the Host header without its port) the server answers to besides IP addresses,
@@ -447,7 +447,7 @@ export const serverSchema = z
 const fsBlobsSchema = z
   .object({
     backend: z.literal("fs"),
-    /** Folder for result blobs, relative to the working directory. */
+    /** Folder for result blobs, relative to the working directory; blobs 0600, folders made 0700. */
     dir: z.string().min(1).default(".modelport/blobs"),
   })
   .strict();
@@ -480,7 +480,7 @@ export const jobsSchema = z
       .optional(),
     /** Key prefix in Redis, so several deployments can share one server. */
     redisPrefix: z.string().min(1).default("modelport:"),
-    /** SQLite file, relative to the working directory. */
+    /** SQLite file, relative to the working directory; created 0600 (its missing folders 0700). */
     sqlitePath: z.string().min(1).default(".modelport/jobs.db"),
     /** Jobs run at once per model (each also goes through the model's batcher). */
     concurrency: positiveInt.max(1024).default(4),

@@ -10,10 +10,9 @@
 //   stall the whole event loop: the busy timeout is a few ms, and a store call that finds the
 //   database locked retries asynchronously with backoff (up to busyRetryMs), then fails with
 //   MP_ERR_JOB_STORE_UNAVAILABLE.
-import { mkdirSync } from "node:fs";
-import { dirname } from "node:path";
 import type Database from "better-sqlite3";
 import { isModelportError, ModelportError } from "../../errors.js";
+import { ensurePrivateFile } from "../../private-files.js";
 import { openSqlite } from "../../sqlite.js";
 import { FINAL_STATUSES, type Job, type JobError, type JobStatus, type NewJob } from "../job.js";
 import type { CompleteResult, CreateResult, JobState, JobStore, ListPage, ListQuery } from "../job-store.js";
@@ -208,7 +207,9 @@ export class SqliteJobStore implements JobStore {
     this.#busyRetryMs = options.busyRetryMs ?? DEFAULT_BUSY_RETRY_MS;
     let db: Database.Database | undefined;
     try {
-      if (path !== ":memory:" && !path.startsWith("file:")) mkdirSync(dirname(path), { recursive: true });
+      // Created 0600 before SQLite opens it (its -wal and -shm take the file's mode), in a folder
+      // made 0700 when missing: jobs hold what tenants sent and got.
+      if (path !== ":memory:" && !path.startsWith("file:")) ensurePrivateFile(path);
       db = openSqlite(path, { timeout: busyTimeoutMs });
       db.pragma(`busy_timeout = ${Math.max(0, Math.floor(busyTimeoutMs))}`);
       db.pragma("journal_mode = WAL");
