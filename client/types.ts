@@ -156,6 +156,8 @@ export type JobStatus = "queued" | "running" | "succeeded" | "failed" | "cancele
 export interface Job {
   id: string;
   model: string;
+  /** The version the job is pinned to (submitted to `name@version`); absent: the current one when it runs. */
+  version?: string;
   status: JobStatus;
   priority: number;
   created_at: string;

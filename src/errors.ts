@@ -420,6 +420,18 @@ export const ERRORS = {
     summary:
       "The API key was removed from the key file (or its hash changed) while this stream, WebSocket, long-poll or shared memory call was under way; the server ended it. Use a current key.",
   },
+  MP_ERR_HOST_NOT_ALLOWED: {
+    status: 403,
+    retryable: false,
+    summary:
+      "The Host header names a host this server does not answer to (a DNS rebinding attempt, or a name the server was not told about): a server without keys answers IP addresses, localhost and server.allowedHosts; add the name there.",
+  },
+  MP_ERR_ORIGIN_NOT_ALLOWED: {
+    status: 403,
+    retryable: false,
+    summary:
+      "A state-changing request or WebSocket upgrade came from a web page of another origin (its Origin header is not this server's own, nor in server.allowedOrigins); modelport serves no cross-origin browser apps unless allowed there.",
+  },
   MP_ERR_SERVER_INTERNAL: {
     status: 500,
     retryable: true,

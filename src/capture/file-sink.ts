@@ -4,8 +4,9 @@
 // (disk full, folder gone or read-only) closes the file and rejects; the next write opens a new
 // one, so the sink recovers once the disk does. The folder is created on first use.
 import type { FileHandle } from "node:fs/promises";
-import { mkdir, open, readdir, rm } from "node:fs/promises";
+import { readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
+import { makePrivateDirAsync, openPrivate } from "../private-files.js";
 import { type CaptureLine, type CaptureSink, timeStamp } from "./sink.js";
 
 const FILE = /^capture-.*\.jsonl$/;
@@ -64,9 +65,11 @@ export class FileSink implements CaptureSink {
   }
 
   private async openNext(): Promise<void> {
-    await mkdir(this.options.dir, { recursive: true });
+    // Captured payloads are what tenants sent and got: the folder (when modelport makes it) and
+    // each file are owner-only (private-files.ts).
+    await makePrivateDirAsync(this.options.dir);
     const name = `capture-${timeStamp(new Date())}-${process.pid}-${String(++this.seq).padStart(6, "0")}.jsonl`;
-    const handle = await open(join(this.options.dir, name), "a");
+    const handle = await openPrivate(join(this.options.dir, name), "a");
     this.file = { handle, name, bytes: 0 };
     await this.prune(name);
   }

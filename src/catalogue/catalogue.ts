@@ -196,6 +196,17 @@ export class Catalogue {
   }
 
   /**
+   * The model name and version a call names: `name@version` is split when no model is named so
+   * and no `version` is given apart; otherwise `name` and `version` as given.
+   */
+  reference(name: string, version?: string): { name: string; version?: string } {
+    if (version !== undefined) return { name, version };
+    const at = name.lastIndexOf("@");
+    if (at <= 0 || this.models.has(name)) return { name };
+    return { name: name.slice(0, at), version: name.slice(at + 1) };
+  }
+
+  /**
    * The model named `name` whose family serves `capability` (tensor models predict; language
    * models chat, complete, stream and embed), in any state; at `version` when given (also as
    * `name@version`), else its current version at the time of each call.
@@ -204,15 +215,8 @@ export class Catalogue {
    */
   find(name: string, capability: Capability, version?: string): ServedModel {
     const kind = KIND_OF[capability];
-    let entry = this.models.get(name);
-    if (entry === undefined) {
-      const at = name.lastIndexOf("@");
-      if (at > 0 && version === undefined) {
-        version = name.slice(at + 1);
-        name = name.slice(0, at);
-      }
-      entry = this.models.get(name) ?? this.notFound(name, kind);
-    }
+    ({ name, version } = this.reference(name, version));
+    const entry = this.models.get(name) ?? this.notFound(name, kind);
     if (entry.kind !== kind) {
       throw new ModelportError(
         "MP_ERR_LLM_CAPABILITY_UNSUPPORTED",

@@ -22,6 +22,8 @@ export const SERVE_OPTIONS = {
   "admin-key": { type: "string", multiple: true },
   "admin-key-file": { type: "string", multiple: true },
   keys: { type: "string" },
+  "allowed-host": { type: "string", multiple: true },
+  "allowed-origin": { type: "string", multiple: true },
   repository: { type: "string" },
   "repository-poll-ms": { type: "string" },
   "max-connections": { type: "string" },
@@ -124,6 +126,8 @@ export function serveFlags(v: ServeValues): ServeFlags {
   ];
   set("adminKeys", admin.length ? admin : undefined);
   set("keys", v.keys);
+  set("allowedHosts", v["allowed-host"]);
+  set("allowedOrigins", v["allowed-origin"]);
   set("repository", v.repository);
   set("repositoryPollMs", int("repository-poll-ms", v["repository-poll-ms"]));
   set("maxConnections", int("max-connections", v["max-connections"]));

@@ -201,6 +201,7 @@ export async function bench(args: string[]): Promise<number> {
         },
         results,
       };
+      // Files the user asked for (results, chart), holding measurements only: the umask decides their modes.
       writeFileSync(values.json, `${JSON.stringify(json, null, 2)}\n`);
       out.push(`results: ${values.json}`);
     }

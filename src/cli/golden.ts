@@ -67,6 +67,8 @@ export async function golden(args: string[]): Promise<number> {
       ...(values.tolerance ? { tolerance: Number(values.tolerance) } : {}),
     };
     const out = values.out ?? join(dirname(path), `${name}.golden.json`);
+    // A file the user asked for, from inputs of their own and shipped beside the model: the umask
+    // decides its mode, as for any file a tool writes (tenants' data goes elsewhere, owner-only).
     writeFileSync(out, `${JSON.stringify(file, null, 2)}\n`);
     process.stdout.write(
       `wrote ${out}: ${Object.keys(file.inputs).length} input(s), ${Object.keys(file.outputs).length} output(s)\n`,

@@ -91,7 +91,7 @@ export async function jobs(args: string[]): Promise<number> {
         });
         const lines = page.jobs.map(
           (j) =>
-            `${j.id}  ${j.status.padEnd(9)} ${j.model.padEnd(16)} attempts ${j.attempts}/${j.maxAttempts}  ${new Date(j.createdAt).toISOString()}${j.lastError ? `  ${j.lastError.code}` : ""}\n`,
+            `${j.id}  ${j.status.padEnd(9)} ${(j.version === undefined ? j.model : `${j.model}@${j.version}`).padEnd(16)} attempts ${j.attempts}/${j.maxAttempts}  ${new Date(j.createdAt).toISOString()}${j.lastError ? `  ${j.lastError.code}` : ""}\n`,
         );
         print(
           { jobs: page.jobs.map(jobView), next_cursor: page.nextCursor },

@@ -52,6 +52,12 @@ Options:
       --keys FILE          the key file: named keys with roles, models and limits, re-read on
                            change and SIGHUP; make keys with \`modelport keys create NAME\`
                            (docs/Multi-tenant.md)
+      --allowed-host NAME  a host name this server answers to besides IP addresses and localhost
+                           (repeatable; .example.com takes its subdomains; * any): a server without
+                           keys refuses other Host headers, which only DNS rebinding sends
+                           (docs/Multi-tenant.md#browsers-host-and-origin)
+      --allowed-origin ORIGIN  a web origin (https://app.example.com) whose pages may send
+                           state-changing requests and open WebSockets (repeatable; * any)
       --max-connections N  open client connections; more get 503 and are closed (default 4096;
                            timeouts: server.connections in the config file)
       --log-level LEVEL    fatal|error|warn|info|debug|trace|silent (default info)

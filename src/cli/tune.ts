@@ -477,6 +477,7 @@ export async function tune(args: string[]): Promise<number> {
       ],
     });
     // Write beside the destination, check that serve would accept it, then move it into place.
+    // A config (and below, a results file) the user asked for: the umask decides their modes.
     const tmp = `${out}.${process.pid}.tmp`;
     writeFileSync(tmp, yaml);
     try {

@@ -69,6 +69,7 @@ export async function types(args: string[]): Promise<number> {
     return 1;
   }
   const source = modelTypesSource(listing, base);
+  // Source code the user asked for, meant for their project: the umask decides its mode.
   if (values.out) writeFileSync(values.out, source);
   else process.stdout.write(source);
   return 0;

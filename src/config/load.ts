@@ -47,6 +47,10 @@ export interface ServeFlags {
   apiKeys?: string[];
   /** The key file (server.keys). */
   keys?: string;
+  /** server.allowedHosts: replaces the file's list. */
+  allowedHosts?: string[];
+  /** server.allowedOrigins: replaces the file's list. */
+  allowedOrigins?: string[];
   logLevel?: string;
   drainTimeoutMs?: number;
   maxConnections?: number;
@@ -216,6 +220,9 @@ function applyServerFlags(server: Record<string, unknown>, flags: ServeFlags, en
     server.sharedMemory = { ...(server.sharedMemory as object), enabled: flags.sharedMemory };
   addKeys(server, "apiKeys", flags.apiKeys, env.MODELPORT_API_KEYS);
   if (flags.keys !== undefined) server.keys = flags.keys;
+  // A command line names the whole list, as --runner does.
+  if (flags.allowedHosts !== undefined) server.allowedHosts = flags.allowedHosts;
+  if (flags.allowedOrigins !== undefined) server.allowedOrigins = flags.allowedOrigins;
   addKeys(server, "adminKeys", flags.adminKeys, env.MODELPORT_ADMIN_KEYS);
   if (flags.role !== undefined) server.role = flags.role;
   if (flags.instanceId !== undefined) server.instanceId = flags.instanceId;

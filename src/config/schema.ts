@@ -220,7 +220,7 @@ const captureS3Schema = z
 /** Where captured records go (server.capture): rotated JSONL files in a folder, or JSONL objects in S3. */
 export const captureDestinationSchema = z
   .object({
-    /** Folder of JSONL files, relative to the config file (the working directory without one). */
+    /** Folder of JSONL files, relative to the config file (the working directory without one); files 0600, the folder made 0700. */
     dir: z.string().min(1).optional(),
     /** A new file once the current one reaches this size. */
     rotateBytes: positiveInt.min(1024).default(64 * 1024 * 1024),
@@ -385,8 +385,33 @@ export const serverSchema = z
      * change and on SIGHUP. With it, every route but the probes needs a key.
      */
     keys: z.string().min(1).optional(),
-    /** The audit log of admin actions: a file (JSON lines, appended); default the server's log, marked "log":"audit". */
+    /** The audit log of admin actions: a file (JSON lines, appended; created 0600); default the server's log, marked "log":"audit". */
     auditLog: z.string().min(1).optional(),
+    /**
+     * Host names (the Host header without its port) the server answers to besides IP addresses,
+     * localhost and *.localhost: "models.internal" that name, ".example.com" it and its subdomains,
+     * "*" any (no check). Checked on a server that needs no key; on one with keys only when set
+     * (docs/Multi-tenant.md, "Browsers: Host and Origin").
+     */
+    allowedHosts: z
+      .array(
+        z
+          .string()
+          .regex(/^(\*|\.?[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*)$/, 'expected a host name, ".domain" or "*"'),
+      )
+      .optional(),
+    /**
+     * Origins (scheme://host[:port]) whose web pages may send state-changing requests and open
+     * WebSockets, besides the server's own; "*" any. Requests without an Origin header never need it.
+     */
+    allowedOrigins: z
+      .array(
+        z.string().refine((o) => o === "*" || originOf(o) === o.toLowerCase(), {
+          message:
+            'expected an origin like "https://app.example.com" (scheme, host, optional port; no path) or "*"',
+        }),
+      )
+      .default([]),
     /** Longest wait for in-flight requests on SIGTERM before closing anyway. */
     drainTimeoutMs: z.number().int().nonnegative().default(10_000),
     logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
@@ -438,7 +463,7 @@ export const serverSchema = z
 const fsBlobsSchema = z
   .object({
     backend: z.literal("fs"),
-    /** Folder for result blobs, relative to the working directory. */
+    /** Folder for result blobs, relative to the working directory; blobs 0600, folders made 0700. */
     dir: z.string().min(1).default(".modelport/blobs"),
   })
   .strict();
@@ -471,7 +496,7 @@ export const jobsSchema = z
       .optional(),
     /** Key prefix in Redis, so several deployments can share one server. */
     redisPrefix: z.string().min(1).default("modelport:"),
-    /** SQLite file, relative to the working directory. */
+    /** SQLite file, relative to the working directory; created 0600 (its missing folders 0700). */
     sqlitePath: z.string().min(1).default(".modelport/jobs.db"),
     /** Jobs run at once per model (each also goes through the model's batcher). */
     concurrency: positiveInt.max(1024).default(4),
@@ -530,6 +555,16 @@ export const jobsSchema = z
       .default({ timeoutMs: 5000, maxAttempts: 6, allowPrivate: [], dnsTimeoutMs: 3000 }),
   })
   .strict();
+
+/** The origin (scheme://host[:port]) of an http(s) URL, as a browser writes it; undefined for anything else. */
+function originOf(url: string): string | undefined {
+  try {
+    const u = new URL(url);
+    return u.protocol === "http:" || u.protocol === "https:" ? u.origin : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 /** Bytes of key in a `whsec_<base64>` secret; 0 when the rest is not standard base64. */
 function whsecKeyBytes(secret: string): number {
@@ -665,6 +700,10 @@ export interface ServerConfig {
   readonly keys?: string;
   /** The audit log file; absent: the server's log. */
   readonly auditLog?: string;
+  /** Host names answered besides IP addresses and localhost; absent: not set (docs/Multi-tenant.md). */
+  readonly allowedHosts?: readonly string[];
+  /** Origins whose pages may send state-changing requests, besides the server's own. */
+  readonly allowedOrigins: readonly string[];
   /** Keys that may also use the management routes. */
   readonly adminKeys: readonly string[];
   readonly maxLoadedModels?: number;

@@ -19,7 +19,10 @@ import type { CreateResult, JobState, JobStore, ListPage, ListQuery } from "./jo
 import { jobView } from "./job-view.js";
 
 export interface SubmitJob {
+  /** The model's name, or `name@version`. */
   model: string;
+  /** The version to run (from the route's path or query); else the one after `@`, else the current one. */
+  version?: string;
   /** The predict body ({rows} or {inputs}); job fields are taken out before it is stored. */
   body: Record<string, unknown>;
   idempotencyKey?: string;
@@ -96,25 +99,28 @@ export class JobQueue {
    * @throws ModelportError for bad input, a refused callback URL or an idempotency conflict.
    */
   async submit(req: SubmitJob): Promise<CreateResult> {
-    const host = this.catalogue.find(req.model, "predict");
+    // Stored as name and version apart: workers claim by name, and run the version the job names.
+    const { name: model, version } = this.catalogue.reference(req.model, req.version);
+    const host = this.catalogue.find(model, "predict");
     // A model that loads on demand starts loading now, so its workers can claim the job.
-    if (!host.ready) void (async () => this.catalogue.acquire(req.model, "predict"))().catch(() => {});
+    if (!host.ready) void (async () => this.catalogue.acquire(model, "predict", version))().catch(() => {});
+    const target = version === undefined ? host : this.pinnedAtSubmit(host, version);
     const body: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(req.body)) if (INPUT_FIELDS.includes(k)) body[k] = v;
     const input = JSON.stringify(body);
     this.checkSizes(input, req);
     // Validate now so bad input is a 400 at once, not a failed job later.
-    if (host.signature) decodeNative(body, host.signature, host.config.limits);
+    if (target.signature) decodeNative(body, target.signature, target.config.limits);
     if (req.callbackUrl !== undefined) {
       await checkCallbackUrl(req.callbackUrl, this.config.webhooks.allowPrivate, {
         lookupTimeoutMs: this.config.webhooks.dnsTimeoutMs,
       });
     }
-    const queued = await this.store.queuedCount(req.model);
+    const queued = await this.store.queuedCount(model);
     if (queued >= this.config.maxQueuedPerModel) {
       throw new ModelportError(
         "MP_ERR_JOB_QUEUE_FULL",
-        `model '${req.model}' already has ${queued} jobs queued (jobs.maxQueuedPerModel ${this.config.maxQueuedPerModel}); retry once some have run`,
+        `model '${model}' already has ${queued} jobs queued (jobs.maxQueuedPerModel ${this.config.maxQueuedPerModel}); retry once some have run`,
         { queued, limit: this.config.maxQueuedPerModel, retryAfterSeconds: 5 },
       );
     }
@@ -128,13 +134,17 @@ export class JobQueue {
         );
       }
     }
+    // The same Idempotency-Key for another version is another request (a conflict).
     const requestHash = createHash("sha256")
-      .update(`${req.model}\n${input}\n${req.callbackUrl ?? ""}\n${JSON.stringify(req.metadata ?? null)}`)
+      .update(
+        `${version === undefined ? model : `${model}@${version}`}\n${input}\n${req.callbackUrl ?? ""}\n${JSON.stringify(req.metadata ?? null)}`,
+      )
       .digest("hex");
     const result = await this.store.create(
       {
         id: randomUUID(),
-        model: req.model,
+        model,
+        ...(version !== undefined ? { version } : {}),
         input,
         priority: req.priority ?? 0,
         maxAttempts: this.config.maxAttempts,
@@ -160,6 +170,23 @@ export class JobQueue {
       this.wake();
     }
     return result;
+  }
+
+  /**
+   * The version a job is pinned to, as a synchronous predict at that version would find it: one
+   * the model does not have is refused now (MP_ERR_MODEL_VERSION_NOT_FOUND, 404), not left
+   * queued. A model that loads on demand, pinned to the version it loads, is taken as it is
+   * (its input is checked when it runs, as for an unpinned job).
+   */
+  private pinnedAtSubmit(host: ServedModel, version: string): ServedModel {
+    if (!host.ready && host.status().loadable && version === host.config.version) return host;
+    const pinned = this.catalogue.find(host.name, "predict", version);
+    // API tier: a copy pinned to a version no runner holds is not ready, and says so with that code.
+    if (!pinned.ready) {
+      const why = pinned.notReadyError();
+      if (why.code === "MP_ERR_MODEL_VERSION_NOT_FOUND") throw why;
+    }
+    return pinned;
   }
 
   get(id: string): Promise<Job | undefined> {
@@ -470,7 +497,10 @@ export class JobQueue {
         outcome = this.canceledOutcome(job, owner);
       } else {
         const e = isModelportError(err) ? err : new ModelportError("MP_ERR_SERVER_INTERNAL", String(err));
-        const retry = e.retryable && job.attempts < job.maxAttempts;
+        // A pinned version this process does not hold (unloaded since, or held by other runners
+        // only) is tried again within the job's attempts: another worker may hold it.
+        const elsewhere = job.version !== undefined && e.code === "MP_ERR_MODEL_VERSION_NOT_FOUND";
+        const retry = (e.retryable || elsewhere) && job.attempts < job.maxAttempts;
         const backoff = Math.min(
           this.config.backoffMaxMs,
           this.config.backoffBaseMs * 2 ** (job.attempts - 1),
@@ -580,10 +610,13 @@ export class JobQueue {
     cancel: CancelHandle,
     trace: TraceParent | undefined,
   ): Promise<{ outputs: Record<string, unknown>; version: string }> {
-    let version = host.config.version;
-    const signature = host.signature;
-    if (!signature) throw host.notReadyError();
-    const inputs = decodeNative(JSON.parse(job.input), signature, host.config.limits);
+    // A pinned job runs that version only; one this process no longer has fails the attempt
+    // with MP_ERR_MODEL_VERSION_NOT_FOUND.
+    const target = job.version === undefined ? host : this.catalogue.find(host.name, "predict", job.version);
+    let version = target.config.version;
+    const signature = target.signature;
+    if (!signature) throw target.notReadyError();
+    const inputs = decodeNative(JSON.parse(job.input), signature, target.config.limits);
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
@@ -599,7 +632,7 @@ export class JobQueue {
     let computeMs = 0;
     try {
       const outputs = await Promise.race([
-        host.predict!(inputs, {
+        target.predict!(inputs, {
           deadline: performance.now() + job.timeoutMs,
           cancel,
           background: true,

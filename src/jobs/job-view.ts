@@ -18,6 +18,8 @@ export function jobView(job: JobSummary): Record<string, unknown> {
   return {
     id: job.id,
     model: job.model,
+    // Present only on a job pinned to a version: the version that runs it.
+    version: job.version,
     status: job.status,
     priority: job.priority,
     created_at: iso(job.createdAt),

@@ -14,7 +14,13 @@ export interface JobError {
 
 export interface Job {
   id: string;
+  /** The model's name (never `name@version`): every worker of the model may claim the job. */
   model: string;
+  /**
+   * The version the job was pinned to (`name@version`, `/versions/{v}/predict`, `?version=`): the
+   * worker runs exactly that version. Absent: whichever version is current when the job runs.
+   */
+  version?: string;
   status: JobStatus;
   /** Higher runs first; synchronous traffic is served before any job (jobs only use idle capacity). */
   priority: number;
@@ -62,6 +68,7 @@ export interface Job {
 export interface NewJob {
   id: string;
   model: string;
+  version?: string;
   input: string;
   priority?: number;
   metadata?: Record<string, unknown>;

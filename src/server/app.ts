@@ -36,6 +36,7 @@ import { KeyChannels } from "./key-channels.js";
 import { readOctetBody } from "./octet-body.js";
 import { isProbe, registerAuth } from "./plugins/auth.js";
 import { registerBodyBudget } from "./plugins/body-budget.js";
+import { registerBrowserGuard } from "./plugins/browser-guard.js";
 import { frameworkError, registerErrorHandling } from "./plugins/errors.js";
 import { registerLimits } from "./plugins/limits.js";
 import { registerQueryCheck } from "./plugins/query.js";
@@ -278,6 +279,13 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
       socket.once("close", finished);
     }
     done();
+  });
+  // Before auth and routing: a web page may neither reach a keyless server under a rebound DNS
+  // name nor send state-changing requests from another origin (plugins/browser-guard.ts).
+  registerBrowserGuard(app, {
+    allowedHosts: config.server.allowedHosts,
+    allowedOrigins: config.server.allowedOrigins,
+    keyed: tenants.required,
   });
   // The model label names only served models, and never on a 401 (the caller was not let in):
   // a name taken from the URL as is would make one new series per random name, kept forever.

@@ -8,6 +8,7 @@
 // stops right after (an asynchronous write still in flight at close could land after the lines
 // flushed behind it, or not at all).
 import { type Logger, pino } from "pino";
+import { ensurePrivateFile } from "../private-files.js";
 
 export interface AuditEntry {
   /** The key name that acted. */
@@ -28,7 +29,9 @@ export type Audit = (entry: AuditEntry) => void;
 
 /** The audit log: to `file` (server.auditLog) when given, else to `logger`. */
 export function createAudit(file: string | undefined, logger: Logger): { audit: Audit; close(): void } {
-  const destination = file ? pino.destination({ dest: file, mkdir: true, sync: true }) : undefined;
+  // Owner-only when modelport creates it (and its folder): it names keys and what they did.
+  if (file) ensurePrivateFile(file);
+  const destination = file ? pino.destination({ dest: file, sync: true }) : undefined;
   const log = destination ? pino({ base: undefined }, destination) : logger.child({ log: "audit" });
   return {
     audit: (entry) =>

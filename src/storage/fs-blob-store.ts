@@ -2,12 +2,23 @@
 // small JSON sidecar holding its content type; both are written to temp files and renamed into
 // place, so a reader never sees a half-written blob. url() has none: modelport serves the bytes.
 import { randomBytes } from "node:crypto";
-import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { readFile, rename, rm } from "node:fs/promises";
 import { dirname, join, resolve, sep } from "node:path";
 import { ModelportError } from "../errors.js";
+import { makePrivateDirAsync, openPrivate } from "../private-files.js";
 import type { BlobStore } from "./blob-store.js";
 
 const KEY_CHARS = /^[A-Za-z0-9/_.-]+$/;
+
+/** Writes a new file with mode 0600; renamed into place, it keeps that mode. */
+async function writePrivate(path: string, data: string | Buffer): Promise<void> {
+  const handle = await openPrivate(path, "wx");
+  try {
+    await handle.writeFile(data);
+  } finally {
+    await handle.close();
+  }
+}
 const MAX_KEY_LENGTH = 1024;
 
 /**
@@ -59,15 +70,16 @@ export class FsBlobStore implements BlobStore {
 
   async put(key: string, data: Buffer, contentType: string): Promise<void> {
     const { dataPath, metaPath } = this.paths(key);
-    // Creates the root too, on first use.
-    await mkdir(dirname(dataPath), { recursive: true });
+    // Creates the root too, on first use; folders and files owner-only (private-files.ts): a
+    // blob is a job's result.
+    await makePrivateDirAsync(dirname(dataPath));
     const tag = `~tmp-${process.pid}-${randomBytes(6).toString("hex")}`;
     const dataTmp = dataPath + tag;
     const metaTmp = metaPath + tag;
     const meta: Meta = { contentType, bytes: data.length };
     try {
-      await writeFile(dataTmp, data);
-      await writeFile(metaTmp, JSON.stringify(meta));
+      await writePrivate(dataTmp, data);
+      await writePrivate(metaTmp, JSON.stringify(meta));
       // Data first, then the sidecar: a new key becomes visible only once both are in place.
       await rename(dataTmp, dataPath);
       await rename(metaTmp, metaPath);

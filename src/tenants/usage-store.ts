@@ -5,9 +5,8 @@
 //
 // What the contract leaves out: anything finer than an hour (periods round to whole hours), and
 // usage a process held in memory when it died without flushing (at most one flush interval).
-import { mkdirSync } from "node:fs";
-import { dirname } from "node:path";
 import type Database from "better-sqlite3";
+import { ensurePrivateFile } from "../private-files.js";
 import { openSqlite } from "../sqlite.js";
 
 /** Figures that add up. */
@@ -118,7 +117,8 @@ export class SqliteUsageStore implements UsageStore {
   readonly #db: Database.Database;
 
   constructor(path: string) {
-    if (path !== ":memory:" && !path.startsWith("file:")) mkdirSync(dirname(path), { recursive: true });
+    // Owner-only, as the job store whose file it shares (private-files.ts): usage says who used what.
+    if (path !== ":memory:" && !path.startsWith("file:")) ensurePrivateFile(path);
     // A short busy wait: a flush that finds the file locked fails and is tried again next time.
     this.#db = openSqlite(path, { timeout: 200 });
     this.#db.pragma("journal_mode = WAL");

@@ -123,6 +123,23 @@ export function jobStoreConformance(name: string, open: () => Promise<JobStore>)
         assert.equal((await mustGet(plain.id)).trace, undefined);
       });
 
+      it("keeps a pinned version with the job, through claim, get, list and retry; none when not given", async () => {
+        const pinned = await add(T0, { model: "m", version: "2" });
+        assert.equal(pinned.version, "2");
+        assert.equal(pinned.model, "m", "the model stays the name its workers claim by");
+        assert.equal((await mustGet(pinned.id)).version, "2");
+        const listed = (await store.list({ model: "m" })).jobs.find((j) => j.id === pinned.id);
+        assert.equal(listed?.version, "2");
+        const claimed = await mustClaim("w1", T0 + 1);
+        assert.equal(claimed.id, pinned.id);
+        assert.equal(claimed.version, "2");
+        assert.ok(await store.fail(claimed.id, "w1", { code: "E", message: "e" }, undefined, T0 + 2));
+        assert.equal((await store.retry(claimed.id, T0 + 3))?.version, "2");
+        const plain = await add(T0 + 4);
+        assert.equal(plain.version, undefined);
+        assert.equal((await mustGet(plain.id)).version, undefined);
+      });
+
       it("get of an unknown id is undefined", async () => {
         assert.equal(await store.get("no-such-job"), undefined);
       });

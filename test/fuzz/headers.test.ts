@@ -161,7 +161,7 @@ describe("headers", () => {
           const length = body.length + delta;
           // Header bytes as UTF-8, as a careless client would write them.
           const head =
-            `${route.method} ${route.path} HTTP/1.1\r\nHost: fuzz\r\nContent-Type: ${ct}\r\n` +
+            `${route.method} ${route.path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: ${ct}\r\n` +
             `Content-Length: ${length}\r\n${extra.map(([k, v]) => `${k}: ${v.replace(/[\r\n]/g, "")}\r\n`).join("")}Connection: close\r\n\r\n`;
           const raw = await rawExchange(Buffer.concat([Buffer.from(head, "utf8"), body]), 10_000, delta <= 0);
           const first = parseFirstResponse(raw);

@@ -16,12 +16,25 @@ export interface ScaleVersion {
   delayMs?: number;
   /** The factor its golden file expects; default k (a mismatch fails the golden check). */
   goldenK?: number;
+  /**
+   * Holds calls whose x is `gate.x` (not the golden check's x = 1): each writes `started` into
+   * `gate.dir`, then waits until `open` exists there, so a test controls when they finish.
+   */
+  gate?: { dir: string; x: number };
 }
 
 /** Writes DIR/NAME/VERSION/model.mjs and model.golden.json. */
 export function writeScaleVersion(dir: string, name: string, version: string, v: ScaleVersion): string {
   const folder = join(dir, name, version);
   mkdirSync(folder, { recursive: true });
+  const started = JSON.stringify(join(v.gate?.dir ?? "", "started"));
+  const open = JSON.stringify(join(v.gate?.dir ?? "", "open"));
+  const gate = v.gate
+    ? `if (x.includes(${v.gate.x})) {
+    (await import("node:fs")).writeFileSync(${started}, "");
+    while (!(await import("node:fs")).existsSync(${open})) await new Promise((r) => setTimeout(r, 10));
+  }`
+    : "";
   writeFileSync(
     join(folder, "model.mjs"),
     `export function load() {
@@ -34,6 +47,7 @@ export function writeScaleVersion(dir: string, name: string, version: string, v:
 export async function predict(batch) {
   const x = batch.x.data;
   ${v.delayMs ? `await new Promise((r) => setTimeout(r, ${v.delayMs}));` : ""}
+  ${gate}
   return { y: { datatype: "FP32", shape: [x.length, 1], data: Float32Array.from(x, (e) => e * ${v.k}) } };
 }
 `,

@@ -251,7 +251,7 @@ describe("bad input", () => {
   it("requests fetch() would refuse to send reach the server over a raw socket and get 400", async () => {
     const body = '{"rows":[[3,95,4,1,0,20]]}';
     const head = (lines: string[], path = TREE) =>
-      [`POST ${path} HTTP/1.1`, "Host: modelport", "Content-Type: application/json", ...lines, "", ""].join(
+      [`POST ${path} HTTP/1.1`, "Host: localhost", "Content-Type: application/json", ...lines, "", ""].join(
         "\r\n",
       );
     // The same channel answers a well-formed request, so the 400s below come from the server's checks.
@@ -295,7 +295,7 @@ describe("bad input", () => {
       ["a control byte in a header", `POST ${TREE} HTTP/1.1\r\nX-Fuzz: a\u0001b\r\nContent-Length: 2`],
     ];
     for (const [what, line, style] of cases) {
-      const res = await rawRequest(srv.url, `${line}\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}`);
+      const res = await rawRequest(srv.url, `${line}\r\nHost: localhost\r\nContent-Length: 2\r\n\r\n{}`);
       assert.equal(res.status, 400, `${what}: ${res.status} ${res.body}`);
       const body = JSON.parse(res.body);
       const code = style === "oip" ? body.code : body.error?.code;
@@ -305,12 +305,18 @@ describe("bad input", () => {
       assert.ok(res.headers["x-request-id"], `${what}: an X-Request-Id`);
     }
     for (const [what, head] of raw) {
-      const res = await rawRequest(srv.url, `${head}\r\nHost: x\r\nContent-Type: application/json\r\n\r\n{}`);
+      const res = await rawRequest(
+        srv.url,
+        `${head}\r\nHost: localhost\r\nContent-Type: application/json\r\n\r\n{}`,
+      );
       assert.equal(res.status, 400, `${what}: ${res.status} ${res.body}`);
       assert.equal(JSON.parse(res.body).error.code, "MP_ERR_REQUEST_INVALID", `${what}: ${res.body}`);
     }
     // A parameter of exactly 100 characters is routed as usual.
-    const at = await rawRequest(srv.url, `GET /v1/jobs/${"a".repeat(100)} HTTP/1.1\r\nHost: x\r\n\r\n`);
+    const at = await rawRequest(
+      srv.url,
+      `GET /v1/jobs/${"a".repeat(100)} HTTP/1.1\r\nHost: localhost\r\n\r\n`,
+    );
     assert.equal(at.status, 404, at.body);
     assert.equal(JSON.parse(at.body).error.code, "MP_ERR_JOB_NOT_FOUND");
   });

@@ -127,7 +127,7 @@ describe("server.connections: timeouts", () => {
     const slow = new RawClient(server.url);
     await slow.ready();
     // 200 header bytes at 4 per second would take 50 s; the headers timeout is 1 s.
-    const headers = `GET /livez HTTP/1.1\r\nHost: x\r\nX-Slow: ${"a".repeat(160)}\r\n\r\n`;
+    const headers = `GET /livez HTTP/1.1\r\nHost: localhost\r\nX-Slow: ${"a".repeat(160)}\r\n\r\n`;
     const trickling = trickle(slow, headers, 250);
     // Served meanwhile, on its own connection.
     const other = await postJson(`${server.url}/v1/models/fast/predict`, { inputs: { x: [[1]] } });
@@ -149,12 +149,12 @@ describe("server.connections: timeouts", () => {
   it("serves the next request on a kept-alive connection idle longer than the request timeout", async () => {
     const client = new RawClient(server.url);
     await client.ready();
-    await client.write("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n");
+    await client.write("GET /livez HTTP/1.1\r\nHost: localhost\r\n\r\n");
     assert.ok(await client.waitFor("HTTP/1.1 200"));
     await new Promise((r) => setTimeout(r, REQUEST_TIMEOUT_MS + 1500));
     assert.equal(client.closed, false, "idle within keepAliveTimeoutMs: still open");
     client.received = "";
-    await client.write("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n");
+    await client.write("GET /livez HTTP/1.1\r\nHost: localhost\r\n\r\n");
     assert.ok(await client.waitFor("HTTP/1.1 200"), client.received);
     client.destroy();
   });
@@ -164,14 +164,14 @@ describe("server.connections: timeouts", () => {
     await client.ready();
     for (let i = 1; i <= 3; i++) {
       client.received = "";
-      await client.write("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n");
+      await client.write("GET /livez HTTP/1.1\r\nHost: localhost\r\n\r\n");
       assert.ok(await client.waitFor("HTTP/1.1 200"), `request ${i}`);
       if (i < 3) assert.doesNotMatch(client.received, /connection: close/i);
     }
     assert.match(client.received, /connection: close/i);
     // A client that ignores Connection: close is not served again on it.
     client.received = "";
-    await client.write("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n").catch(() => {});
+    await client.write("GET /livez HTTP/1.1\r\nHost: localhost\r\n\r\n").catch(() => {});
     assert.ok(await client.waitFor("HTTP/1.1 503"), client.received);
     client.destroy();
   });
@@ -181,7 +181,7 @@ describe("server.connections: timeouts", () => {
     await slow.ready();
     const body = JSON.stringify({ inputs: { x: [[1]] }, pad: "p".repeat(200) });
     await slow.write(
-      `POST /v1/models/fast/predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`,
+      `POST /v1/models/fast/predict HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`,
     );
     // ~230 bytes at 4 per second would take ~58 s; the request timeout is 2 s.
     const sent = await trickle(slow, body, 250);
@@ -206,7 +206,7 @@ describe("server.connections: timeouts", () => {
     const stream = new RawClient(server.url);
     await stream.ready();
     const started = Date.now();
-    await stream.write(`GET /v1/jobs/${id}/events HTTP/1.1\r\nHost: x\r\n\r\n`);
+    await stream.write(`GET /v1/jobs/${id}/events HTTP/1.1\r\nHost: localhost\r\n\r\n`);
     assert.ok(await stream.waitFor("event: end", 60_000), `stream ended early: ${stream.received}`);
     assert.ok(Date.now() - started >= REQUEST_TIMEOUT_MS, "the stream outlived the request timeout");
     assert.match(stream.received, /"status":"succeeded"/);
@@ -234,7 +234,7 @@ describe("server.connections: timeouts", () => {
 
 describe("server.connections: maxConnections", () => {
   it("answers a connection over the cap with 503 MP_ERR_SERVER_TOO_MANY_CONNECTIONS; open ones keep working", async () => {
-    const request = "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n";
+    const request = "GET /livez HTTP/1.1\r\nHost: localhost\r\n\r\n";
     const open: RawClient[] = [];
     for (let i = 0; i < MAX_CONNECTIONS; i++) {
       const c = new RawClient(capped.url);
@@ -276,7 +276,7 @@ describe("server.connections: idleTimeoutMs", () => {
     await client.ready();
     const body = JSON.stringify({ inputs: { x: [[1]] } });
     await client.write(
-      `POST /v1/models/slow/predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+      `POST /v1/models/slow/predict HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
     );
     // The answer would come after 3 s; the connection is silent after 1 s.
     assert.ok(await client.closedWithin(30_000));

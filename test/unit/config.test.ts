@@ -6,6 +6,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { before, describe, it } from "node:test";
+import { parse, SERVE_OPTIONS, serveFlags } from "../../src/cli/args.js";
 import { ConfigError, loadConfig } from "../../src/config/load.js";
 import { testModels } from "../helpers/models.js";
 import { CLI } from "../helpers/server.js";
@@ -219,6 +220,42 @@ describe("config", () => {
       problems(() => loadConfig({ file: shm("maxRegions: 8, maxRegionsPerKey: 9"), env: {} })).join("\n"),
       /server\.sharedMemory\.maxRegionsPerKey: maxRegionsPerKey must not exceed maxRegions/,
     );
+  });
+
+  it("allowedHosts and allowedOrigins: unset by default, from the file, replaced by --allowed-host/--allowed-origin, bad entries listed", async () => {
+    const path = join(await testModels(), "churn-tree.onnx");
+    const plain = loadConfig({ modelPath: path, env: {} }).server;
+    assert.equal(plain.allowedHosts, undefined, "unset, not empty: a server with keys then checks no Host");
+    assert.deepEqual(plain.allowedOrigins, []);
+    const file = yaml(
+      "browsers.yaml",
+      `server:\n  allowedHosts: [models.internal, .example.org]\n  allowedOrigins: ["https://app.example.com"]\nmodels:\n  - {name: a, path: ${path}}\n`,
+    );
+    const fromFile = loadConfig({ file, env: {} }).server;
+    assert.deepEqual(fromFile.allowedHosts, ["models.internal", ".example.org"]);
+    assert.deepEqual(fromFile.allowedOrigins, ["https://app.example.com"]);
+    const flags = serveFlags(
+      parse(
+        ["--allowed-host", "a.internal", "--allowed-host", "*", "--allowed-origin", "http://x:81"],
+        SERVE_OPTIONS,
+      ).values,
+    );
+    const fromFlags = loadConfig({ file, flags, env: {} }).server;
+    assert.deepEqual(fromFlags.allowedHosts, ["a.internal", "*"]);
+    assert.deepEqual(fromFlags.allowedOrigins, ["http://x:81"]);
+    const bad = yaml(
+      "bad-browsers.yaml",
+      `server:\n  allowedHosts: ["evil.example/x", ""]\n  allowedOrigins: ["https://app.example.com/path", "app.example.com", "null"]\nmodels:\n  - {name: a, path: ${path}}\n`,
+    );
+    const listed = problems(() => loadConfig({ file: bad, env: {} })).join("\n");
+    for (const key of [
+      "server.allowedHosts[0]",
+      "server.allowedHosts[1]",
+      "server.allowedOrigins[0]",
+      "server.allowedOrigins[1]",
+      "server.allowedOrigins[2]",
+    ])
+      assert.ok(listed.includes(key), `${key} in:\n${listed}`);
   });
 
   it("invalid YAML names the line", () => {

@@ -19,6 +19,7 @@ const LAYERS: readonly (readonly string[])[] = [
     "cancel.ts",
     "version.ts",
     "sqlite.ts",
+    "private-files.ts",
     "heap-growth.ts",
     "malloc-thresholds.ts",
     "yaml-depth.ts",

@@ -225,21 +225,24 @@ if (process.env[CHILD_ENV]) {
       await store.close();
     });
 
-    it("opens a database written before jobs kept a trace: adds the column, old jobs read without one", async () => {
+    it("opens a database written before jobs kept a trace and a version: adds the columns, old jobs read without them", async () => {
       const path = tempFile();
       const first = await SqliteJobStore.open(path);
       await first.create(newJob({ id: "old" }), T0);
       await first.close();
-      // As an earlier modelport left it: no trace column.
+      // As an earlier modelport left it: no trace or version column.
       const db = openSqlite(path, { timeout: 1000 });
       db.exec("ALTER TABLE jobs DROP COLUMN trace");
+      db.exec("ALTER TABLE jobs DROP COLUMN version");
       db.close();
       const store = await SqliteJobStore.open(path);
       try {
         assert.equal((await store.get("old"))?.trace, undefined);
+        assert.equal((await store.get("old"))?.version, undefined);
         const trace = { traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" };
-        await store.create(newJob({ id: "new", trace }), T0 + 1);
+        await store.create(newJob({ id: "new", trace, version: "3" }), T0 + 1);
         assert.deepEqual((await store.get("new"))?.trace, trace);
+        assert.equal((await store.get("new"))?.version, "3");
         assert.equal((await store.claim("w", ["m"], 60_000, T0 + 2))?.id, "old");
       } finally {
         await store.close();

@@ -178,6 +178,7 @@ export class RedisJobStore implements JobStore {
     if (job.callbackUrl !== undefined)
       fields["webhook"] = JSON.stringify({ url: job.callbackUrl, attempts: 0 });
     if (job.owner !== undefined) fields["owner"] = job.owner;
+    if (job.version !== undefined) fields["version"] = job.version;
     // A hash field of its own: records written before it simply lack it.
     if (job.trace !== undefined) fields["trace"] = JSON.stringify(job.trace);
     const reply = (await this.#eval(

@@ -10,10 +10,9 @@
 //   stall the whole event loop: the busy timeout is a few ms, and a store call that finds the
 //   database locked retries asynchronously with backoff (up to busyRetryMs), then fails with
 //   MP_ERR_JOB_STORE_UNAVAILABLE.
-import { mkdirSync } from "node:fs";
-import { dirname } from "node:path";
 import type Database from "better-sqlite3";
 import { isModelportError, ModelportError } from "../../errors.js";
+import { ensurePrivateFile } from "../../private-files.js";
 import { openSqlite } from "../../sqlite.js";
 import { FINAL_STATUSES, type Job, type JobError, type JobStatus, type NewJob } from "../job.js";
 import type { CompleteResult, CreateResult, JobState, JobStore, ListPage, ListQuery } from "../job-store.js";
@@ -52,7 +51,7 @@ const BUSY_BACKOFF_MAX_MS = 50;
 /** The columns a list reads: everything but input and result. */
 const SUMMARY_COLUMNS = `id, model, status, priority, metadata, created_at, updated_at, started_at, finished_at,
   attempts, max_attempts, run_at, timeout_ms, last_error, lease_owner, lease_expires_at, cancel_requested,
-  result_key, result_bytes, idempotency_key, request_hash, idempotency_expires_at, webhook, owner`;
+  result_key, result_bytes, idempotency_key, request_hash, idempotency_expires_at, webhook, owner, version`;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -90,6 +89,7 @@ interface JobRow {
   webhook: string | null;
   owner: string | null;
   trace: string | null;
+  version: string | null;
 }
 
 interface KeyRow {
@@ -126,7 +126,8 @@ CREATE TABLE IF NOT EXISTS jobs (
   idempotency_expires_at INTEGER,
   webhook TEXT,
   owner TEXT,
-  trace TEXT
+  trace TEXT,
+  version TEXT
 );
 -- claim: per model and status in claim order; run_at rides along so the backoff filter needs no
 -- table lookup (it sits after the order columns so the order comes straight from the index).
@@ -153,14 +154,15 @@ CREATE INDEX IF NOT EXISTS idempotency_keys_job ON idempotency_keys (job_id);
 `;
 
 const INSERT_JOB = `INSERT INTO jobs (id, model, status, priority, input, metadata, created_at, updated_at,
-  attempts, max_attempts, run_at, timeout_ms, idempotency_key, request_hash, idempotency_expires_at, webhook, owner, trace)
+  attempts, max_attempts, run_at, timeout_ms, idempotency_key, request_hash, idempotency_expires_at, webhook, owner, trace, version)
   VALUES (@id, @model, 'queued', @priority, @input, @metadata, @now, @now,
-  0, @maxAttempts, @now, @timeoutMs, @idempotencyKey, @requestHash, @idempotencyExpiresAt, @webhook, @owner, @trace)`;
+  0, @maxAttempts, @now, @timeoutMs, @idempotencyKey, @requestHash, @idempotencyExpiresAt, @webhook, @owner, @trace, @version)`;
 
 /** Columns added after schema 1 was released: added in place when missing (see the constructor). */
 const ADDED_COLUMNS: readonly (readonly [string, string])[] = [
   ["owner", "TEXT"],
   ["trace", "TEXT"],
+  ["version", "TEXT"],
 ];
 
 const CLEAR_LEASE = "lease_owner = NULL, lease_expires_at = NULL";
@@ -205,7 +207,9 @@ export class SqliteJobStore implements JobStore {
     this.#busyRetryMs = options.busyRetryMs ?? DEFAULT_BUSY_RETRY_MS;
     let db: Database.Database | undefined;
     try {
-      if (path !== ":memory:" && !path.startsWith("file:")) mkdirSync(dirname(path), { recursive: true });
+      // Created 0600 before SQLite opens it (its -wal and -shm take the file's mode), in a folder
+      // made 0700 when missing: jobs hold what tenants sent and got.
+      if (path !== ":memory:" && !path.startsWith("file:")) ensurePrivateFile(path);
       db = openSqlite(path, { timeout: busyTimeoutMs });
       db.pragma(`busy_timeout = ${Math.max(0, Math.floor(busyTimeoutMs))}`);
       db.pragma("journal_mode = WAL");
@@ -467,6 +471,7 @@ export class SqliteJobStore implements JobStore {
         webhook,
         owner: job.owner ?? null,
         trace: job.trace === undefined ? null : JSON.stringify(job.trace),
+        version: job.version ?? null,
       });
     } catch (err) {
       if ((err as { code?: string }).code === "SQLITE_CONSTRAINT_PRIMARYKEY") {
@@ -482,6 +487,7 @@ export class SqliteJobStore implements JobStore {
     const created: Job = {
       id: job.id,
       model: job.model,
+      ...(job.version !== undefined ? { version: job.version } : {}),
       status: "queued",
       priority: job.priority ?? 0,
       input: job.input,

@@ -65,6 +65,7 @@ export function jobFromFields(field: StoredField): Job {
     runAt: num("runAt"),
     timeoutMs: num("timeoutMs"),
   };
+  if (has("version")) job.version = String(field("version"));
   if (has("metadata")) job.metadata = json<Record<string, unknown>>("metadata");
   if (has("startedAt")) job.startedAt = num("startedAt");
   if (has("finishedAt")) job.finishedAt = num("finishedAt");

@@ -47,8 +47,17 @@ export async function ownJob(queue: JobQueue, id: string, scope: string | undefi
   return job;
 }
 
-/** Accepts a job from a predict-shaped body plus callback_url, metadata and priority. */
-export async function submitJob(ctx: AppContext, model: string, req: FastifyRequest, reply: FastifyReply) {
+/**
+ * Accepts a job from a predict-shaped body plus callback_url, metadata and priority, for `model`
+ * (or `name@version`) at `version` when the route names one.
+ */
+export async function submitJob(
+  ctx: AppContext,
+  model: string,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  version?: string,
+) {
   const queue = ctx.jobs;
   const body = requireObject(req.body);
   const key = req.headers["idempotency-key"];
@@ -80,6 +89,7 @@ export async function submitJob(ctx: AppContext, model: string, req: FastifyRequ
   const maxActive = req.principal?.limits.queuedJobs;
   const { job, created } = await queue.submit({
     model,
+    ...(version !== undefined ? { version } : {}),
     body,
     ...(owner !== undefined ? { owner } : {}),
     ...(owner !== undefined && maxActive !== undefined ? { maxActive } : {}),

@@ -113,7 +113,8 @@ export const nativeRoutes: FastifyPluginAsync = async (app) => {
       if (prefer !== undefined && /\brespond-async\b/i.test(String(prefer)) && !Buffer.isBuffer(req.body)) {
         ctx.catalogue.find(req.params.model, "predict", version);
         reply.header("preference-applied", "respond-async");
-        return submitJob(ctx, req.params.model, req, reply);
+        // The job is pinned to the version the request names, as the synchronous answer would be.
+        return submitJob(ctx, req.params.model, req, reply, version);
       }
       const acquired = acquire(ctx, req, reply, req.params.model, "predict", version);
       return acquired instanceof Promise
