@@ -4,7 +4,8 @@
 // (regex-grammar.ts), formats (date, time, date-time, duration, uuid, email, hostname, ipv4,
 // ipv6, uri), lengths and item counts, nullable types, anyOf/oneOf, enum/const of any value,
 // $ref anywhere in the schema (recursion included), optional properties, and whitespace bounded
-// as llama.cpp bounds it (one space, or one newline and up to 12 spaces or tabs).
+// (at most one space or newline where JSON allows whitespace: a model that favours whitespace
+// cannot spend its tokens on it).
 //
 // What a grammar cannot say (uniqueItems, multipleOf, not, if/then/else, exclusive bounds on
 // decimals, a pattern beside a format…) is left to validation: the grammar then writes a
@@ -105,7 +106,7 @@ const FORMAT_RULES: Record<string, string> = {
 
 /** The rules every grammar may use. */
 const BASE_RULES: Record<string, string> = {
-  ws: '( " " | "\\n" [ \\t]{0,12} )?',
+  ws: '[ \\n]?',
   char: '[^"\\\\\\x00-\\x1f] | "\\\\" ["\\\\/bfnrt]',
   string: '"\\"" char* "\\""',
   integer: `"-"? ( "0" | [1-9] [0-9]{0,14} )`,
