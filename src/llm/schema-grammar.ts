@@ -106,7 +106,7 @@ const FORMAT_RULES: Record<string, string> = {
 
 /** The rules every grammar may use. */
 const BASE_RULES: Record<string, string> = {
-  ws: '[ \\n]?',
+  ws: "[ \\n]?",
   char: '[^"\\\\\\x00-\\x1f] | "\\\\" ["\\\\/bfnrt]',
   string: '"\\"" char* "\\""',
   integer: `"-"? ( "0" | [1-9] [0-9]{0,14} )`,

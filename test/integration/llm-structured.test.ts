@@ -212,7 +212,10 @@ describe("structured answers: JSON response formats and tool calls", () => {
       client.chat.completions.create({
         model: "tiny-llama",
         messages,
-        response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "integer", minimum: "3" } } },
+        response_format: {
+          type: "json_schema",
+          json_schema: { name: "x", schema: { type: "integer", minimum: "3" } },
+        },
       }),
       (err: unknown) => err instanceof OpenAI.BadRequestError && /not a valid JSON Schema/.test(err.message),
     );
