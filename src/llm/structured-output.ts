@@ -6,9 +6,10 @@
 //                                                           under that function's schema), or
 //   {"response": "..."}                                     to answer (with a json_schema
 //                                                           response format: the object itself).
-// With a grammar, the answer always has this form, so calls always parse and validate, even on
-// a model that never saw the format. (The same approach as llama.cpp's server for templates
-// without native tool calling.)
+// The grammar (schema-grammar.ts) keeps the answer to this form and to most of each schema, even
+// on a model that never saw the format; answerProblem() checks the whole schema before an answer
+// leaves (docs/LLM.md#structured-output). (The same approach as llama.cpp's server for
+// templates without native tool calling.)
 import { randomBytes } from "node:crypto";
 import { ModelportError } from "../errors.js";
 import { schemaProblem, validatorFor } from "./answer-validator.js";

@@ -223,7 +223,7 @@ export class LlamaCppEngine implements LanguageEngine {
     const messages = plan.messages ?? request.messages;
     const input = messages ? this.renderChat(messages) : undefined;
     // Only a structured answer waits for its grammar: a plain request queues for a slot at once.
-    const grammar = await this.grammarFor(plan);
+    const grammar = plan.grammar ? await this.grammarFor(plan) : undefined;
     const bias = request.logitBias ? this.tokenBias(request.logitBias, grammar !== undefined) : undefined;
     const prompt = this.promptOf(request, input);
     // The golden check always starts from an empty sequence, so it evaluates the same way each time.
