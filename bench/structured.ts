@@ -1,6 +1,15 @@
 // `npm run bench:structured`: do structured answers hold, and what do they cost? One `modelport
-// serve` with tiny-llama (random weights, so the model itself never keeps to a format). COUNT
-// sampled generations (temperature 1, seeds 1…COUNT, two at a time) of each kind:
+// serve` with tiny-llama, bpe-llama and sparse-llama (random weights, so the models themselves
+// never keep to a format; three kinds of vocabulary). First the schema corpus
+// (test/fixtures/schemas: zod 4, the openai SDK, pydantic 2, OpenAI's docs):
+//   accepted:  each schema sent as a response format and as a tool's parameters (max_tokens 1);
+//              the share answered 200, bar ≥ 95%;
+//   answers:   ANSWERS generations (default 500) round the corpus and the three models,
+//              alternating response format and forced tool call, temperature 1; each one must
+//              validate against the schema as the client wrote it (the bench's own Ajv), or end
+//              cut by max_tokens ("length"), or be a 422 MP_ERR_LLM_OUTPUT_INVALID: bar 100%.
+// Then on tiny-llama COUNT sampled generations (temperature 1, seeds 1…COUNT, two at a time) of
+// each kind:
 //   json_schema:  response_format with a schema of strings, numbers, integers, enums, arrays,
 //                 nullables and a nested object;
 //   forced tools: tool_choice "required" with two functions;
@@ -9,19 +18,26 @@
 // schema sent; the bar: 100% valid. Also the milliseconds per generated token of each kind (the
 // grammar's cost), median over the requests.
 // Not a test: numbers for docs/PERFORMANCE.md.
-// Usage: node dist/bench/structured.js [--count N]
+// Usage: node dist/bench/structured.js [--count N] [--answers N]
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { Ajv } from "ajv";
+import { buildBpeLlamas } from "../examples/build/models/bpe-llama.js";
+import { writeLlamaArtifact } from "../examples/build/models/tiny-llama.js";
 import { buildModels } from "../examples/build-models.js";
+import { clientValidator, errorsText, schemaCorpus } from "../test/fixtures/schema-corpus.js";
 import { machine } from "./report.js";
 import { startModelportWithConfig } from "./servers.js";
 import { round, Samples } from "./stats.js";
 
-const { values } = parseArgs({ options: { count: { type: "string", default: "200" } } });
+const { values } = parseArgs({
+  options: { count: { type: "string", default: "200" }, answers: { type: "string", default: "500" } },
+});
 const count = Number(values.count);
+const answers = Number(values.answers);
+const MODELS = ["tiny-llama", "bpe-llama", "sparse-llama"];
 
 const person = {
   type: "object",
@@ -153,15 +169,127 @@ async function generate(url: string, kind: Kind, seed: number): Promise<Outcome>
   return { valid: problem === undefined, ...(problem ? { problem } : {}), msPerToken };
 }
 
+type Ending = "valid" | "length" | "422 MP_ERR_LLM_OUTPUT_INVALID" | "broken";
+
+/** One corpus request; "broken" is anything item 1 of docs/LLM.md#structured-output rules out. */
+async function corpusAnswer(
+  url: string,
+  model: string,
+  schema: Record<string, unknown>,
+  tool: boolean,
+  extra: Record<string, unknown>,
+): Promise<{ ending: Ending; problem?: string }> {
+  const body = {
+    model,
+    messages: [{ role: "user", content: "Fill in the form." }],
+    ...extra,
+    ...(tool
+      ? {
+          tools: [{ type: "function", function: { name: "fill", parameters: schema } }],
+          tool_choice: "required",
+        }
+      : { response_format: { type: "json_schema", json_schema: { name: "form", schema, strict: true } } }),
+  };
+  const res = await fetch(`${url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  const answer = (await res.json()) as {
+    choices?: {
+      message: { content: string | null; tool_calls?: { function: { arguments: string } }[] };
+      finish_reason: string;
+    }[];
+    error?: { code: string; message: string };
+  };
+  if (res.status === 422 && answer.error?.code === "MP_ERR_LLM_OUTPUT_INVALID")
+    return { ending: "422 MP_ERR_LLM_OUTPUT_INVALID" };
+  const choice = answer.choices?.[0];
+  if (!res.ok || !choice) return { ending: "broken", problem: answer.error?.message ?? `HTTP ${res.status}` };
+  if (choice.finish_reason === "length") return { ending: "length" };
+  const validate = clientValidator(schema);
+  try {
+    const values = tool
+      ? (choice.message.tool_calls ?? []).map((c) => JSON.parse(c.function.arguments))
+      : [JSON.parse(choice.message.content ?? "")];
+    if (values.length === 0) return { ending: "broken", problem: `${choice.finish_reason} without a call` };
+    for (const v of values) if (!validate(v)) return { ending: "broken", problem: errorsText(validate) };
+    return { ending: "valid" };
+  } catch (err) {
+    return { ending: "broken", problem: (err as Error).message };
+  }
+}
+
+async function corpusRows(url: string): Promise<Record<string, unknown>[]> {
+  const corpus = schemaCorpus();
+  let accepted = 0;
+  const refused: string[] = [];
+  for (const { file, schema } of corpus)
+    for (const tool of [false, true]) {
+      const { ending, problem } = await corpusAnswer(url, "tiny-llama", schema, tool, { max_tokens: 1 });
+      if (ending === "length") accepted++;
+      else refused.push(`${file}: ${problem ?? ending}`);
+    }
+  const rows: Record<string, unknown>[] = [
+    {
+      kind: "corpus accepted",
+      schemas: corpus.length,
+      requests: corpus.length * 2,
+      accepted,
+      share: round((100 * accepted) / (corpus.length * 2)),
+      bar: "≥ 95%",
+      ...(refused.length ? { refused: refused.slice(0, 5) } : {}),
+    },
+  ];
+  console.log(JSON.stringify(rows[0]));
+  const endings: Record<string, Record<Ending, number>> = {};
+  const broken: string[] = [];
+  for (let i = 0; i < answers; i += 2) {
+    const batch = [i, i + 1].filter((n) => n < answers);
+    const results = await Promise.all(
+      batch.map((n) => {
+        const model = MODELS[n % MODELS.length]!;
+        const { schema } = corpus[n % corpus.length]!;
+        return corpusAnswer(url, model, schema, Math.floor(n / corpus.length) % 2 === 1, {
+          max_tokens: 300,
+          temperature: 1,
+          seed: n + 1,
+        }).then((r) => ({ model, file: corpus[n % corpus.length]!.file, ...r }));
+      }),
+    );
+    for (const r of results) {
+      endings[r.model] ??= { valid: 0, length: 0, "422 MP_ERR_LLM_OUTPUT_INVALID": 0, broken: 0 };
+      endings[r.model]![r.ending]++;
+      if (r.ending === "broken") broken.push(`${r.model} ${r.file}: ${r.problem}`);
+    }
+  }
+  const total = Object.values(endings).reduce(
+    (a, e) => a + e.valid + e.length + e["422 MP_ERR_LLM_OUTPUT_INVALID"] + e.broken,
+    0,
+  );
+  const brokenCount = Object.values(endings).reduce((a, e) => a + e.broken, 0);
+  rows.push({
+    kind: "corpus answers",
+    answers: total,
+    byModel: endings,
+    validOrEndedAsDocumented: round((100 * (total - brokenCount)) / total),
+    bar: "100%",
+    ...(broken.length ? { firstBroken: broken.slice(0, 5) } : {}),
+  });
+  console.log(JSON.stringify(rows.at(-1)));
+  return rows;
+}
+
 async function main(): Promise<void> {
   const dir = mkdtempSync(path.join(tmpdir(), "modelport-bench-structured-"));
   await buildModels(dir);
+  for (const artifact of buildBpeLlamas()) await writeLlamaArtifact(dir, artifact);
   const configFile = path.join(dir, "modelport.yaml");
   writeFileSync(
     configFile,
     [
       "models:",
-      `  - {name: tiny-llama, path: ${path.join(dir, "tiny-llama.gguf")}, llm: {sequences: 2}}`,
+      ...MODELS.map((m) => `  - {name: ${m}, path: ${path.join(dir, `${m}.gguf`)}, llm: {sequences: 2}}`),
       "",
     ].join("\n"),
   );
@@ -174,6 +302,7 @@ async function main(): Promise<void> {
   });
   const rows: Record<string, unknown>[] = [];
   try {
+    rows.push(...(await corpusRows(server.url)));
     for (const kind of ["json_schema", "forced tools", "free text"] as Kind[]) {
       const outcomes: Outcome[] = [];
       // Two at a time: the model's two sequences.

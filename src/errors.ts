@@ -274,6 +274,12 @@ export const ERRORS = {
     summary:
       "The model does not do what the route asks (for example chat or completions on an embeddings model, or embeddings on a chat model).",
   },
+  MP_ERR_LLM_OUTPUT_INVALID: {
+    status: 422,
+    retryable: false,
+    summary:
+      "A structured answer (response_format json_schema or json_object, or tool calls) did not parse and validate against its schema in the attempts max_tokens allowed; nothing invalid is sent.",
+  },
   MP_ERR_LLM_UPSTREAM_FAILED: {
     status: 502,
     retryable: true,

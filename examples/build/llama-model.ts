@@ -1,5 +1,5 @@
 // A llama-architecture language model generated in TypeScript: a SentencePiece-style vocabulary
-// with byte fallback, seeded F32 weights, the GGUF metadata llama.cpp needs, and a float64
+// with byte fallback (or a byte-level BPE one, bpe-vocabulary.ts), seeded F32 weights, the GGUF metadata llama.cpp needs, and a float64
 // reference forward pass with greedy decoding. The reference is what golden files are made from,
 // so a passing golden check shows llama.cpp computes this very model (as the ONNX examples'
 // goldens come from their TypeScript models, never from onnxruntime).
@@ -9,6 +9,7 @@
 // rows read it with +1 for word pieces and -4 for byte, control and end tokens. So greedy decoding
 // emits whole pieces (valid UTF-8, no early end) and the answers run to max_tokens.
 import { fromHalfBits, toHalfBits } from "../../src/protocol/float16.js";
+import { buildBpeVocabulary, fromByteLevel } from "./bpe-vocabulary.js";
 import { encodeGguf, f32, type GgufEntry, type GgufTensor, str, u32 } from "./gguf-writer.js";
 import { Random } from "./random.js";
 
@@ -26,6 +27,11 @@ export interface LlamaSpec {
   chatTemplate?: string;
   /** Standard deviation of the random weights (uniform with this spread). */
   weightScale: number;
+  /**
+   * The vocabulary: SentencePiece with byte fallback (the default), or byte-level BPE as GPT-2
+   * and Llama 3 have it, optionally without the single-character tokens of `withoutSingle`.
+   */
+  tokenizer?: { kind: "bpe"; withoutSingle?: string };
 }
 
 export const SPACE = "\u2581"; // SentencePiece's visible space
@@ -43,11 +49,20 @@ const CONTROL = 3;
 const BYTE = 6;
 
 export interface Vocabulary {
+  /** tokenizer.ggml.model: "llama" (SentencePiece) or "gpt2" (byte-level BPE). */
+  model: "llama" | "gpt2";
   pieces: string[];
   scores: Float32Array;
   types: Int32Array;
   ids: Map<string, number>;
+  /** BPE only: "left right" merges, highest priority first. */
+  merges?: string[];
+  bos: number;
+  eos: number;
 }
+
+/** The BPE vocabulary's control tokens: GPT-2's end of text (its BOS and EOS), then ChatML's. */
+const BPE_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"];
 
 /**
  * `<unk> <s> </s> <|im_start|> <|im_end|>`, the 256 byte tokens `<0x00>`…`<0xFF>`, single
@@ -75,7 +90,32 @@ export function buildVocabulary(words: readonly string[]): Vocabulary {
     for (let n = 2; n <= [...full].length; n++) add([...full].slice(0, n).join(""));
   }
   const scores = Float32Array.from(pieces, (p, i) => (types[i] === NORMAL ? [...p].length : 0));
-  return { pieces, scores, types: Int32Array.from(types), ids: new Map(pieces.map((p, i) => [p, i])) };
+  return {
+    model: "llama",
+    pieces,
+    scores,
+    types: Int32Array.from(types),
+    ids: new Map(pieces.map((p, i) => [p, i])),
+    bos: BOS,
+    eos: EOS,
+  };
+}
+
+/** The vocabulary `spec` asks for. */
+export function vocabularyOf(spec: LlamaSpec): Vocabulary {
+  if (!spec.tokenizer) return buildVocabulary(spec.words);
+  const { tokens, merges } = buildBpeVocabulary(BPE_SPECIALS, spec.words, spec.tokenizer);
+  const types = Int32Array.from(tokens, (_, i) => (i < BPE_SPECIALS.length ? CONTROL : NORMAL));
+  return {
+    model: "gpt2",
+    pieces: tokens,
+    scores: new Float32Array(tokens.length),
+    types,
+    ids: new Map(tokens.map((p, i) => [p, i])),
+    merges,
+    bos: 0,
+    eos: 0,
+  };
 }
 
 /** Row-major [rows][cols] as ggml stores a [cols, rows] tensor: row r holds output r. */
@@ -109,7 +149,7 @@ function randomMatrix(rng: Random, rows: number, cols: number, scale: number): M
 /** Seeded weights for `spec`; the same spec always gives the same bytes. */
 export function buildWeights(spec: LlamaSpec): LlamaWeights {
   const rng = new Random(spec.seed);
-  const vocab = buildVocabulary(spec.words);
+  const vocab = vocabularyOf(spec);
   const n = vocab.pieces.length;
   const kvDim = (spec.embd / spec.heads) * spec.kvHeads;
   const s = spec.weightScale;
@@ -160,16 +200,23 @@ export function llamaMetadata(spec: LlamaSpec, vocab: Vocabulary): Map<string, G
     ["llama.rope.freq_base", f32(ROPE_BASE)],
     ["llama.attention.layer_norm_rms_epsilon", f32(RMS_EPS)],
     ["llama.vocab_size", u32(vocab.pieces.length)],
-    ["tokenizer.ggml.model", str("llama")],
-    ["tokenizer.ggml.tokens", { type: "string[]", value: vocab.pieces }],
-    ["tokenizer.ggml.scores", { type: "f32[]", value: vocab.scores }],
-    ["tokenizer.ggml.token_type", { type: "i32[]", value: vocab.types }],
-    ["tokenizer.ggml.unknown_token_id", u32(0)],
-    ["tokenizer.ggml.bos_token_id", u32(BOS)],
-    ["tokenizer.ggml.eos_token_id", u32(EOS)],
-    ["tokenizer.ggml.add_bos_token", { type: "bool", value: true }],
-    ["tokenizer.ggml.add_eos_token", { type: "bool", value: false }],
+    ["tokenizer.ggml.model", str(vocab.model)],
   ]);
+  if (vocab.model === "gpt2") {
+    m.set("tokenizer.ggml.pre", str("gpt-2"));
+    m.set("tokenizer.ggml.tokens", { type: "string[]", value: vocab.pieces });
+    m.set("tokenizer.ggml.token_type", { type: "i32[]", value: vocab.types });
+    m.set("tokenizer.ggml.merges", { type: "string[]", value: vocab.merges ?? [] });
+  } else {
+    m.set("tokenizer.ggml.tokens", { type: "string[]", value: vocab.pieces });
+    m.set("tokenizer.ggml.scores", { type: "f32[]", value: vocab.scores });
+    m.set("tokenizer.ggml.token_type", { type: "i32[]", value: vocab.types });
+    m.set("tokenizer.ggml.unknown_token_id", u32(0));
+  }
+  m.set("tokenizer.ggml.bos_token_id", u32(vocab.bos));
+  m.set("tokenizer.ggml.eos_token_id", u32(vocab.eos));
+  m.set("tokenizer.ggml.add_bos_token", { type: "bool", value: vocab.model === "llama" });
+  m.set("tokenizer.ggml.add_eos_token", { type: "bool", value: false });
   if (spec.chatTemplate) m.set("tokenizer.chat_template", str(spec.chatTemplate));
   return m;
 }
@@ -344,5 +391,6 @@ export function tokenizeWords(vocab: Vocabulary, text: string): number[] {
  * space, also at the very start (the space between the prompt and the first generated word).
  */
 export function detokenize(vocab: Vocabulary, tokens: readonly number[]): string {
+  if (vocab.model === "gpt2") return fromByteLevel(tokens.map((t) => vocab.pieces[t]!).join(""));
   return tokens.map((t) => vocab.pieces[t]!.replaceAll(SPACE, " ")).join("");
 }

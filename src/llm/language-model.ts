@@ -36,7 +36,8 @@
 //   text (its deltas as usual) or tool calls (finishReason "tool_calls", `toolCalls` set, no
 //   deltas for the calls); a call's arguments are JSON text. `responseFormat` json_object / json_schema: the text parses
 //   (and validates against the schema) unless the generation was cut short (finishReason
-//   "length"). A backend that cannot enforce a schema feature refuses the request with
+//   "length"); an answer that cannot be made to validate is MP_ERR_LLM_OUTPUT_INVALID, never
+//   a "stop". A backend that cannot serve a schema feature refuses the request with
 //   MP_ERR_REQUEST_INVALID naming it.
 // - Concurrency and queueing are the backend's: it admits what it can run, queues up to its
 //   configured limit and refuses the rest with MP_ERR_MODEL_OVERLOADED; `status().concurrency`

@@ -6,48 +6,67 @@
 //                                                           under that function's schema), or
 //   {"response": "..."}                                     to answer (with a json_schema
 //                                                           response format: the object itself).
-// With a grammar, the answer always has this form, so calls always parse and validate, even on
-// a model that never saw the format. (The same approach as llama.cpp's server for templates
-// without native tool calling.)
+// The grammar (schema-grammar.ts) keeps the answer to this form and to most of each schema, even
+// on a model that never saw the format; answerProblem() checks the whole schema before an answer
+// leaves (docs/LLM.md#structured-output). (The same approach as llama.cpp's server for
+// templates without native tool calling.)
 import { randomBytes } from "node:crypto";
 import { ModelportError } from "../errors.js";
-import { grammarSchema, UnsupportedSchema } from "./json-schema-subset.js";
+import { schemaProblem, validatorFor } from "./answer-validator.js";
 import type { ChatMessage, GenerateRequest, JsonSchema, ToolCall, ToolSpec } from "./language-model.js";
+import { type SchemaGrammar, schemaGrammar, UnsupportedSchema } from "./schema-grammar.js";
+import { embed, normalizeSchema } from "./schema-normalize.js";
 
 type Schema = Record<string, unknown>;
 
 /** How one request is generated: the schema to enforce (none: free text) and how to read the answer. */
 export interface StructuredPlan {
-  /** The schema the answer is generated under; undefined: free text. */
+  /**
+   * The whole schema every answer must satisfy (the envelope, with each client schema in it
+   * as sent, normalized); undefined: free text.
+   */
   schema?: Schema;
+  /** The grammar the answer is generated under (a superset of `schema` where not `exact`). */
+  grammar?: SchemaGrammar;
   /** The answer is the tool-call envelope (parse with readToolAnswer). */
   tools: boolean;
   /** The messages to render: the tool instructions added, the tool history as text. */
   messages?: readonly ChatMessage[];
 }
 
+/** A client schema moved into the envelope: references under its own prefix, its definitions apart. */
+interface Part {
+  schema: unknown;
+  defs: Schema;
+}
+
 /**
  * The plan for `request`.
- * @throws ModelportError MP_ERR_REQUEST_INVALID naming a schema feature that cannot be enforced.
+ * @throws ModelportError MP_ERR_REQUEST_INVALID naming a schema that cannot be served: not valid
+ * JSON Schema, no finite value satisfying it, or a feature neither a grammar nor validation holds.
  */
 export function planStructured(request: GenerateRequest): StructuredPlan {
   const format = request.responseFormat;
-  const answerSchema =
+  const answer: Part | undefined =
     format?.type === "json_schema"
-      ? subset(format.schema, "response_format.json_schema.schema", "response.")
+      ? part(format.schema, "response_format.json_schema.schema", "response.")
       : format?.type === "json_object"
-        ? ({ type: "object", additionalProperties: true } as Schema)
+        ? { schema: { type: "object" }, defs: {} }
         : undefined;
   const tools = request.tools ?? [];
   const choice = request.toolChoice ?? "auto";
   const messages =
     request.messages && hasToolHistory(request.messages) ? historyAsText(request.messages) : request.messages;
-  if (tools.length === 0 || choice === "none")
+  if (tools.length === 0 || choice === "none") {
+    if (!answer) return { tools: false, ...(messages ? { messages } : {}) };
+    const schema = rooted(answer.schema, answer.defs);
     return {
-      ...(answerSchema ? { schema: answerSchema } : {}),
+      schema,
+      grammar: grammarOf(schema, "response_format"),
       tools: false,
       ...(messages ? { messages } : {}),
     };
+  }
   const offered = typeof choice === "object" ? tools.filter((t) => t.name === choice.name) : tools;
   if (offered.length === 0) {
     const name = (choice as { name: string }).name;
@@ -55,83 +74,92 @@ export function planStructured(request: GenerateRequest): StructuredPlan {
       param: "tool_choice",
     });
   }
+  const defs: Schema = { ...answer?.defs };
   const call = offered.map((t) => {
     const i = tools.indexOf(t);
-    return {
-      type: "object",
-      properties: {
-        name: { const: t.name },
-        arguments: subset(t.parameters, `tools[${i}].function.parameters`, `tool${i}.`),
-      },
-    };
+    const args = part(t.parameters, `tools[${i}].function.parameters`, `tool${i}.`);
+    Object.assign(defs, args.defs);
+    return strictObject({ name: { const: t.name }, arguments: args.schema });
   });
   const calls: Schema = {
     type: "array",
-    items: call.length === 1 ? call[0] : { oneOf: call },
+    items: call.length === 1 ? call[0] : { anyOf: call },
     minItems: 1,
     ...(request.parallelToolCalls === false || typeof choice === "object" ? { maxItems: 1 } : {}),
   };
-  const callBranch: Schema = { type: "object", properties: { tool_calls: calls } };
-  const answerBranch: Schema = {
-    type: "object",
-    properties: { response: answerSchema ?? { type: "string" } },
-  };
-  const schema = choice === "auto" ? { oneOf: [callBranch, answerBranch] } : callBranch;
+  const callBranch = strictObject({ tool_calls: calls });
+  const answerBranch = strictObject({ response: answer?.schema ?? { type: "string" } });
+  const schema = rooted(choice === "auto" ? { anyOf: [callBranch, answerBranch] } : callBranch, defs);
   return {
-    schema: hoistDefs(schema),
+    schema,
+    grammar: grammarOf(schema, "tools"),
     tools: true,
     messages: withInstructions(messages ?? [], offered, choice === "auto"),
   };
 }
 
+/** An object of exactly these properties, all required. */
+function strictObject(properties: Schema): Schema {
+  return { type: "object", properties, required: Object.keys(properties), additionalProperties: false };
+}
+
+/** `schema` with the definitions its references point at. */
+function rooted(schema: unknown, defs: Schema): Schema {
+  const base = typeof schema === "object" && schema !== null ? (schema as Schema) : { allOf: [schema] };
+  return Object.keys(defs).length ? { ...base, $defs: { ...defs } } : base;
+}
+
 /**
- * The JSON Schema subset, its definitions named under `prefix` (so the envelope can hold every
- * function's at its root without two of them colliding), or a 400 naming what cannot be enforced.
+ * A client's schema ready for the envelope: normalized, its references under `prefix`; checked
+ * as Ajv compiles it and as the grammar is written, so a refusal names the request's parameter.
  */
-function subset(schema: JsonSchema, param: string, prefix: string): Schema {
+function part(schema: JsonSchema, param: string, prefix: string): Part {
+  const embedded = embed(normalizeSchema(schema), prefix);
+  const alone = rooted(embedded.schema, embedded.defs);
   try {
-    return namespaced(grammarSchema(schema, param), prefix) as Schema;
+    validatorFor(alone);
+  } catch (err) {
+    throw new ModelportError(
+      "MP_ERR_REQUEST_INVALID",
+      `${param}: not a valid JSON Schema: ${(err as Error).message}`,
+      {
+        param,
+      },
+    );
+  }
+  grammarOf(alone, param);
+  return embedded;
+}
+
+/** The grammar of `schema`, or a 400 naming what cannot be served. */
+function grammarOf(schema: Schema, param: string): SchemaGrammar {
+  try {
+    return schemaGrammar(schema, param);
   } catch (err) {
     if (!(err instanceof UnsupportedSchema)) throw err;
     throw new ModelportError(
       "MP_ERR_REQUEST_INVALID",
-      `${err.message}; this model's answers are generated under a grammar, which supports types, enum, const, string lengths and the date/time formats, object properties, array items and lengths, anyOf/oneOf and $ref to $defs`,
-      { param },
+      `${err.message}; see docs/LLM.md#structured-output for what a schema may use`,
+      {
+        param,
+      },
     );
   }
 }
 
-/** `v` with each $defs name and `#/$defs/NAME` ref prefixed by `prefix`. */
-function namespaced(v: unknown, prefix: string): unknown {
-  if (Array.isArray(v)) return v.map((x) => namespaced(x, prefix));
-  if (typeof v !== "object" || v === null) return v;
-  const out: Schema = {};
-  for (const [k, sub] of Object.entries(v as Schema)) {
-    if (k === "$ref" && typeof sub === "string") out.$ref = sub.replace("#/$defs/", `#/$defs/${prefix}`);
-    else if (k === "$defs")
-      out.$defs = Object.fromEntries(
-        Object.entries(sub as Schema).map(([n, d]) => [prefix + n, namespaced(d, prefix)]),
-      );
-    else out[k] = namespaced(sub, prefix);
+/**
+ * Why `text`, the whole answer generated under `plan`, cannot be sent: it does not parse, or
+ * does not satisfy the plan's schema (Ajv's words). Undefined when it can.
+ */
+export function answerProblem(plan: StructuredPlan, text: string): string | undefined {
+  if (!plan.schema) return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return `the answer is not JSON (${text.length > 80 ? `${text.slice(0, 80)}…` : text})`;
   }
-  return out;
-}
-
-/** Each function's $defs moved to the root of the envelope (refs are to #/$defs/NAME). */
-function hoistDefs(schema: Schema): Schema {
-  const defs: Schema = {};
-  const walk = (v: unknown): unknown => {
-    if (Array.isArray(v)) return v.map(walk);
-    if (typeof v !== "object" || v === null) return v;
-    const out: Schema = {};
-    for (const [k, sub] of Object.entries(v as Schema)) {
-      if (k === "$defs") Object.assign(defs, sub as Schema);
-      else out[k] = walk(sub);
-    }
-    return out;
-  };
-  const out = walk(schema) as Schema;
-  return Object.keys(defs).length ? { ...out, $defs: defs } : out;
+  return schemaProblem(plan.schema, value);
 }
 
 function hasToolHistory(messages: readonly ChatMessage[]): boolean {

@@ -1,74 +1,98 @@
-// The JSON Schema subset a grammar enforces, the tool plan built from a request, an answer cut
-// short inside its text, and the narrowed number rules.
+// JSON Schemas as grammars (what is held, what is left to validation, what is refused), client
+// schemas normalized and embedded, the tool plan built from a request, and an answer cut short
+// inside its text.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { z } from "zod";
-import { boundedNumbers } from "../../src/backends/llama-cpp/grammars.js";
 import { ModelportError } from "../../src/errors.js";
-import { grammarSchema, UnsupportedSchema } from "../../src/llm/json-schema-subset.js";
+import { schemaGrammar, UnsupportedSchema } from "../../src/llm/schema-grammar.js";
+import { embed, normalizeSchema } from "../../src/llm/schema-normalize.js";
 import { partialResponse, planStructured, readToolAnswer } from "../../src/llm/structured-output.js";
 
 const unsupported = (schema: unknown, path: RegExp) =>
   assert.throws(
-    () => grammarSchema(schema),
+    () => schemaGrammar(normalizeSchema(schema)),
     (err: unknown) => err instanceof UnsupportedSchema && path.test(err.message),
   );
 
-describe("grammarSchema", () => {
-  it("takes what zod writes for common schemas (safe-integer bounds, typed enums, nullable, optional)", () => {
+describe("schemaGrammar", () => {
+  it("takes what zod writes: ranges, formats with their patterns, nullable, optional, records", () => {
     const schema = z.toJSONSchema(
       z.object({
         name: z.string().max(20),
-        age: z.number().int(),
+        age: z.number().int().min(0).max(120),
+        score: z.number().min(0).max(1),
+        email: z.email(),
+        id: z.uuid(),
+        at: z.iso.datetime(),
         kind: z.enum(["a", "b"]),
-        tags: z.array(z.string()).optional(),
+        tags: z.array(z.string()).min(1).max(3).optional(),
         maybe: z.boolean().nullable(),
+        extra: z.record(z.string(), z.number()),
       }),
     );
-    const out = grammarSchema(schema);
-    assert.deepEqual(out, {
-      type: "object",
-      properties: {
-        name: { type: "string", maxLength: 20 },
-        age: { type: "integer" },
-        kind: { enum: ["a", "b"] },
-        tags: { type: "array", items: { type: "string" } },
-        maybe: { type: ["boolean", "null"] },
-      },
-      additionalProperties: false,
-    });
+    const g = schemaGrammar(normalizeSchema(schema));
+    assert.match(g.gbnf, /^root ::= /m);
+    // The pattern zod adds beside a format is checked by validation, not by the grammar.
+    assert.equal(g.exact, false);
+    const exact = schemaGrammar(
+      normalizeSchema(z.toJSONSchema(z.object({ n: z.number().int().min(0).max(120) }))),
+    );
+    assert.equal(exact.exact, true);
+    // 0…120: one digit, two digits, then 100…120.
+    assert.match(exact.gbnf, /\[0-9\] \| \[1-9\] \[0-9\] \| "1" \( \[0-1\] \[0-9\] \| "2" \( "0" \) \)/);
   });
 
-  it("refuses by path and name what a grammar cannot enforce", () => {
-    unsupported({ type: "integer", minimum: 0 }, /^schema\.minimum: 'minimum 0'/);
-    unsupported({ type: "number", maximum: 1e300 }, /schema\.maximum/);
+  it("refuses by path and name what neither a grammar nor validation can serve", () => {
+    unsupported({ type: "integer", minimum: 5, maximum: 3 }, /^schema: an integer range with no integer/);
     unsupported(
-      { type: "object", properties: { s: { type: "string", pattern: "^a" } } },
-      /properties\.s\.pattern/,
+      { type: "object", properties: { s: { type: "string", pattern: "^(?=a)" } } },
+      /properties\.s\.pattern: the pattern .*lookaround/,
     );
-    unsupported({ type: "string", format: "email" }, /format "email"/);
-    unsupported({ type: "array", uniqueItems: true }, /uniqueItems/);
-    unsupported({ not: { type: "string" } }, /schema\.not/);
-    unsupported({ allOf: [{ type: "string" }, { maxLength: 3 }] }, /allOf of several/);
-    unsupported({ $ref: "https://example.com/x.json" }, /\$ref/);
-    unsupported({ enum: [{ a: 1 }] }, /enum\[0\]/);
+    unsupported({ type: "string", pattern: "\\bword" }, /word boundary/);
+    unsupported({ $ref: "https://example.com/x.json" }, /\$ref: the reference/);
+    unsupported({ type: "object", properties: { n: { $ref: "#" } }, required: ["n"] }, /no way out/);
     unsupported(false, /false/);
   });
 
-  it("maps anyOf to oneOf, nullable to a null branch, definitions to $defs at the root", () => {
-    const out = grammarSchema({
-      type: "object",
-      properties: {
-        a: { $ref: "#/definitions/Item" },
-        b: { anyOf: [{ type: "string" }, { type: "integer" }] },
+  it("leaves to validation what a grammar cannot say", () => {
+    for (const schema of [
+      { type: "array", items: { type: "integer" }, uniqueItems: true },
+      { type: "integer", multipleOf: 5 },
+      { type: "number", exclusiveMinimum: 0 },
+      { not: { type: "string" } },
+      { allOf: [{ type: "string" }, { maxLength: 3 }] },
+    ])
+      assert.equal(schemaGrammar(normalizeSchema(schema)).exact, false, JSON.stringify(schema));
+  });
+});
+
+describe("normalizeSchema and embed", () => {
+  it("nullable becomes a null branch, draft-07 tuples prefixItems, references move under a prefix", () => {
+    assert.deepEqual(normalizeSchema({ type: "string", nullable: true }), {
+      anyOf: [{ type: "string" }, { type: "null" }],
+    });
+    assert.deepEqual(
+      normalizeSchema({ type: "array", items: [{ type: "string" }], additionalItems: false }),
+      {
+        type: "array",
+        prefixItems: [{ type: "string" }],
+        items: false,
       },
-      definitions: { Item: { type: "string", nullable: true, title: "dropped" } },
-    });
-    assert.deepEqual(out, {
+    );
+    const { schema, defs } = embed(
+      {
+        type: "object",
+        properties: { a: { $ref: "#/definitions/Item" }, self: { $ref: "#" } },
+        definitions: { Item: { type: "string" } },
+      },
+      "t0.",
+    );
+    assert.deepEqual(schema, {
       type: "object",
-      properties: { a: { $ref: "#/$defs/Item" }, b: { oneOf: [{ type: "string" }, { type: "integer" }] } },
-      $defs: { Item: { oneOf: [{ type: "string" }, { type: "null" }] } },
+      properties: { a: { $ref: "#/$defs/t0.Item" }, self: { $ref: "#/$defs/t0.root" } },
     });
+    assert.deepEqual(Object.keys(defs).sort(), ["t0.Item", "t0.root"]);
   });
 });
 
@@ -97,7 +121,7 @@ describe("planStructured and readToolAnswer", () => {
 
   it("auto: calls or a response; none: free text; the tool history becomes text", () => {
     const auto = planStructured({ messages, tools });
-    assert.equal((auto.schema!.oneOf as unknown[]).length, 2);
+    assert.equal((auto.schema!.anyOf as unknown[]).length, 2);
     assert.deepEqual(planStructured({ messages, tools, toolChoice: "none" }), { tools: false, messages });
     const history = planStructured({
       messages: [
@@ -134,9 +158,9 @@ describe("planStructured and readToolAnswer", () => {
     });
     const items = (
       (plan.schema!.properties as Record<string, Record<string, unknown>>).tool_calls!.items as {
-        oneOf: { properties: { arguments: { properties: { x: unknown } } } }[];
+        anyOf: { properties: { arguments: { properties: { x: unknown } } } }[];
       }
-    ).oneOf;
+    ).anyOf;
     assert.deepEqual(
       items.map((c) => c.properties.arguments.properties.x),
       [{ $ref: "#/$defs/tool0.Item" }, { $ref: "#/$defs/tool1.Item" }],
@@ -148,7 +172,7 @@ describe("planStructured and readToolAnswer", () => {
       () =>
         planStructured({
           messages,
-          tools: [{ name: "f", parameters: { type: "string", pattern: "x" } }],
+          tools: [{ name: "f", parameters: { type: "string", pattern: "(?<=a)x" } }],
           toolChoice: "required",
         }),
       (err: unknown) =>
@@ -171,19 +195,5 @@ describe("planStructured and readToolAnswer", () => {
     assert.equal(partialResponse('{ "response":"done", '), "done");
     assert.equal(partialResponse('{"response": "cut in \\u00'), "cut in ");
     assert.equal(partialResponse('{"tool_calls": ['), undefined);
-  });
-});
-
-describe("boundedNumbers", () => {
-  it("narrows node-llama-cpp's number rules so every number parses finite", () => {
-    const gbnf = [
-      'root ::= "{" integer-number-rule "}"',
-      'integer-number-rule ::= "-"? ("0" | [1-9] [0-9]{0,15}) ([eE] [-+]? ("0" | [1-9] [0-9]{0,15}))?',
-      'fractional-number-rule ::= "-"? ("0" | [1-9] [0-9]{0,15}) ("." [0-9]{1,16})? ([eE] [-+]? ("0" | [1-9] [0-9]{0,15}))?',
-    ].join("\n");
-    const out = boundedNumbers(gbnf).split("\n");
-    assert.equal(out[0], 'root ::= "{" integer-number-rule "}"');
-    assert.equal(out[1], 'integer-number-rule ::= "-"? ("0" | [1-9] [0-9]{0,14})');
-    assert.match(out[2]!, /\[eE\] \[-\+\]\? \[0-9\]\{1,2\}\)\?$/);
   });
 });

@@ -22,7 +22,7 @@ import {
 export const CHATML_TEMPLATE =
   "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
-const WORDS = (
+export const WORDS = (
   "the a an and or but if then so of to in on at by for with from into over under about " +
   "model port server token stream queue thread core byte file weight layer answer question " +
   "hello world time day night light dark fast slow small large first last next one two three " +

@@ -1,30 +1,10 @@
-// The grammars a llama-cpp model generates structured answers under (src/llm/structured-output.ts
-// plans them): node-llama-cpp turns a JSON Schema into GBNF, and the number rules are narrowed
-// here so every number parses to a finite value that keeps its digits (node-llama-cpp allows
-// 16-digit exponents, which JSON.parse reads as Infinity, and "integers" with exponents).
-// Built once per schema and kept, a bounded number of them.
-import type { Llama, LlamaGrammar } from "node-llama-cpp";
+// The grammars a llama-cpp model generates structured answers under: the GBNF text that
+// src/llm/schema-grammar.ts writes from a request's schema, parsed by llama.cpp once and kept
+// (a bounded number of them), and the check of a grammar against the model's vocabulary.
+import type { Llama, LlamaGrammar, LlamaModel } from "node-llama-cpp";
 import { ModelportError } from "../../errors.js";
 
 const MAX_GRAMMARS = 64;
-
-/** Integers within ±(10^15 − 1), exact in a double; other numbers with at most a 2-digit exponent. */
-const NUMBER_RULES: Record<string, string> = {
-  "integer-number-rule": '"-"? ("0" | [1-9] [0-9]{0,14})',
-  "fractional-number-rule": '"-"? ("0" | [1-9] [0-9]{0,14}) ("." [0-9]{1,15})? ([eE] [-+]? [0-9]{1,2})?',
-};
-
-/** `gbnf` with node-llama-cpp's number rules narrowed. */
-export function boundedNumbers(gbnf: string): string {
-  return gbnf
-    .split("\n")
-    .map((line) => {
-      const name = line.slice(0, line.indexOf(" ::= "));
-      const rule = NUMBER_RULES[name];
-      return rule === undefined ? line : `${name} ::= ${rule}`;
-    })
-    .join("\n");
-}
 
 export class Grammars {
   private readonly cache = new Map<string, Promise<LlamaGrammar>>();
@@ -32,16 +12,15 @@ export class Grammars {
   constructor(private readonly llama: Llama) {}
 
   /**
-   * The grammar for `schema` (a schema of the subset json-schema-subset.ts produces).
-   * @throws ModelportError MP_ERR_REQUEST_INVALID (with `param`) when llama.cpp cannot build it.
+   * The grammar for `gbnf` (root rule `root`).
+   * @throws ModelportError MP_ERR_REQUEST_INVALID (with `param`) when llama.cpp cannot parse it.
    */
-  async for(schema: Record<string, unknown>, param: string): Promise<LlamaGrammar> {
-    const key = JSON.stringify(schema);
-    let grammar = this.cache.get(key);
+  async for(gbnf: string, param: string): Promise<LlamaGrammar> {
+    let grammar = this.cache.get(gbnf);
     if (!grammar) {
-      grammar = this.build(schema);
-      grammar.catch(() => this.cache.delete(key));
-      this.cache.set(key, grammar);
+      grammar = this.llama.createGrammar({ grammar: gbnf });
+      grammar.catch(() => this.cache.delete(gbnf));
+      this.cache.set(gbnf, grammar);
       if (this.cache.size > MAX_GRAMMARS) this.cache.delete(this.cache.keys().next().value!);
     }
     try {
@@ -54,16 +33,33 @@ export class Grammars {
       );
     }
   }
+}
 
-  private async build(schema: Record<string, unknown>): Promise<LlamaGrammar> {
-    const base = await this.llama.createGrammarForJsonSchema(
-      schema as Parameters<Llama["createGrammarForJsonSchema"]>[0],
-    );
-    return this.llama.createGrammar({
-      grammar: boundedNumbers(base.grammar),
-      stopGenerationTriggers: base.stopGenerationTriggers,
-      trimWhitespaceSuffix: base.trimWhitespaceSuffix,
-      rootRuleName: base.rootRuleName,
-    });
+/**
+ * The ASCII characters `model` can write as one token of their own (a plain token or a byte
+ * token). A grammar that needs a character outside this set can reach a point where no token
+ * continues it; llama.cpp then fails the generation (and node-llama-cpp leaves the failure
+ * unhandled), so such a grammar is not used on this model.
+ */
+export function writableCharacters(model: LlamaModel): Set<string> {
+  const out = new Set<string>();
+  // After "a" too: SentencePiece writes a space or a newline alone only after something.
+  const before = model.tokenize("a", false, "trimLeadingSpace");
+  for (let cp = 9; cp < 127; cp++) {
+    const c = String.fromCharCode(cp);
+    const alone = model.tokenize(c, false, "trimLeadingSpace");
+    if (alone.length === 1 && model.detokenize(alone) === c) {
+      out.add(c);
+      continue;
+    }
+    const after = model.tokenize(`a${c}`, false, "trimLeadingSpace");
+    const last = after.slice(before.length);
+    if (
+      last.length === 1 &&
+      after.slice(0, before.length).every((t, i) => t === before[i]) &&
+      model.detokenize(last, false, before) === c
+    )
+      out.add(c);
   }
+  return out;
 }

@@ -32,6 +32,7 @@ import type {
 import { SlotQueue } from "../../llm/slot-queue.js";
 import { StopScanner } from "../../llm/stop-scanner.js";
 import {
+  answerProblem,
   partialResponse,
   planStructured,
   readToolAnswer,
@@ -40,7 +41,7 @@ import {
 import type { TraceParent } from "../../telemetry/propagation.js";
 import { ATTR, endSpan, SPAN, type Span, startSpan, tracing } from "../../telemetry/spans.js";
 import { llamaMetadataProblems, readGgufHeader } from "./gguf-file.js";
-import { Grammars } from "./grammars.js";
+import { Grammars, writableCharacters } from "./grammars.js";
 import { scoreTokens, withinText } from "./logprobs.js";
 
 type NodeLlamaCpp = typeof import("node-llama-cpp");
@@ -49,6 +50,16 @@ let driver: Promise<{ mod: NodeLlamaCpp; llama: Llama }> | undefined;
 
 /** Characters tokenized at a time by the early context check (refuseFarOverContext). */
 const PRECHECK_SLICE = 4096;
+
+/** Generations a structured answer may take (the first and its retries), all within max_tokens. */
+const STRUCTURED_ATTEMPTS = 3;
+
+/**
+ * A -100 logit_bias under a grammar: as unlikely as a token can be, yet still there when the
+ * grammar allows nothing else (a banned token at -Infinity there leaves llama.cpp no token to
+ * pick, and the generation fails).
+ */
+const NEVER_UNDER_GRAMMAR = -1e9;
 
 /**
  * node-llama-cpp and one Llama instance per process, loaded on first use. CPU only, never
@@ -91,6 +102,10 @@ export class LlamaCppEngine implements LanguageEngine {
   private context: LlamaContext | undefined;
   private chatWrapper: JinjaTemplateChatWrapper | undefined;
   private grammars: Grammars | undefined;
+  /** The ASCII characters one token writes alone (grammars.ts), computed on the first structured request. */
+  private writable: Set<string> | undefined;
+  /** Grammars already reported as unusable on this model, so the log says it once. */
+  private readonly unusableLogged = new Set<string>();
   /** Token ids run 0 … vocabSize − 1 (from the GGUF header). */
   private vocabSize = 0;
   private TokenBias: NodeLlamaCpp["TokenBias"] | undefined;
@@ -208,8 +223,8 @@ export class LlamaCppEngine implements LanguageEngine {
     const messages = plan.messages ?? request.messages;
     const input = messages ? this.renderChat(messages) : undefined;
     // Only a structured answer waits for its grammar: a plain request queues for a slot at once.
-    const grammar = plan.schema ? await this.grammarFor(plan) : undefined;
-    const bias = request.logitBias ? this.tokenBias(request.logitBias) : undefined;
+    const grammar = plan.grammar ? await this.grammarFor(plan) : undefined;
+    const bias = request.logitBias ? this.tokenBias(request.logitBias, grammar !== undefined) : undefined;
     const prompt = this.promptOf(request, input);
     // The golden check always starts from an empty sequence, so it evaluates the same way each time.
     const cache = capped && this.config.llm.prefixCache;
@@ -236,10 +251,30 @@ export class LlamaCppEngine implements LanguageEngine {
     }
   }
 
-  /** The grammar a plan's answer is generated under. */
+  /**
+   * The grammar a plan's answer is generated under; none for free text, and none when this
+   * model's vocabulary cannot write alone a character the grammar needs, or has no end token
+   * (the grammar could then reach a point no token continues): the answer is then generated
+   * freely and only validated.
+   */
   private async grammarFor(plan: StructuredPlan): Promise<LlamaGrammar | undefined> {
-    if (!plan.schema || !this.grammars) return undefined;
-    return this.grammars.for(plan.schema, plan.tools ? "tools" : "response_format");
+    if (!plan.grammar || !this.grammars || !this.model) return undefined;
+    this.writable ??= writableCharacters(this.model);
+    const unmet = plan.grammar.needs.unmet(this.writable);
+    const tokens = this.model.tokens;
+    if (tokens.eos === null && tokens.eot === null) unmet.push("an end-of-generation token");
+    if (unmet.length > 0) {
+      const reason = unmet.join(" ");
+      if (!this.unusableLogged.has(reason)) {
+        this.unusableLogged.add(reason);
+        this.log.warn(
+          { unmet },
+          "structured answers on this model are validated but not generated under a grammar: its vocabulary has no token of its own for what the grammar needs",
+        );
+      }
+      return undefined;
+    }
+    return this.grammars.for(plan.grammar.gbnf, plan.tools ? "tools" : "response_format");
   }
 
   /**
@@ -302,34 +337,26 @@ export class LlamaCppEngine implements LanguageEngine {
     const cap = capped ? this.config.llm.maxTokens : undefined;
     const maxTokens = Math.min(room, request.maxTokens ?? room, cap ?? room);
     const outputBefore = sequence.tokenMeter.usedOutputTokens;
-    const greedy = !request.temperature;
-    // The client's stop strings are matched on the text by StopScanner (node-llama-cpp's own
-    // triggers miss stops that cross a space between pieces); the template's end-of-turn
-    // triggers (special tokens) stay with node-llama-cpp. `halt` ends the generation early,
-    // keeping what was generated: on a stop string, or when the client or close() aborts.
-    const scanner = new StopScanner(request.stop ?? []);
-    const halt = new AbortController();
-    const onAbort = () => halt.abort();
-    signal.addEventListener("abort", onAbort, { once: true });
+    const used = () => sequence.tokenMeter.usedOutputTokens - outputBefore;
+    const { plan, grammar } = structured;
+    // A structured answer (a JSON schema or object, or the tool envelope) leaves only once it
+    // parses and validates against the whole schema; the client's stop strings do not cut it.
+    const checked = plan.schema !== undefined;
+    // Its text streams as it is generated when the grammar holds the whole schema (it can then
+    // only fail by being cut short); otherwise it is held until it validates, so a failed
+    // attempt can be retried unseen.
+    const live = !checked || (grammar !== undefined && plan.grammar?.exact === true);
     // Under a tool plan the text is the JSON envelope: an answer in words ({"response": "…) is
     // streamed as its string is decoded; calls are read once whole.
-    const { plan, grammar } = structured;
     let streamed = "";
-    const emit = !onDelta
-      ? undefined
-      : !plan.tools
-        ? onDelta
-        : () => {
-            const words = partialResponse(scanner.text);
-            if (words === undefined || words.length <= streamed.length) return;
-            onDelta(words.slice(streamed.length));
-            streamed = words;
-          };
+    const send = (text: string) => {
+      if (!onDelta || !text) return;
+      onDelta(text);
+      streamed += text;
+    };
     // node-llama-cpp detokenizes the first generated token alone, and SentencePiece drops its
     // leading space there; a completion continues its prompt, so that space belongs to the text.
-    let first: Token | undefined;
     let leadChecked = false;
-    const generated: Token[] = [];
     // Tracing on: modelport.llm.prompt until the first token comes, modelport.llm.generate from there.
     const traced = tracing.on && structured.trace !== undefined;
     const spanAttributes = { [ATTR.model]: this.name, [ATTR.promptTokens]: promptTokens };
@@ -340,111 +367,178 @@ export class LlamaCppEngine implements LanguageEngine {
         })
       : undefined;
     let generateSpan: Span | undefined;
-    const onToken = (tokens: Token[]) => {
-      first ??= tokens[0];
-      if (promptSpan !== undefined) {
-        promptSpan.end();
-        promptSpan = undefined;
-        generateSpan = startSpan(SPAN.llmGenerate, structured.trace, { ...spanAttributes });
-      }
-      if (request.logprobs) generated.push(...tokens);
-    };
     const endSpans = (err?: unknown) => {
       if (promptSpan) endSpan(promptSpan, err);
       if (generateSpan) {
-        generateSpan.setAttribute(ATTR.completionTokens, sequence.tokenMeter.usedOutputTokens - outputBefore);
+        generateSpan.setAttribute(ATTR.completionTokens, used());
         endSpan(generateSpan, err);
       }
       promptSpan = generateSpan = undefined;
     };
-    const onTextChunk = (raw: string) => {
-      let chunk = raw;
-      if (!leadChecked && !chat && first !== undefined) {
-        leadChecked = true;
-        const lost =
-          !chunk.startsWith(" ") &&
-          model.detokenize([first], false, tokens.slice(-4)).startsWith(" ") &&
-          !model.detokenize([first]).startsWith(" ");
-        if (lost) chunk = ` ${chunk}`;
-      }
-      const text = scanner.push(chunk);
-      if (text && emit) emit(text);
-      if (scanner.stopped) halt.abort();
-    };
     const { frequencyPenalty, presencePenalty } = request;
+    const greedy = !request.temperature;
+
+    /** One generation of at most `budget` tokens; `retry` > 0 samples anew (see below). */
+    const attempt = async (budget: number, retry: number) => {
+      // The client's stop strings are matched on the text by StopScanner (node-llama-cpp's own
+      // triggers miss stops that cross a space between pieces); the template's end-of-turn
+      // triggers (special tokens) stay with node-llama-cpp. `halt` ends the generation early,
+      // keeping what was generated: on a stop string, or when the client or close() aborts.
+      const scanner = new StopScanner(checked ? [] : (request.stop ?? []));
+      const halt = new AbortController();
+      const onAbort = () => halt.abort();
+      signal.addEventListener("abort", onAbort, { once: true });
+      let first: Token | undefined;
+      const generated: Token[] = [];
+      const emit =
+        !onDelta || !live
+          ? undefined
+          : !plan.tools
+            ? send
+            : () => {
+                const words = partialResponse(scanner.text);
+                if (words !== undefined && words.length > streamed.length) send(words.slice(streamed.length));
+              };
+      const onToken = (tokens: Token[]) => {
+        first ??= tokens[0];
+        if (promptSpan !== undefined) {
+          promptSpan.end();
+          promptSpan = undefined;
+          generateSpan = startSpan(SPAN.llmGenerate, structured.trace, { ...spanAttributes });
+        }
+        generated.push(...tokens);
+      };
+      const onTextChunk = (raw: string) => {
+        let chunk = raw;
+        if (!leadChecked && !chat && first !== undefined) {
+          leadChecked = true;
+          const lost =
+            !chunk.startsWith(" ") &&
+            model.detokenize([first], false, tokens.slice(-4)).startsWith(" ") &&
+            !model.detokenize([first]).startsWith(" ");
+          if (lost) chunk = ` ${chunk}`;
+        }
+        const text = scanner.push(chunk);
+        if (text && emit) emit(text);
+        if (scanner.stopped) halt.abort();
+      };
+      // A retry of a greedy request samples (temperature 1, the attempt's number as its seed),
+      // so the same request still gets the same answer.
+      const temperature = retry > 0 ? request.temperature || 1 : request.temperature;
+      const seed =
+        retry > 0 && (greedy || request.seed !== undefined) ? (request.seed ?? 0) + retry : request.seed;
+      const sampled = !!temperature;
+      try {
+        const res = await completion.generateCompletionWithMeta(tokens, {
+          maxTokens: budget,
+          ...(sampled ? { temperature } : {}),
+          ...(sampled && request.topP !== undefined ? { topP: request.topP } : {}),
+          ...(sampled && seed !== undefined ? { seed } : {}),
+          // OpenAI's frequency and presence penalties default to 0; node-llama-cpp's penalty is on by default.
+          repeatPenalty:
+            frequencyPenalty || presencePenalty
+              ? { penalty: 1, frequencyPenalty: frequencyPenalty ?? 0, presencePenalty: presencePenalty ?? 0 }
+              : false,
+          disableContextShift: true,
+          signal: halt.signal,
+          stopOnAbortSignal: true,
+          ...(chat?.stops.length ? { customStopTriggers: chat.stops } : {}),
+          ...(grammar ? { grammar } : {}),
+          ...(structured.bias ? { tokenBias: structured.bias } : {}),
+          onToken,
+          onTextChunk,
+        });
+        if (signal.aborted) throw signal.reason;
+        const tail = scanner.flush();
+        if (tail && emit) emit(tail);
+        const cut = !scanner.stopped && res.metadata.stopReason === "maxTokens";
+        return { text: scanner.text, cut, generated };
+      } finally {
+        signal.removeEventListener("abort", onAbort);
+      }
+    };
+
     try {
-      const res = await completion.generateCompletionWithMeta(tokens, {
-        maxTokens,
-        ...(greedy ? {} : { temperature: request.temperature }),
-        ...(!greedy && request.topP !== undefined ? { topP: request.topP } : {}),
-        ...(!greedy && request.seed !== undefined ? { seed: request.seed } : {}),
-        // OpenAI's frequency and presence penalties default to 0; node-llama-cpp's penalty is on by default.
-        repeatPenalty:
-          frequencyPenalty || presencePenalty
-            ? { penalty: 1, frequencyPenalty: frequencyPenalty ?? 0, presencePenalty: presencePenalty ?? 0 }
-            : false,
-        disableContextShift: true,
-        signal: halt.signal,
-        stopOnAbortSignal: true,
-        ...(chat?.stops.length ? { customStopTriggers: chat.stops } : {}),
-        ...(grammar ? { grammar } : {}),
-        ...(structured.bias ? { tokenBias: structured.bias } : {}),
-        onToken,
-        onTextChunk,
-      });
-      if (signal.aborted) throw signal.reason;
+      let run = await attempt(maxTokens, 0);
+      let problem = answerProblem(plan, run.text);
+      // An invalid structured answer is generated again while attempts and tokens are left and
+      // none of it was sent; then it ends as "length" when cut short, or as an error.
+      for (let retry = 1; problem && !run.cut && streamed === "" && retry < STRUCTURED_ATTEMPTS; retry++) {
+        const left = maxTokens - used();
+        if (left <= 0) break;
+        this.log.info(
+          { problem, attempt: retry + 1 },
+          "structured answer did not validate; generating it again",
+        );
+        run = await attempt(left, retry);
+        problem = answerProblem(plan, run.text);
+      }
       endSpans();
-      const tail = scanner.flush();
-      if (tail && emit) emit(tail);
       const usage = {
         promptTokens,
-        completionTokens: sequence.tokenMeter.usedOutputTokens - outputBefore,
+        completionTokens: used(),
         ...(cache ? { cachedTokens } : {}),
       };
-      const cut = !scanner.stopped && res.metadata.stopReason === "maxTokens";
-      if (plan.tools && !cut) {
-        const answer = readToolAnswer(scanner.text, request.responseFormat?.type === "json_schema");
+      const finishReason: FinishReason = run.cut ? "length" : "stop";
+      if (problem && !run.cut) {
+        throw new ModelportError(
+          "MP_ERR_LLM_OUTPUT_INVALID",
+          `model '${this.name}' did not write an answer that satisfies the ${plan.tools ? "tool calls' schemas" : "response format's schema"} within max_tokens (${used()} tokens, at most ${STRUCTURED_ATTEMPTS} attempts): ${problem}`,
+          { param: plan.tools ? "tools" : "response_format", completionTokens: used() },
+        );
+      }
+      if (plan.tools && !problem) {
+        const answer = readToolAnswer(run.text, request.responseFormat?.type === "json_schema");
         if (answer.toolCalls)
           return { text: "", toolCalls: answer.toolCalls, finishReason: "tool_calls", usage };
         // The rest of the answer's words (all of them when it was not a string).
-        const rest = answer.text.startsWith(streamed) ? answer.text.slice(streamed.length) : answer.text;
-        if (rest && onDelta) onDelta(rest);
-        return { text: answer.text, finishReason: "stop", usage };
-      }
-      const finishReason: FinishReason = cut ? "length" : "stop";
-      if (request.logprobs && !plan.tools) {
-        const scored = await scoreTokens(model, sequence, full, generated, request.logprobs.top);
-        return { text: scanner.text, finishReason, usage, logprobs: withinText(scored, scanner.text.length) };
+        send(answer.text.startsWith(streamed) ? answer.text.slice(streamed.length) : answer.text);
+        return { text: answer.text, finishReason, usage };
       }
       if (plan.tools) {
         // Cut short under a tool plan: an answer's text so far, else the raw text as far as it got.
-        const text = partialResponse(scanner.text) ?? scanner.text;
-        const rest = text.startsWith(streamed) ? text.slice(streamed.length) : text;
-        if (rest && onDelta) onDelta(rest);
+        const text = partialResponse(run.text) ?? run.text;
+        send(text.startsWith(streamed) ? text.slice(streamed.length) : text);
         return { text, finishReason, usage };
       }
-      return { text: scanner.text, finishReason, usage };
+      // A held answer goes out whole now.
+      if (!live) send(run.text.slice(streamed.length));
+      if (request.logprobs) {
+        const scored = await scoreTokens(model, sequence, full, run.generated, request.logprobs.top);
+        return { text: run.text, finishReason, usage, logprobs: withinText(scored, run.text.length) };
+      }
+      return { text: run.text, finishReason, usage };
     } catch (err) {
       endSpans(err);
+      if (err instanceof ModelportError && err.code === "MP_ERR_LLM_OUTPUT_INVALID") throw err;
       if (this.closed)
         throw new ModelportError("MP_ERR_SERVER_SHUTTING_DOWN", `model '${this.name}' is closing`);
       if (signal.aborted) {
-        const generated = sequence.tokenMeter.usedOutputTokens - outputBefore;
-        this.log.info({ generated, maxTokens }, "generation canceled: the client left; sequence freed");
+        this.log.info(
+          { generated: used(), maxTokens },
+          "generation canceled: the client left; sequence freed",
+        );
         throw new ModelportError("MP_ERR_REQUEST_CANCELED", "the client closed the connection");
       }
       throw new ModelportError("MP_ERR_INFERENCE_FAILED", `llama.cpp failed: ${(err as Error).message}`);
-    } finally {
-      signal.removeEventListener("abort", onAbort);
     }
   }
 
-  /** OpenAI's logit_bias as llama.cpp's: -100 never, otherwise added to the logit. */
-  private tokenBias(bias: Readonly<Record<number, number>>): InstanceType<NodeLlamaCpp["TokenBias"]> {
+  /**
+   * OpenAI's logit_bias as llama.cpp's: -100 never (under a grammar: never unless the grammar
+   * allows nothing else, NEVER_UNDER_GRAMMAR), otherwise added to the logit.
+   */
+  private tokenBias(
+    bias: Readonly<Record<number, number>>,
+    underGrammar: boolean,
+  ): InstanceType<NodeLlamaCpp["TokenBias"]> {
     const out = new this.TokenBias!(this.model!.tokenizer);
     for (const [key, value] of Object.entries(bias)) {
       const token = this.checkedTokens([Number(key)], "logit_bias")[0]!;
-      out.set(token, value <= -100 ? "never" : { logit: value });
+      out.set(
+        token,
+        value > -100 ? { logit: value } : underGrammar ? { logit: NEVER_UNDER_GRAMMAR } : "never",
+      );
     }
     return out;
   }
