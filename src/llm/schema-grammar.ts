@@ -13,7 +13,9 @@
 // against the whole schema (answer-validator.ts) before it leaves. A schema no finite value
 // satisfies, a pattern feature no grammar holds, or a reference outside the document is refused
 // by name (UnsupportedSchema).
+
 import { literal, Needs, repetition } from "./gbnf.js";
+import { grammarProblem } from "./grammar-problem.js";
 import { decimalRange, INTEGER_LIMIT, integerRange } from "./integer-ranges.js";
 import { patternGrammar, UnsupportedPattern } from "./regex-grammar.js";
 
@@ -569,118 +571,4 @@ export function schemaGrammar(schema: unknown, path = "schema"): SchemaGrammar {
   const problem = grammarProblem(b.rules);
   if (problem) throw new UnsupportedSchema(path, problem);
   return { gbnf, exact: b.exact, needs: b.needs };
-}
-
-/**
- * Why the grammar could not be used: a rule that can never finish (a recursion with no way
- * out: no finite value satisfies the schema), or one that refers to itself before writing
- * anything (llama.cpp refuses left recursion). Undefined when it can.
- */
-function grammarProblem(rules: ReadonlyMap<string, string>): string | undefined {
-  type Item = { kind: "t" } | { kind: "ref"; name: string } | { kind: "group"; alts: Item[][]; min: number };
-  const parseBody = (text: string): Item[][] => {
-    let i = 0;
-    const alts = (): Item[][] => {
-      const out: Item[][] = [[]];
-      while (i < text.length) {
-        const c = text[i]!;
-        if (c === " ") i++;
-        else if (c === "|") {
-          i++;
-          out.push([]);
-        } else if (c === ")") break;
-        else {
-          let item: Item;
-          if (c === '"') {
-            i++;
-            while (text[i] !== '"') i += text[i] === "\\" ? 2 : 1;
-            i++;
-            item = { kind: "t" };
-          } else if (c === "[") {
-            i++;
-            while (text[i] !== "]") i += text[i] === "\\" ? 2 : 1;
-            i++;
-            item = { kind: "t" };
-          } else if (c === "(") {
-            i++;
-            const inner = alts();
-            i++;
-            item = { kind: "group", alts: inner, min: 1 };
-          } else {
-            const m = /^[a-zA-Z0-9-]+/.exec(text.slice(i))!;
-            i += m[0].length;
-            item = { kind: "ref", name: m[0] };
-          }
-          const q = /^(\?|\*|\+|\{(\d+)(,\d*)?\})/.exec(text.slice(i));
-          if (q) {
-            i += q[0].length;
-            const min = q[0] === "?" || q[0] === "*" ? 0 : q[0] === "+" ? 1 : Number(q[2]);
-            item = { kind: "group", alts: [[item]], min };
-          }
-          out.at(-1)!.push(item);
-        }
-      }
-      return out;
-    };
-    return alts();
-  };
-  const parsed = new Map([...rules].map(([name, body]) => [name, parseBody(body)]));
-  // Rules that can finish (derive a finite text), by fixed point.
-  const finite = new Set<string>();
-  const can = (item: Item): boolean =>
-    item.kind === "t"
-      ? true
-      : item.kind === "ref"
-        ? finite.has(item.name)
-        : item.min === 0 || item.alts.some((seq) => seq.every(can));
-  for (let changed = true; changed; ) {
-    changed = false;
-    for (const [name, alts] of parsed)
-      if (!finite.has(name) && alts.some((seq) => seq.every(can))) {
-        finite.add(name);
-        changed = true;
-      }
-  }
-  if (!finite.has("root")) return "a recursion with no way out (no finite value satisfies the schema)";
-  // Rules that can write nothing, by fixed point; then the rules each can start with.
-  const empty = new Set<string>();
-  const nothing = (item: Item): boolean =>
-    item.kind === "t"
-      ? false
-      : item.kind === "ref"
-        ? empty.has(item.name)
-        : item.min === 0 || item.alts.some((seq) => seq.every(nothing));
-  for (let changed = true; changed; ) {
-    changed = false;
-    for (const [name, alts] of parsed)
-      if (!empty.has(name) && alts.some((seq) => seq.every(nothing))) {
-        empty.add(name);
-        changed = true;
-      }
-  }
-  const starts = new Map<string, Set<string>>();
-  const collect = (seq: Item[], out: Set<string>) => {
-    for (const item of seq) {
-      if (item.kind === "ref") out.add(item.name);
-      else if (item.kind === "group") for (const inner of item.alts) collect(inner, out);
-      if (!nothing(item)) break;
-    }
-  };
-  for (const [name, alts] of parsed) {
-    const out = new Set<string>();
-    for (const seq of alts) collect(seq, out);
-    starts.set(name, out);
-  }
-  const state = new Map<string, 1 | 2>();
-  const cyclic = (name: string): boolean => {
-    if (state.get(name) === 2) return false;
-    if (state.get(name) === 1) return true;
-    state.set(name, 1);
-    for (const next of starts.get(name) ?? []) if (cyclic(next)) return true;
-    state.set(name, 2);
-    return false;
-  };
-  for (const name of parsed.keys())
-    if (cyclic(name)) return "a reference that comes back to itself before writing anything (left recursion)";
-  return undefined;
 }
