@@ -9,7 +9,8 @@ export const COST_HELP = `Usage: modelport cost [URL] [options]
 Reads URL/metrics of a running modelport (default http://127.0.0.1:8080) and prints, per model:
 requests counted, cost per 1,000 requests, compute ms per request, tokens per request and the
 total so far. Local models cost machine time × pricePerHour (a batch's time is shared among its
-requests); upstream models cost tokens × pricePerMillionInputTokens / pricePerMillionOutputTokens.
+requests; a llama.cpp generation's is its share of the model's busy time), plus tokens ×
+pricePerMillionInputTokens / pricePerMillionOutputTokens where set; upstream models cost tokens only.
 Set the prices in the config (docs/Cost.md); without them time and tokens are still shown.
 
 With --by key: usage per API key name and model for a period, from URL/v1/usage (kept by the
@@ -107,10 +108,17 @@ export function costFromMetrics(text: string): (CostSnapshot & { model: string }
     .map(([model, t]) => ({ model, ...summarize(t) }));
 }
 
-function money(x: number): string {
+/**
+ * Dollars as a reader wants them: cents from $1 up, else three significant digits in fixed
+ * notation ($0.000000299, never $2.99e-7).
+ */
+export function money(x: number): string {
   if (x === 0) return "$0";
+  if (x < 0) return `-${money(-x)}`;
   if (x >= 1) return `$${x.toFixed(2)}`;
-  return `$${x.toPrecision(3)}`;
+  // Decimals that keep three significant digits: the zeros after the point, plus three.
+  const decimals = Math.min(100, Math.max(2, 2 - Math.floor(Math.log10(x))));
+  return `$${x.toFixed(decimals)}`;
 }
 
 /** The side-by-side table `modelport cost` prints. */
@@ -167,7 +175,7 @@ export async function cost(args: string[]): Promise<number> {
   }
   process.stdout.write(`${costTable(rows)}\n`);
   process.stdout.write(
-    "Local models: machine time × pricePerHour; upstream: tokens × per-million prices (docs/Cost.md).\n",
+    "Local models: machine time × pricePerHour (+ tokens × per-million prices where set); upstream: tokens × per-million prices (docs/Cost.md).\n",
   );
   return 0;
 }

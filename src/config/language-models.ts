@@ -30,6 +30,12 @@ export function resolveLanguageModel(
   } else if (m.backend !== "upstream" && m.upstream) {
     problems.push(`${where}.upstream: applies only to backend upstream`);
   }
+  // Waiting on an upstream is not machine time: its price is its tokens' (docs/Cost.md).
+  if (m.backend === "upstream" && m.pricePerHour !== undefined) {
+    problems.push(
+      `${where}.pricePerHour: an upstream model uses no machine time here; price its tokens with pricePerMillionInputTokens / pricePerMillionOutputTokens`,
+    );
+  }
   // llama-cpp reads one .gguf file; the other language backends check their own paths
   // (a folder for transformers, a URL for upstream) when they start.
   // The API tier (role api) loads no weights: its machine need not hold the files.
@@ -61,9 +67,11 @@ export function resolveLanguageModel(
     ...(m.idleUnloadMs !== undefined ? { idleUnloadMs: m.idleUnloadMs } : {}),
     options: Object.freeze({ ...m.options }),
     ...(m.description ? { description: m.description } : {}),
-    // Embeddings (transformers) are batched like tensor models; cost settings (docs/Cost.md).
+    // Embeddings (transformers) are batched like tensor models; cost settings (docs/Cost.md):
+    // local models' machine time at their price or the server's, tokens wherever priced.
     batching: withBatchDefaults(m.batching, "embeddings"),
-    pricePerHour: m.pricePerHour ?? serverPricePerHour,
+    ...(m.backend !== "upstream" ? { pricePerHour: m.pricePerHour ?? serverPricePerHour } : {}),
+    ...(m.batchPriceFactor !== undefined ? { batchPriceFactor: m.batchPriceFactor } : {}),
     ...(m.pricePerMillionInputTokens !== undefined
       ? { pricePerMillionInputTokens: m.pricePerMillionInputTokens }
       : {}),

@@ -286,9 +286,19 @@ export function resolveEntry(
   }
   if (m.llm !== undefined)
     problems.push(`${where}.llm: applies only to backends llama-cpp, transformers and upstream`);
+  for (const key of ["pricePerMillionInputTokens", "pricePerMillionOutputTokens"] as const) {
+    if (m[key] !== undefined)
+      problems.push(
+        `${where}.${key}: applies only to language models (a tensor model costs machine time, pricePerHour)`,
+      );
+  }
   const model = resolveModel(m, where, ctx.baseDir, ctx.limits, problems, ctx.server.role);
   // Machine-hour price for cost per request: the model's own, else the server's default.
-  return Object.freeze({ ...model, pricePerHour: m.pricePerHour ?? ctx.server.pricePerHour });
+  return Object.freeze({
+    ...model,
+    pricePerHour: m.pricePerHour ?? ctx.server.pricePerHour,
+    ...(m.batchPriceFactor !== undefined ? { batchPriceFactor: m.batchPriceFactor } : {}),
+  });
 }
 
 type ParsedModel = z.output<typeof configSchema>["models"][number];

@@ -285,12 +285,17 @@ export const modelSchema = z
     llm: llmSchema.optional(),
     options: z.record(z.string(), z.unknown()).default({}),
     description: z.string().optional(),
-    /** Dollars per machine-hour for this model's compute (cost per request); default server.pricePerHour. */
+    /**
+     * Dollars per machine-hour for this model's compute (cost per request); default
+     * server.pricePerHour. Local models only: an upstream model is refused with it.
+     */
     pricePerHour: z.number().nonnegative().optional(),
-    /** Upstream models: dollars per million prompt tokens. */
+    /** Language models (upstream, llama-cpp, transformers): dollars per million prompt tokens. */
     pricePerMillionInputTokens: z.number().nonnegative().optional(),
-    /** Upstream models: dollars per million completion tokens. */
+    /** Language models: dollars per million completion tokens. */
     pricePerMillionOutputTokens: z.number().nonnegative().optional(),
+    /** Work run as a job is counted at this fraction of the price (0.5: half, as hosted batch APIs charge). */
+    batchPriceFactor: z.number().nonnegative().optional(),
     /** backend upstream: the OpenAI-compatible service requests are forwarded to (src/backends/upstream/). */
     upstream: upstreamSchema.optional(),
     /** Record this model's request/response pairs (docs/Capture.md); needs server.capture. */
@@ -651,6 +656,8 @@ export interface ModelConfig {
   readonly description?: string;
   /** Dollars per machine-hour (the model's own, else server.pricePerHour); for cost per request. */
   readonly pricePerHour?: number;
+  /** Jobs are counted at this fraction of the price; absent: 1 (docs/Cost.md). */
+  readonly batchPriceFactor?: number;
   /** "lazy": loaded on first use; absent: at start-up. */
   readonly load?: "eager" | "lazy";
   readonly idleUnloadMs?: number;
@@ -677,8 +684,13 @@ export interface LanguageModelConfig {
   readonly description?: string;
   /** backend transformers: batching of concurrent embedding requests (as for tensor models). */
   readonly batching?: Readonly<BatchingConfig>;
-  /** Cost per request (src/metrics/cost.ts): local models use pricePerHour, upstream ones token prices. */
+  /**
+   * Cost per request (src/metrics/cost.ts): local models' machine time at pricePerHour (absent on
+   * upstream models), plus tokens at the per-million prices where set.
+   */
   readonly pricePerHour?: number;
+  /** Jobs are counted at this fraction of the price; absent: 1. */
+  readonly batchPriceFactor?: number;
   /** "lazy": loaded on first use; absent: at start-up. */
   readonly load?: "eager" | "lazy";
   readonly idleUnloadMs?: number;

@@ -24,7 +24,7 @@ import {
 } from "../config/schema.js";
 import type { ModelportError } from "../errors.js";
 import type { EmbedInput, EmbedOptions, EmbedResult } from "../llm/language-model.js";
-import { CostMeter } from "../metrics/cost.js";
+import { CostMeter, pricesOf } from "../metrics/cost.js";
 import type { Metrics } from "../metrics/metrics.js";
 import type { Batcher } from "../runner/batcher.js";
 import { ProcessRunner } from "../runner/process-runner.js";
@@ -112,7 +112,8 @@ export class LocalTensorModel implements ServedModel {
     this.runner = (options.runnerFactory ?? defaultRunnerFactory)(run);
     this.runner.onComputed?.((outputs, ms) => this.batcher?.observeCompute(outputs, ms));
     const metrics = options.metrics;
-    this.cost = new CostMeter(config.name, { pricePerHour: run.pricePerHour }, metrics?.cost);
+    // Machine time at pricePerHour; an embeddings model's tokens at its per-million prices too.
+    this.cost = new CostMeter(config.name, pricesOf(config), metrics?.cost);
     const minRecycleIntervalMs = options.minRecycleIntervalMs ?? MIN_RECYCLE_INTERVAL_MS;
     this.lifecycle = new ModelLifecycle(
       {

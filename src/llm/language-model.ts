@@ -160,6 +160,13 @@ export interface GenerateOptions {
   readonly onDelta?: (text: string) => void;
   /** The caller's place in a trace: prompt and generation spans are its children; an upstream call carries it. */
   readonly trace?: TraceParent | undefined;
+  /**
+   * Hears the generation's share of the model's machine time (ms; local models, once it ends,
+   * answered or not): what usage per key prices (src/metrics/cost.ts).
+   */
+  readonly onCompute?: (ms: number) => void;
+  /** Work run as a job: counted at the model's batchPriceFactor (docs/Cost.md). */
+  readonly background?: boolean;
 }
 
 /** One input to embed: a text, or token ids of the model's tokenizer (passed on by upstream models). */

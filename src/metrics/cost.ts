@@ -1,18 +1,50 @@
 // What a request costs, so a user can compare self-hosting with a hosted API. Local models
-// (tensor models and embedding models behind a batcher) cost machine time: a batch's time is
-// shared among its rows, and time × the configured machine-hour price is the bill. Upstream
-// models cost tokens × the provider's per-million prices. Totals go to Prometheus
-// (modelport_cost_*) and to each model's stats; `modelport cost` reads them back.
+// (tensor models and embedding models behind a batcher, llama.cpp models) cost machine time: a
+// batch's time is shared among its rows, a generation's is its sequence's share of the model's
+// busy time (src/llm/busy-time-split.ts), and time × the configured machine-hour price is the
+// bill. Tokens cost the per-million prices where they are set (upstream models: only those).
+// Work run as a job is counted at the model's batchPriceFactor. requestCost() is the one price
+// function; totals go to Prometheus (modelport_cost_*) and to each model's stats; `modelport
+// cost` reads them back.
 import type { FastCounter } from "./fast-metrics.js";
 
 /** Prices from config; absent ones count as 0 (time and tokens are still measured). */
 export interface Prices {
   /** Dollars per machine-hour, for local models. */
   readonly pricePerHour?: number | undefined;
-  /** Dollars per million prompt tokens, for upstream models. */
+  /** Dollars per million prompt tokens (upstream and language models; adds to the time's price). */
   readonly pricePerMillionInputTokens?: number | undefined;
-  /** Dollars per million completion tokens, for upstream models. */
+  /** Dollars per million completion tokens (upstream and language models). */
   readonly pricePerMillionOutputTokens?: number | undefined;
+  /** What work run as a job (in the background) pays, as a fraction of the price (absent: 1). */
+  readonly batchPriceFactor?: number | undefined;
+}
+
+/** Only the price fields of a model's config (what its stats show as `prices`). */
+export function pricesOf(c: Prices): Prices {
+  const out: {
+    pricePerHour?: number;
+    pricePerMillionInputTokens?: number;
+    pricePerMillionOutputTokens?: number;
+    batchPriceFactor?: number;
+  } = {};
+  if (c.pricePerHour !== undefined) out.pricePerHour = c.pricePerHour;
+  if (c.pricePerMillionInputTokens !== undefined)
+    out.pricePerMillionInputTokens = c.pricePerMillionInputTokens;
+  if (c.pricePerMillionOutputTokens !== undefined)
+    out.pricePerMillionOutputTokens = c.pricePerMillionOutputTokens;
+  if (c.batchPriceFactor !== undefined) out.batchPriceFactor = c.batchPriceFactor;
+  return Object.freeze(out);
+}
+
+/** What one request (or one batch's share, or one job attempt) used, to be priced. */
+export interface Used {
+  readonly inputTokens?: number;
+  readonly outputTokens?: number;
+  /** Machine time, ms (local models); an upstream's wall time is not priced. */
+  readonly ms?: number;
+  /** Run as a job: priced at batchPriceFactor. */
+  readonly background?: boolean;
 }
 
 const MS_PER_HOUR = 3_600_000;
@@ -29,6 +61,20 @@ export function tokenCost(inputTokens: number, outputTokens: number, prices: Pri
       outputTokens * (prices.pricePerMillionOutputTokens ?? 0)) /
     1_000_000
   );
+}
+
+/**
+ * The dollars of what a request used: machine time × pricePerHour plus tokens × per-million
+ * prices (both add up when both are set), × batchPriceFactor for background work. Every figure
+ * of cost (the model's meter, usage per key, jobs) is priced here.
+ */
+export function requestCost(prices: Prices, used: Used): number {
+  const dollars =
+    timeCost(used.ms ?? 0, prices.pricePerHour) +
+    tokenCost(used.inputTokens ?? 0, used.outputTokens ?? 0, prices);
+  return used.background && prices.batchPriceFactor !== undefined
+    ? dollars * prices.batchPriceFactor
+    : dollars;
 }
 
 /**
@@ -128,7 +174,7 @@ export class CostMeter {
 
   /** A local batch: `ms` of machine time for `requests` requests (the time is theirs in total). */
   batch(requests: number, ms: number): void {
-    const dollars = timeCost(ms, this.prices.pricePerHour);
+    const dollars = requestCost(this.prices, { ms });
     this.requests += requests;
     this.computeMs += ms;
     this.dollars += dollars;
@@ -139,9 +185,12 @@ export class CostMeter {
     }
   }
 
-  /** An upstream request: its tokens at the configured prices, and its wall time as "compute". */
-  tokens(inputTokens: number, outputTokens: number, ms = 0): void {
-    const dollars = tokenCost(inputTokens, outputTokens, this.prices);
+  /**
+   * One request with tokens: an upstream's (its wall time as "compute", not priced: an upstream
+   * has no pricePerHour) or a generation's (its share of the machine time). `background`: a job's.
+   */
+  tokens(inputTokens: number, outputTokens: number, ms = 0, background = false): void {
+    const dollars = requestCost(this.prices, { inputTokens, outputTokens, ms, background });
     this.requests += 1;
     this.computeMs += ms;
     this.inputTokens += inputTokens;
@@ -156,10 +205,18 @@ export class CostMeter {
     this.tokenCounters?.output.inc(outputTokens);
   }
 
-  /** Counts prompt tokens of local requests (embeddings), which cost time, not tokens. */
+  /**
+   * Counts tokens of batched requests (embeddings), whose time the batches count: priced at the
+   * per-million prices where they are set.
+   */
   countTokens(inputTokens: number, outputTokens = 0): void {
+    const dollars = tokenCost(inputTokens, outputTokens, this.prices);
     this.inputTokens += inputTokens;
     this.outputTokens += outputTokens;
+    if (dollars > 0) {
+      this.dollars += dollars;
+      this.counters?.dollars.inc(dollars);
+    }
     this.tokenCounters?.input.inc(inputTokens);
     this.tokenCounters?.output.inc(outputTokens);
   }

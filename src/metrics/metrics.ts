@@ -124,17 +124,17 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  /** Cost per model (src/metrics/cost.ts): machine time × pricePerHour, or tokens × per-million prices. */
+  /** Cost per model (src/metrics/cost.ts): machine time × pricePerHour plus tokens × per-million prices. */
   readonly cost = {
     dollars: new FastCounter({
       name: "modelport_cost_dollars_total",
-      help: "Estimated cost in dollars: local models' compute time × pricePerHour, upstream models' tokens × prices.",
+      help: "Estimated cost in dollars: local models' compute time × pricePerHour, plus tokens × per-million prices where set (upstream models: tokens only).",
       labelNames: ["model"] as const,
       registers: [this.registry],
     }),
     computeSeconds: new FastCounter({
       name: "modelport_cost_compute_seconds_total",
-      help: "Machine time of the model's batches (local), or wall time of upstream calls.",
+      help: "Machine time of the model's batches or generations (local; a llama.cpp generation's share of the model's busy time), or wall time of upstream calls.",
       labelNames: ["model"] as const,
       registers: [this.registry],
     }),
@@ -177,13 +177,13 @@ export class Metrics {
     }),
     computeSeconds: new FastCounter({
       name: "modelport_key_compute_seconds_total",
-      help: "Machine time (local models' share of their batches; generation time) per API key name and model.",
+      help: "Machine time (local models' share of their batches; a generation's share of its model's busy time; an upstream's wall time) per API key name and model.",
       labelNames: ["key", "model"] as const,
       registers: [this.registry],
     }),
     dollars: new FastCounter({
       name: "modelport_key_cost_dollars_total",
-      help: "Estimated dollars per API key name and model (compute × pricePerHour, or tokens × prices).",
+      help: "Estimated dollars per API key name and model (compute × pricePerHour plus tokens × prices; jobs at batchPriceFactor).",
       labelNames: ["key", "model"] as const,
       registers: [this.registry],
     }),

@@ -170,7 +170,8 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
             usage.record(
               owner,
               model,
-              usageCost(catalogue, config, model, { ...used, promptTokens: 0, completionTokens: 0 }),
+              // A job's work is background work: priced at the model's batchPriceFactor.
+              usageCost(catalogue, config, model, { ...used, promptTokens: 0, completionTokens: 0 }, true),
             ),
         }
       : {}),

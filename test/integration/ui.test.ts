@@ -1,7 +1,8 @@
 // The dashboard (/ui, docs/Dashboard.md) in a real browser (Debian's chromium driven by
 // playwright-core) against real listening servers: the README's new-user path (open /ui, enter
 // the key, run "try it" on every example tensor model of examples/modelport.yaml), the model
-// list, live charts that move after traffic, a streamed chat reply from the tiny GGUF model, and
+// list, live charts that move after traffic, a streamed chat reply from the tiny GGUF model and
+// its cost (priced here) in the cost table as /metrics has it, and
 // the jobs browser (list, filter, cancel, retry, result) on a keyless server; and the page for a key
 // limited to one model, whose charts and cost come from its own series only. The screenshot in
 // docs/ui.png is taken here (UPDATE_SCREENSHOT=1). Without /usr/bin/chromium this test fails, it does not skip.
@@ -12,6 +13,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { Browser, Page } from "playwright-core";
 import { parse, stringify } from "yaml";
+import { parsePrometheus } from "../../src/cli/cost.js";
 import { createKey } from "../../src/tenants/key-file.js";
 import { defaultText, predictBody, type TensorSpec } from "../../ui/src/forms.js";
 import {
@@ -48,6 +50,14 @@ function examplesConfig(models: string, dir: string): string {
     if (typeof m.options?.model === "string")
       m.options.model = join(models, String(m.options.model).replace(/^.*\//, ""));
   }
+  // The language model is priced (machine time and tokens), so its cost shows in dollars.
+  const llm = config.models.find((m) => m.name === "tiny-llama");
+  if (llm)
+    Object.assign(llm, {
+      pricePerHour: 3600,
+      pricePerMillionInputTokens: 1000,
+      pricePerMillionOutputTokens: 2000,
+    });
   exampleModels = config.models.map((m) => ({ name: m.name, ...(m.backend ? { backend: m.backend } : {}) }));
   scopedKey = createKey(join(dir, "keys.yaml"), "churn-team", { models: ["churn-tree"] }).key;
   const file = join(dir, "modelport.yaml");
@@ -191,6 +201,28 @@ describe("dashboard at /ui", () => {
       async () => (await peak(page, "chart-tokens")) > 0,
       WAIT,
     );
+    // The model's cost row shows /metrics' figures for it: dollars (to the 8 decimals shown) and tokens.
+    const row = page.locator(`[data-test=cost] tr[data-model="tiny-llama"]`);
+    let last = "";
+    await until(
+      "the chat's cost in the cost table, as /metrics has it",
+      async () => {
+        const samples = parsePrometheus(await (await fetch(`${srv.url}/metrics`, { headers: auth })).text());
+        const value = (name: string, kind?: string) =>
+          samples
+            .filter(
+              (s) => s.name === name && s.labels.model === "tiny-llama" && (!kind || s.labels.kind === kind),
+            )
+            .reduce((sum, s) => sum + s.value, 0);
+        const dollars = value("modelport_cost_dollars_total");
+        const tokens = `${value("modelport_cost_tokens_total", "input")} / ${value("modelport_cost_tokens_total", "output")}`;
+        const shown = Number(await row.locator("[data-test=cost-dollars]").textContent());
+        const shownTokens = (await row.locator("[data-test=cost-tokens]").textContent()) ?? "";
+        last = JSON.stringify({ dollars, shown, tokens, shownTokens });
+        return dollars > 0 && Math.abs(shown - dollars) <= 5e-9 && shownTokens === tokens;
+      },
+      WAIT,
+    ).catch((err: Error) => assert.fail(`${err.message}: ${last}`));
   });
 
   it("jobs submitted through the API show in the list; the screenshot for docs/ui.png", async () => {

@@ -1,10 +1,18 @@
 // The cost arithmetic: machine time × pricePerHour for local models (a batch's time shared
-// among its requests), tokens × per-million prices for upstream ones, and the derived
-// figures `modelport cost` prints.
+// among its requests), tokens × per-million prices (upstream models, and language models where
+// set), the batch price factor of jobs, and the figures `modelport cost` prints.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { costFromMetrics, costTable, parsePrometheus } from "../../src/cli/cost.js";
-import { CostMeter, shareBatchTime, summarize, timeCost, tokenCost } from "../../src/metrics/cost.js";
+import { costFromMetrics, costTable, money, parsePrometheus } from "../../src/cli/cost.js";
+import {
+  CostMeter,
+  pricesOf,
+  requestCost,
+  shareBatchTime,
+  summarize,
+  timeCost,
+  tokenCost,
+} from "../../src/metrics/cost.js";
 import { Metrics } from "../../src/metrics/metrics.js";
 
 const close = (a: number, b: number, eps = 1e-12) => assert.ok(Math.abs(a - b) <= eps, `${a} ≈ ${b}`);
@@ -51,6 +59,63 @@ describe("cost arithmetic", () => {
     close(s.dollars, (4000 * 1 + 500 * 2) / 1e6);
     close(s.costPer1000Requests, ((4000 + 1000) / 1e6 / 2) * 1000);
     close(s.computeMsPerRequest, 50);
+  });
+
+  it("requestCost adds machine time and tokens, and prices background work at batchPriceFactor", () => {
+    const prices = { pricePerHour: 3.6, pricePerMillionInputTokens: 2, pricePerMillionOutputTokens: 10 };
+    // 1,000 ms at $3.60/h = $0.001; 500 prompt tokens at $2/M = $0.001; 100 completion at $10/M = $0.001.
+    const used = { inputTokens: 500, outputTokens: 100, ms: 1000 };
+    close(requestCost(prices, used), 0.003);
+    close(requestCost(prices, { ...used, background: true }), 0.003, 1e-15);
+    close(requestCost({ ...prices, batchPriceFactor: 0.5 }, { ...used, background: true }), 0.0015);
+    close(requestCost({ ...prices, batchPriceFactor: 0.5 }, used), 0.003);
+    close(requestCost({ pricePerHour: 3.6 }, { ms: 1000, inputTokens: 1e9 }), 0.001);
+    close(requestCost({ pricePerMillionInputTokens: 1 }, { ms: 1e9, inputTokens: 1e6 }), 1);
+    assert.equal(requestCost({}, used), 0);
+  });
+
+  it("pricesOf keeps only the price fields of a model's config", () => {
+    const config = {
+      name: "m",
+      threads: 2,
+      pricePerHour: 1,
+      batchPriceFactor: 0.5,
+      pricePerMillionInputTokens: 3,
+    };
+    assert.deepEqual(pricesOf(config), {
+      pricePerHour: 1,
+      batchPriceFactor: 0.5,
+      pricePerMillionInputTokens: 3,
+    });
+    assert.deepEqual(pricesOf({}), {});
+  });
+
+  it("a meter of a language model prices time and tokens, a job's at the batch factor", () => {
+    const prices = {
+      pricePerHour: 3.6,
+      pricePerMillionInputTokens: 2,
+      pricePerMillionOutputTokens: 10,
+      batchPriceFactor: 0.5,
+    };
+    const m = new CostMeter("llm", prices);
+    m.tokens(500, 100, 1000); // $0.003
+    m.tokens(500, 100, 1000, true); // $0.0015
+    const s = m.snapshot();
+    assert.equal(s.requests, 2);
+    assert.equal(s.computeMs, 2000);
+    assert.equal(s.inputTokens, 1000);
+    assert.equal(s.outputTokens, 200);
+    close(s.dollars, 0.0045);
+  });
+
+  it("a meter prices batched requests' tokens where token prices are set (embeddings)", () => {
+    const m = new CostMeter("e", { pricePerHour: 3.6, pricePerMillionInputTokens: 2 });
+    m.batch(2, 1000);
+    m.countTokens(500);
+    const s = m.snapshot();
+    assert.equal(s.requests, 2);
+    assert.equal(s.inputTokens, 500);
+    close(s.dollars, 0.002);
   });
 
   it("summarize gives zeros before the first request", () => {
@@ -106,6 +171,21 @@ describe("modelport cost: reading /metrics", () => {
       /^model\s+requests\s+cost \/ 1,000 req\s+compute ms \/ req\s+tokens \/ req\s+total$/,
     );
     assert.match(table[1]!, /^a\s+2000\s+\$0\.00200\s+1\.000\s+0\.0\s+\$0\.00400$/);
+  });
+
+  it("prints small dollar amounts in fixed notation with three significant digits", () => {
+    assert.equal(money(2.99e-7), "$0.000000299");
+    assert.equal(money(7.9e-6), "$0.00000790");
+    assert.equal(money(0.0123), "$0.0123");
+    assert.equal(money(0.5), "$0.500");
+    assert.equal(money(1e-12), "$0.00000000000100");
+    assert.equal(money(12.345), "$12.35");
+    assert.equal(money(0), "$0");
+    const table = costTable([
+      { model: "llm", ...summarize({ requests: 1, computeMs: 1, dollars: 2.99e-7 }) },
+    ]);
+    assert.doesNotMatch(table, /e-/);
+    assert.match(table, /\$0\.000000299$/);
   });
 
   it("parses label values with escapes", () => {

@@ -70,4 +70,48 @@ describe("language model config", () => {
     const bad = yaml("d.yaml", "models:\n  - {name: m, path: m.gguf, llm: {sequence: 2}}\n");
     assert.throws(() => loadConfig({ file: bad, cores: 2 }), /models\[0\]\.llm/);
   });
+
+  it("prices: a llama.cpp model keeps pricePerHour (else the server's), token prices and batchPriceFactor", () => {
+    const file = yaml(
+      "prices.yaml",
+      [
+        "server: {pricePerHour: 0.5}",
+        "models:",
+        "  - {name: m, path: m.gguf, pricePerHour: 2, pricePerMillionInputTokens: 1, pricePerMillionOutputTokens: 3, batchPriceFactor: 0.5}",
+        "  - {name: n, path: m.gguf}",
+        "  - {name: t, path: t.onnx, batchPriceFactor: 0.25}",
+        "",
+      ].join("\n"),
+    );
+    const c = loadConfig({ file, cores: 4 });
+    const [m, n] = c.languageModels!;
+    assert.equal(m?.pricePerHour, 2);
+    assert.equal(m?.pricePerMillionInputTokens, 1);
+    assert.equal(m?.pricePerMillionOutputTokens, 3);
+    assert.equal(m?.batchPriceFactor, 0.5);
+    assert.equal(n?.pricePerHour, 0.5);
+    assert.equal(c.models[0]?.batchPriceFactor, 0.25);
+  });
+
+  it("refuses pricePerHour on an upstream model and token prices on a tensor model, naming the key", () => {
+    const file = yaml(
+      "bad-prices.yaml",
+      [
+        "models:",
+        "  - {name: u, backend: upstream, upstream: {url: 'https://api.example.com/v1'}, pricePerHour: 1}",
+        "  - {name: t, path: t.onnx, pricePerMillionInputTokens: 1}",
+        "",
+      ].join("\n"),
+    );
+    assert.throws(
+      () => loadConfig({ file, cores: 2 }),
+      (err: unknown) => {
+        assert.ok(err instanceof ConfigError);
+        const all = err.problems.join("\n");
+        assert.match(all, /models\[0\]\.pricePerHour: an upstream model uses no machine time/);
+        assert.match(all, /models\[1\]\.pricePerMillionInputTokens: applies only to language models/);
+        return true;
+      },
+    );
+  });
 });

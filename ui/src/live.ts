@@ -66,7 +66,7 @@ function Chart({ title, lines, unit, test, note, elsewhere }: ChartProps) {
 function CostTable({ rows, api }: { rows: ModelCost[]; api: boolean }) {
   return html`<section class="card">
     <h2>Cost per model</h2>
-    <p class="muted">Since the server started: machine time × pricePerHour, or tokens × price (docs/Cost.md).</p>
+    <p class="muted">Since the server started: machine time × pricePerHour, plus tokens × per-million prices where set (docs/Cost.md).</p>
     ${
       api
         ? html`<p class="muted" data-test="cost-elsewhere">This is an API tier: models that run on the
@@ -77,10 +77,11 @@ function CostTable({ rows, api }: { rows: ModelCost[]; api: boolean }) {
       <thead><tr><th>model</th><th>requests</th><th>compute s</th><th>tokens in/out</th><th>$ / 1,000 req</th><th>$ total</th></tr></thead>
       <tbody>
         ${rows.map(
-          (c) => html`<tr>
-            <td>${c.model}</td><td>${fmt(c.requests, 0)}</td><td>${fmt(c.computeSeconds, 3)}</td>
-            <td>${fmt(c.inputTokens, 0)} / ${fmt(c.outputTokens, 0)}</td>
-            <td>${fmt(c.per1000, 8)}</td><td>${fmt(c.dollars, 8)}</td>
+          (c) => html`<tr data-model=${c.model}>
+            <td>${c.model}</td><td data-test="cost-requests">${fmt(c.requests, 0)}</td>
+            <td data-test="cost-compute">${fmt(c.computeSeconds, 3)}</td>
+            <td data-test="cost-tokens">${fmt(c.inputTokens, 0)} / ${fmt(c.outputTokens, 0)}</td>
+            <td>${fmt(c.per1000, 8)}</td><td data-test="cost-dollars">${fmt(c.dollars, 8)}</td>
           </tr>`,
         )}
       </tbody>

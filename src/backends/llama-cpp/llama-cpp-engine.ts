@@ -9,7 +9,6 @@
 import type {
   ChatHistoryItem,
   JinjaTemplateChatWrapper,
-  Llama,
   LlamaCompletion,
   LlamaContext,
   LlamaContextSequence,
@@ -21,6 +20,7 @@ import type {
 import type { Logger } from "pino";
 import type { LanguageModelConfig } from "../../config/schema.js";
 import { ModelportError } from "../../errors.js";
+import { BusyTimeSplit } from "../../llm/busy-time-split.js";
 import type { LanguageEngine } from "../../llm/language-engine.js";
 import type {
   ChatMessage,
@@ -40,16 +40,11 @@ import {
 } from "../../llm/structured-output.js";
 import type { TraceParent } from "../../telemetry/propagation.js";
 import { ATTR, endSpan, SPAN, type Span, startSpan, tracing } from "../../telemetry/spans.js";
+import { refuseFarOverContext } from "./context-precheck.js";
 import { llamaMetadataProblems, readGgufHeader } from "./gguf-file.js";
 import { Grammars, writableCharacters } from "./grammars.js";
+import { ggufChatTemplate, loadDriver, type NodeLlamaCpp } from "./llama-driver.js";
 import { scoreTokens, withinText } from "./logprobs.js";
-
-type NodeLlamaCpp = typeof import("node-llama-cpp");
-
-let driver: Promise<{ mod: NodeLlamaCpp; llama: Llama }> | undefined;
-
-/** Characters tokenized at a time by the early context check (refuseFarOverContext). */
-const PRECHECK_SLICE = 4096;
 
 /** Generations a structured answer may take (the first and its retries), all within max_tokens. */
 const STRUCTURED_ATTEMPTS = 3;
@@ -60,31 +55,6 @@ const STRUCTURED_ATTEMPTS = 3;
  * pick, and the generation fails).
  */
 const NEVER_UNDER_GRAMMAR = -1e9;
-
-/**
- * node-llama-cpp and one Llama instance per process, loaded on first use. CPU only, never
- * building from source; maxThreads 0 makes each context's `threads` the exact count it uses.
- */
-function loadDriver(log: Logger): Promise<{ mod: NodeLlamaCpp; llama: Llama }> {
-  driver ??= (async () => {
-    const mod = await import("node-llama-cpp");
-    const llama = await mod.getLlama({
-      gpu: false,
-      build: "never",
-      maxThreads: 0,
-      logLevel: mod.LlamaLogLevel.warn,
-      logger: (level, message) => {
-        const text = message.trim();
-        if (text) log.warn({ llamaCpp: level }, text);
-      },
-    });
-    return { mod, llama };
-  })();
-  driver.catch(() => {
-    driver = undefined;
-  });
-  return driver;
-}
 
 /** One parallel sequence and the completion object bound to it. */
 interface Slot {
@@ -114,6 +84,8 @@ export class LlamaCppEngine implements LanguageEngine {
   private readonly running = new Map<Promise<unknown>, AbortController>();
   private closed: Promise<void> | undefined;
   private readonly log: Logger;
+  /** The machine time each generation is billed (cost per request): its share of the busy time. */
+  private readonly busy = new BusyTimeSplit();
 
   constructor(
     readonly config: LanguageModelConfig,
@@ -218,7 +190,7 @@ export class LlamaCppEngine implements LanguageEngine {
     options: GenerateOptions,
     capped = true,
   ): Promise<GenerateResult> {
-    this.refuseFarOverContext(request);
+    refuseFarOverContext(this.model, this.context?.contextSize, this.name, request);
     const plan = planStructured(request);
     const messages = plan.messages ?? request.messages;
     const input = messages ? this.renderChat(messages) : undefined;
@@ -235,11 +207,13 @@ export class LlamaCppEngine implements LanguageEngine {
     // One controller per generation, aborted by the client's cancel or by close().
     const ac = new AbortController();
     const detach = options.cancel?.onCancel(() => ac.abort());
+    const busy = this.busy.begin(performance.now());
     const work = this.generateOn(slot, request, prompt, cache, input, ac.signal, options.onDelta, capped, {
       plan,
       ...(grammar ? { grammar } : {}),
       ...(bias ? { bias } : {}),
       trace: options.trace,
+      busy,
     });
     this.running.set(work, ac);
     try {
@@ -248,6 +222,7 @@ export class LlamaCppEngine implements LanguageEngine {
       detach?.();
       this.running.delete(work);
       this.slots!.release(slot);
+      options.onCompute?.(this.busy.end(busy, performance.now()));
     }
   }
 
@@ -321,6 +296,8 @@ export class LlamaCppEngine implements LanguageEngine {
       bias?: InstanceType<NodeLlamaCpp["TokenBias"]>;
       /** The request's place in a trace: prompt evaluation and generation are spans under it. */
       trace?: TraceParent | undefined;
+      /** Its id in the busy-time split (the tokens it evaluates weigh its share). */
+      busy: number;
     },
   ): Promise<GenerateResult> {
     const model = this.model!;
@@ -333,6 +310,7 @@ export class LlamaCppEngine implements LanguageEngine {
       cachedTokens = Math.min(sequence.compareContextTokens(full).firstDifferentIndex, full.length - 1);
     else await sequence.clearHistory();
     const promptTokens = full.length;
+    this.busy.progress(structured.busy, promptTokens - cachedTokens);
     const room = sequence.contextSize - promptTokens;
     const cap = capped ? this.config.llm.maxTokens : undefined;
     const maxTokens = Math.min(room, request.maxTokens ?? room, cap ?? room);
@@ -401,6 +379,7 @@ export class LlamaCppEngine implements LanguageEngine {
               };
       const onToken = (tokens: Token[]) => {
         first ??= tokens[0];
+        this.busy.progress(structured.busy, tokens.length);
         if (promptSpan !== undefined) {
           promptSpan.end();
           promptSpan = undefined;
@@ -556,50 +535,6 @@ export class LlamaCppEngine implements LanguageEngine {
     return ids as Token[];
   }
 
-  /**
-   * Refuses a prompt clearly longer than the context before it is templated and tokenized whole:
-   * the texts are tokenized in slices of about PRECHECK_SLICE characters (cut at a space) and
-   * counting stops once the count passes the context with a margin. Tokenizing runs on the event
-   * loop and grows faster than linearly with the text, so this keeps the work per request near
-   * what a prompt of the context's size costs, however large the prompt (within the route's byte
-   * bound). Slices can count a few tokens more or fewer than the whole text; the margin keeps
-   * prompts that might fit for the exact check.
-   * @throws ModelportError MP_ERR_LLM_CONTEXT_OVERFLOW
-   */
-  private refuseFarOverContext(request: GenerateRequest): void {
-    const model = this.model;
-    const contextSize = this.context?.contextSize;
-    if (!model || !contextSize) return;
-    const limit = Math.ceil(contextSize * 1.25) + 64;
-    if (request.promptTokens && request.promptTokens.length > limit) {
-      throw new ModelportError(
-        "MP_ERR_LLM_CONTEXT_OVERFLOW",
-        `the prompt is ${request.promptTokens.length} tokens; model '${this.name}' has a context of ${contextSize} per request (llm.contextSize)`,
-        { contextSize },
-      );
-    }
-    const texts = request.messages ? request.messages.map((m) => m.content) : [request.prompt ?? ""];
-    let count = 0;
-    for (const text of texts) {
-      for (let i = 0; i < text.length; ) {
-        let end = Math.min(text.length, i + PRECHECK_SLICE);
-        if (end < text.length) {
-          const space = text.lastIndexOf(" ", end);
-          if (space > i) end = space;
-        }
-        count += model.tokenize(text.slice(i, end), false, "trimLeadingSpace").length;
-        if (count > limit) {
-          throw new ModelportError(
-            "MP_ERR_LLM_CONTEXT_OVERFLOW",
-            `the prompt takes more than ${limit} tokens (counting stopped there); model '${this.name}' has a context of ${contextSize} per request (llm.contextSize)`,
-            { contextSize },
-          );
-        }
-        i = end;
-      }
-    }
-  }
-
   /** The chat rendered by the template, and the texts that end the assistant's turn. */
   private renderChat(messages: readonly ChatMessage[]): { text: LlamaText; stops: LlamaText[] } {
     if (!this.chatWrapper) {
@@ -639,10 +574,4 @@ export class LlamaCppEngine implements LanguageEngine {
     })();
     return this.closed;
   }
-}
-
-/** The Jinja chat template stored in the GGUF file, if any. */
-function ggufChatTemplate(model: LlamaModel): string | undefined {
-  const t = (model.fileInfo.metadata as { tokenizer?: { chat_template?: unknown } }).tokenizer?.chat_template;
-  return typeof t === "string" && t.trim() !== "" ? t : undefined;
 }

@@ -3,22 +3,30 @@
 import type { FastifyInstance } from "fastify";
 import type { Catalogue } from "../../catalogue/catalogue.js";
 import type { Config } from "../../config/schema.js";
-import { timeCost, tokenCost } from "../../metrics/cost.js";
+import { pricesOf, requestCost } from "../../metrics/cost.js";
 import type { Usage } from "../../tenants/usage.js";
 import type { RequestUsage } from "../context.js";
 
-/** Dollars of one request or job on `model`: tokens at an upstream's prices, machine time otherwise. */
+/**
+ * Dollars of one request or job on `model`, by the one price function (src/metrics/cost.ts):
+ * machine time at pricePerHour (local models) plus tokens at per-million prices, × the model's
+ * batchPriceFactor when `background` (a job).
+ */
 export function usageCost(
   catalogue: Catalogue,
   config: Config,
   model: string,
   used: Omit<RequestUsage, "model">,
+  background = false,
 ): Usage {
   const c = catalogue.has(model) ? catalogue.get(model).config : undefined;
-  const dollars =
-    c && "upstream" in c && c.backend === "upstream"
-      ? tokenCost(used.promptTokens, used.completionTokens, c)
-      : timeCost(used.computeMs, c?.pricePerHour ?? config.server.pricePerHour);
+  const prices = c ? pricesOf(c) : { pricePerHour: config.server.pricePerHour };
+  const dollars = requestCost(prices, {
+    inputTokens: used.promptTokens,
+    outputTokens: used.completionTokens,
+    ms: used.computeMs,
+    background,
+  });
   return { ...used, requests: 1, dollars };
 }
 

@@ -107,9 +107,15 @@ function promptLimits(ctx: AppContext, name: string): PromptLimits {
   };
 }
 
-/** Per-request figures for the LLM metrics. */
+/** Per-request figures for the LLM metrics and usage per key. */
 class GenerationTimer {
   private firstAt: number | undefined;
+  /** The generations' machine time, as local models report it (undefined: none reported). */
+  private computeMs: number | undefined;
+  /** Hears a generation's share of the machine time (GenerateOptions.onCompute). */
+  readonly compute = (ms: number): void => {
+    this.computeMs = (this.computeMs ?? 0) + ms;
+  };
   constructor(
     private readonly metrics: Metrics,
     private readonly model: string,
@@ -126,7 +132,8 @@ class GenerationTimer {
     if (used) {
       used.promptTokens += usage.promptTokens;
       used.completionTokens += usage.completionTokens;
-      used.computeMs += this.reply.elapsedTime;
+      // A local model's machine time; an upstream's (which reports none) is the request's wall time.
+      used.computeMs += this.computeMs ?? this.reply.elapsedTime;
     }
     this.metrics.llmGeneratedTokens.inc(labels, usage.completionTokens);
     this.metrics.llmPromptTokens.inc(labels, usage.promptTokens);
@@ -200,6 +207,7 @@ function generateChoices(
   onDelta: (index: number, text: string) => void,
   onDone: (index: number, result: GenerateResult) => void,
   trace: TraceParent | undefined,
+  onCompute: (ms: number) => void,
 ): Promise<GenerateResult[]> {
   const runs: { request: GenerateRequest; echo?: string }[] = [];
   parsed.requests.forEach((request, p) => {
@@ -214,6 +222,7 @@ function generateChoices(
       cancel,
       trace,
       onDelta: (text) => onDelta(index, text),
+      onCompute,
     }).then((r) => {
       const result = run.echo ? { ...r, text: run.echo + r.text } : r;
       onDone(index, result);
@@ -281,6 +290,7 @@ async function answer(
     () => timer.first(),
     () => {},
     req.trace,
+    timer.compute,
   );
   const usage = totalUsage(results, parsed.n);
   timer.done(usage);
@@ -380,7 +390,15 @@ async function stream(
   };
   let results: GenerateResult[];
   try {
-    results = await generateChoices(model, parsed, cancel, onDelta, onDone, reply.request.trace);
+    results = await generateChoices(
+      model,
+      parsed,
+      cancel,
+      onDelta,
+      onDone,
+      reply.request.trace,
+      timer.compute,
+    );
   } catch (err) {
     // Before the first byte the error handler answers with a status; after it, the stream
     // carries the error as its last event, as OpenAI's servers do. A revoked key's generation was
@@ -481,6 +499,8 @@ export function openaiModelList(
       kind: "language",
       capabilities: languageCapabilities(m),
       ...(s.contextSize ? { context_length: s.contextSize } : {}),
+      // Requests, machine time, tokens and estimated dollars so far (docs/Cost.md).
+      ...(s.cost ? { cost: s.cost } : {}),
     };
   });
 }
