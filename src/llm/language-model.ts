@@ -165,7 +165,10 @@ export interface GenerateOptions {
    * answered or not): what usage per key prices (src/metrics/cost.ts).
    */
   readonly onCompute?: (ms: number) => void;
-  /** Work run as a job: counted at the model's batchPriceFactor (docs/Cost.md). */
+  /**
+   * Background work (a job): it waits behind every interactive request for a sequence, and is
+   * counted at the model's batchPriceFactor (docs/Cost.md).
+   */
   readonly background?: boolean;
 }
 
@@ -181,6 +184,8 @@ export interface EmbedOptions {
   readonly onCompute?: (ms: number) => void;
   /** The caller's place in a trace (an upstream call carries it). */
   readonly trace?: TraceParent | undefined;
+  /** Background work (a job): it waits behind every interactive request in the model's batcher. */
+  readonly background?: boolean;
 }
 
 export interface EmbedResult {

@@ -34,6 +34,7 @@ import type { AppContext, RequestUsage } from "./context.js";
 import { registerJsonParser } from "./json-body.js";
 import { KeyChannels } from "./key-channels.js";
 import { readOctetBody } from "./octet-body.js";
+import { OpenAiWorkRunner } from "./openai-work.js";
 import { isProbe, registerAuth } from "./plugins/auth.js";
 import { registerBodyBudget } from "./plugins/body-budget.js";
 import { registerBrowserGuard } from "./plugins/browser-guard.js";
@@ -171,10 +172,12 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
               owner,
               model,
               // A job's work is background work: priced at the model's batchPriceFactor.
-              usageCost(catalogue, config, model, { ...used, promptTokens: 0, completionTokens: 0 }, true),
+              usageCost(catalogue, config, model, used, true),
             ),
         }
       : {}),
+    // Language-model jobs are validated and answered by the OpenAI routes' own code.
+    languageWork: new OpenAiWorkRunner({ config, catalogue, metrics }),
   });
   const context: AppContext = {
     config,
