@@ -186,3 +186,19 @@ export function totalUsage(results: readonly GenerateResult[], n: number): Token
     ...(cachedTokens !== undefined ? { cachedTokens } : {}),
   };
 }
+
+/**
+ * What a stream that already started ends with when its generation failed: why the key was
+ * revoked (its generation was canceled for that), else the error, as a ModelportError.
+ */
+export function streamFailure(err: unknown, revoked: ModelportError | undefined): ModelportError {
+  return (
+    revoked ??
+    (err instanceof ModelportError
+      ? err
+      : new ModelportError(
+          "MP_ERR_SERVER_INTERNAL",
+          "internal error; the server log has details under this request id",
+        ))
+  );
+}

@@ -209,7 +209,7 @@ export function promptBytes(messages: readonly ChatMessage[], tools: unknown): n
 /** A function as both APIs describe it (chat nests it under `function`, Responses does not). */
 export interface FunctionDefinition {
   readonly name: string;
-  readonly description?: string | undefined;
+  readonly description?: string | null | undefined;
   readonly parameters?: Record<string, unknown> | null | undefined;
 }
 

@@ -14,7 +14,7 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { CancelHandle } from "../../cancel.js";
 import { captureStreamed } from "../../capture/hook.js";
 import type { ServedModel } from "../../catalogue/served-model.js";
-import { ModelportError } from "../../errors.js";
+import type { ModelportError } from "../../errors.js";
 import type { GenerateResult, TokenUsage, ToolCall } from "../../llm/language-model.js";
 import type { Principal } from "../../tenants/principal.js";
 import { checkAccess, mayUse } from "../../tenants/tenants.js";
@@ -25,6 +25,7 @@ import {
   pickModel,
   promptLimits,
   SSE_HEADERS,
+  streamFailure,
   totalUsage,
   usageJson,
 } from "../openai-generation.js";
@@ -218,14 +219,7 @@ async function stream(
     // Before the first byte the error handler answers with a status; after it, the stream
     // carries the error as its last event, as OpenAI's servers do. A revoked key's generation was
     // canceled: its answer says the key was revoked, not that the request was canceled.
-    const mp =
-      revoked() ??
-      (err instanceof ModelportError
-        ? err
-        : new ModelportError(
-            "MP_ERR_SERVER_INTERNAL",
-            "internal error; the server log has details under this request id",
-          ));
+    const mp = streamFailure(err, revoked());
     if (!started) throw revoked() ?? err;
     if (mp.code !== "MP_ERR_REQUEST_CANCELED") reply.log.warn({ code: mp.code }, mp.message);
     captureStreamed(reply.request, null, { code: mp.code, message: mp.message });
