@@ -349,6 +349,28 @@ describe("POST /v1/responses", () => {
   });
 });
 
+describe("the OpenAPI document", () => {
+  it("describes POST /v1/responses with the body schema that validates it, and the stored-response routes", async () => {
+    const doc = (await call("GET", "/openapi.json", undefined, keys.admin)).body;
+    const post = doc.paths["/v1/responses"].post;
+    const schema = post.requestBody.content["application/json"].schema;
+    assert.deepEqual([...schema.properties.model.enum].sort(), ["bpe-llama", "tiny-llama"]);
+    assert.deepEqual(schema.required, ["model"]);
+    for (const field of [
+      "input",
+      "instructions",
+      "tools",
+      "tool_choice",
+      "text",
+      "store",
+      "previous_response_id",
+    ])
+      assert.ok(schema.properties[field], field);
+    assert.ok(doc.paths["/v1/responses/{id}"].get && doc.paths["/v1/responses/{id}"].delete);
+    assert.ok(doc.paths["/v1/responses/{id}/input_items"].get);
+  });
+});
+
 describe("streaming", () => {
   /** Checks the sequence numbers and the events' order; returns the final response. */
   function checkStream(events: { event: string; data: Json }[]): Json {
