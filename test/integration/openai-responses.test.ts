@@ -5,7 +5,8 @@
 // max_output_tokens cut, streaming (every event read: sequence numbers, deltas, the completed
 // response equal to the non-streamed one), stored responses (GET, DELETE, input_items,
 // previous_response_id, store: false), tenants (another key's response is the 404 of an unknown
-// one; a key scoped to another model gets the no-model 404) and the refusals, by name.
+// one; a key scoped to another model gets the no-model 404), the refusals, by name, and the
+// official `openai` SDK's responses methods (create, stream, retrieve, inputItems, delete).
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
@@ -14,6 +15,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
 import { Ajv } from "ajv";
+import OpenAI from "openai";
 import { buildBpeLlamas } from "../../examples/build/models/bpe-llama.js";
 import { writeLlamaArtifact } from "../../examples/build/models/tiny-llama.js";
 import { testModels } from "../helpers/models.js";
@@ -346,6 +348,35 @@ describe("POST /v1/responses", () => {
     assert.deepEqual(r.incomplete_details, { reason: "max_output_tokens" });
     assert.equal(r.output[0].status, "incomplete");
     assert.equal(r.usage.output_tokens, 2);
+  });
+});
+
+describe("the openai SDK", () => {
+  it("creates, streams, retrieves, lists input items of and deletes responses", async () => {
+    const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: keys.a, maxRetries: 0 });
+    const created = await client.responses.create({
+      model: "tiny-llama",
+      input: "hello",
+      max_output_tokens: 8,
+    });
+    assert.equal(created.output_text, textOf(created as unknown as Json));
+    const stream = client.responses.stream({ model: "tiny-llama", input: "hello", max_output_tokens: 8 });
+    let streamed = "";
+    for await (const event of stream)
+      if (event.type === "response.output_text.delta") streamed += event.delta;
+    const final = await stream.finalResponse();
+    assert.equal(streamed, created.output_text);
+    // The SDK's final response is its snapshot of the events (it adds no output_text there).
+    assert.equal(textOf(final as unknown as Json), created.output_text);
+    const retrieved = await client.responses.retrieve(created.id);
+    assert.equal(retrieved.id, created.id);
+    const items = await client.responses.inputItems.list(created.id);
+    assert.equal(items.data.length, 1);
+    await client.responses.delete(created.id);
+    await assert.rejects(client.responses.retrieve(created.id), (err: unknown) => {
+      assert.ok(err instanceof OpenAI.NotFoundError);
+      return true;
+    });
   });
 });
 
