@@ -4,6 +4,7 @@
 // name. The generation itself is in openai-responses.test.ts.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { respond } from "../../src/server/responses.js";
 import {
   call,
   create,
@@ -95,6 +96,26 @@ describe("stored responses", () => {
     const page = await call("GET", `/v1/responses/${second.id}/input_items?limit=1`);
     assert.equal(page.body.data[0].content[0].text, "What is my name?");
     assert.equal(page.body.has_more, true);
+  });
+});
+
+describe("respond(), outside a request", () => {
+  it("answers a Responses body as the route does and stores it for the owner given", async () => {
+    const ctx = server.server.context;
+    const model = ctx.catalogue.get("tiny-llama");
+    const body = { model: "tiny-llama", input: "Once upon a time", max_output_tokens: 6 };
+    const answer = await respond(ctx, model, { ...body, stream: true }, { owner: "team-a" });
+    const viaRoute = await create({ ...body, store: false });
+    assert.equal(textOf(answer), textOf(viaRoute));
+    const mine = await call("GET", `/v1/responses/${answer.id}`);
+    assert.equal(mine.status, 200, mine.text);
+    assert.deepEqual(mine.body, answer);
+    assert.equal((await call("GET", `/v1/responses/${answer.id}`, undefined, keys.b)).status, 404);
+    // Continuing a response another key owns is the same 404 there.
+    await assert.rejects(
+      respond(ctx, model, { ...body, previous_response_id: answer.id }, { owner: "team-b", scope: "team-b" }),
+      (err: unknown) => (err as { code?: string }).code === "MP_ERR_RESPONSE_NOT_FOUND",
+    );
   });
 });
 
