@@ -324,6 +324,36 @@ describe("streaming", () => {
     assert.deepEqual(comparable(response), comparable(plain));
   });
 
+  it("a client that leaves mid-stream stops its generation and frees its sequence; nothing is stored", async () => {
+    const ac = new AbortController();
+    const res = await fetch(`${server.url}/v1/responses`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${keys.a}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        model: "tiny-llama",
+        input: "a long story",
+        max_output_tokens: 1900,
+        stream: true,
+      }),
+      signal: ac.signal,
+    });
+    assert.equal(res.status, 200);
+    const reader = res.body!.getReader();
+    let seen = "";
+    while (!seen.includes("response.output_text.delta"))
+      seen += new TextDecoder().decode((await reader.read()).value);
+    const id = /"id":"(resp_[0-9a-f]{32})"/.exec(seen)![1]!;
+    ac.abort();
+    const canceled = () =>
+      server.logs.find((l) => l.msg === "generation canceled: the client left; sequence freed");
+    while (!canceled()) await new Promise((r) => setTimeout(r, 20));
+    assert.ok(
+      (canceled()!.generated as number) < 1900,
+      `stopped early (${String(canceled()!.generated)} tokens)`,
+    );
+    assert.equal((await call("GET", `/v1/responses/${id}`)).status, 404);
+  });
+
   it("a stream refused before its first byte is a plain HTTP error", async () => {
     const res = await call("POST", "/v1/responses", {
       model: "tiny-llama",
