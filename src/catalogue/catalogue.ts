@@ -55,7 +55,7 @@ export interface Readiness {
 const ROUTES: Record<ModelKind, (model: ServedModel) => string> = {
   tensor: (model) => `POST /v1/models/${model.name}/predict`,
   language: (model) =>
-    languageRoutes(model) || "POST /v1/chat/completions, /v1/completions or /v1/embeddings",
+    languageRoutes(model) || "POST /v1/chat/completions, /v1/responses, /v1/completions or /v1/embeddings",
 };
 
 const KIND_OF: Record<Capability, ModelKind> = {
@@ -834,9 +834,11 @@ function hint(model: ServedModel): string {
 function languageRoutes(model: ServedModel): string {
   const c = model.capabilities;
   const routes = [
-    ...(c.chat ? ["/v1/chat/completions"] : []),
+    ...(c.chat ? ["/v1/chat/completions", "/v1/responses"] : []),
     ...(c.completion ? ["/v1/completions"] : []),
     ...(c.embeddings ? ["/v1/embeddings"] : []),
   ];
-  return routes.length ? `POST ${routes.join(" or ")}` : "";
+  return routes.length
+    ? `POST ${routes.slice(0, -1).join(", ")}${routes.length > 1 ? " or " : ""}${routes.at(-1)}`
+    : "";
 }

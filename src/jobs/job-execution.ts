@@ -140,6 +140,7 @@ export class JobExecutor {
       trace,
       background: true,
       id: job.id,
+      owner: job.owner,
     });
     if (job.owner !== undefined) this.options.onUsage?.(job.owner, host.name, usage);
     return {

@@ -42,6 +42,8 @@ export interface LanguageWorkOptions {
   readonly background: true;
   /** Names the answer (chatcmpl-…, cmpl-…): the job's id. */
   readonly id: string;
+  /** The key that submitted the job: a Responses body continues only its own stored responses. */
+  readonly owner?: string | undefined;
 }
 
 export interface LanguageWorkRunner {
@@ -89,14 +91,7 @@ export function checkEndpoint(raw: unknown): LanguageEndpoint {
   if (typeof raw !== "string" || !(LANGUAGE_ENDPOINTS as readonly string[]).includes(raw)) {
     throw new ModelportError(
       "MP_ERR_REQUEST_INVALID",
-      `"endpoint" must be one of ${LANGUAGE_ENDPOINTS.slice(0, 3).join(", ")}`,
-      { param: "endpoint" },
-    );
-  }
-  if (raw === "/v1/responses") {
-    throw new ModelportError(
-      "MP_ERR_REQUEST_INVALID",
-      `"endpoint" /v1/responses is not served by this server yet; use /v1/chat/completions`,
+      `"endpoint" must be one of ${LANGUAGE_ENDPOINTS.join(", ")}`,
       { param: "endpoint" },
     );
   }

@@ -53,6 +53,7 @@ import { nativeRoutes } from "./routes/native.js";
 import { oipRoutes } from "./routes/oip.js";
 import { openaiRoutes } from "./routes/openai.js";
 import { openAiEmbeddingsRoutes } from "./routes/openai-embeddings.js";
+import { openaiResponsesRoutes } from "./routes/openai-responses.js";
 import { repositoryRoutes } from "./routes/repository.js";
 import { sharedMemoryRoutes } from "./routes/shared-memory.js";
 import { uiRoutes } from "./routes/ui.js";
@@ -177,7 +178,15 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
         }
       : {}),
     // Language-model jobs are validated and answered by the OpenAI routes' own code.
-    languageWork: new OpenAiWorkRunner({ config, catalogue, metrics }),
+    languageWork: new OpenAiWorkRunner({
+      config,
+      catalogue,
+      metrics,
+      // The queue being built here: read when a job runs, long after.
+      get jobs() {
+        return jobs;
+      },
+    }),
   });
   const context: AppContext = {
     config,
@@ -350,6 +359,7 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     jobRoutes,
     jobsWebSocketRoute,
     openaiRoutes,
+    openaiResponsesRoutes,
     openAiEmbeddingsRoutes,
     repositoryRoutes,
     sharedMemoryRoutes,

@@ -1,27 +1,35 @@
 // The runner of language-model jobs (src/jobs/language-work.ts): it validates a job's OpenAI
 // body with the parsers the routes use, and answers it with the code the routes answer with
-// (openai-answer.ts, openai-embeddings-answer.ts), non-streamed and behind interactive requests.
+// (openai-answer.ts, openai-embeddings-answer.ts, responses.ts), non-streamed and behind
+// interactive requests. A Responses body run as a job is not stored as a response too: the job's
+// result is where it is kept (its previous_response_id may name the owner's stored responses).
 // The job's result is therefore exactly the JSON the route would have answered.
 import type { Catalogue } from "../catalogue/catalogue.js";
 import type { ServedModel } from "../catalogue/served-model.js";
 import type { Config } from "../config/schema.js";
 import { ModelportError } from "../errors.js";
+import type { JobQueue } from "../jobs/job-queue.js";
 import type {
   LanguageWork,
   LanguageWorkOptions,
   LanguageWorkResult,
   LanguageWorkRunner,
 } from "../jobs/language-work.js";
+import type { TokenUsage } from "../llm/language-model.js";
 import type { Metrics } from "../metrics/metrics.js";
 import { answerId, countTokens, type GenerationKind, generateAnswer } from "./openai-answer.js";
 import { embedAnswer, parseEmbeddingsRequest } from "./openai-embeddings-answer.js";
 import { type OpenAiRequest, parseChatRequest, parseCompletionRequest } from "./openai-request.js";
 import { promptLimits } from "./prompt-limits.js";
+import { respondParsed } from "./responses.js";
+import { parseResponsesRequest, type ResponsesRequest } from "./responses-request.js";
 
 export interface OpenAiWorkDeps {
   readonly config: Config;
   readonly catalogue: Catalogue;
   readonly metrics: Metrics;
+  /** The store of responses a Responses body may continue (previous_response_id). */
+  readonly jobs: JobQueue;
 }
 
 export class OpenAiWorkRunner implements LanguageWorkRunner {
@@ -56,6 +64,40 @@ export class OpenAiWorkRunner implements LanguageWorkRunner {
     // A local model reports each generation's share of its machine time; an upstream none (then
     // the wall time counts, as on the routes).
     let computeMs: number | undefined;
+    if (parsed.kind === "responses") {
+      let usage: TokenUsage = { promptTokens: 0, completionTokens: 0 };
+      const response = await respondParsed(
+        this.deps,
+        model,
+        { ...parsed.request, store: false },
+        {
+          cancel: options.cancel,
+          trace: options.trace,
+          background: true,
+          owner: options.owner,
+          scope: options.owner,
+          hooks: {
+            first: () => {},
+            done: (u) => {
+              usage = u;
+              countTokens(this.deps.metrics, model.name, u);
+            },
+            compute: (ms) => {
+              computeMs = (computeMs ?? 0) + ms;
+            },
+          },
+        },
+      );
+      return {
+        response,
+        usage: {
+          rows: 0,
+          promptTokens: usage.promptTokens,
+          completionTokens: usage.completionTokens,
+          computeMs: computeMs ?? performance.now() - started,
+        },
+      };
+    }
     const { response, usage } = await generateAnswer(model, parsed.kind, parsed.request, {
       id: answerId(parsed.kind, options.id),
       created: Math.floor(Date.now() / 1000),
@@ -86,7 +128,8 @@ export class OpenAiWorkRunner implements LanguageWorkRunner {
     work: LanguageWork,
   ):
     | { kind: GenerationKind; request: OpenAiRequest }
-    | { kind: "embeddings"; request: ReturnType<typeof parseEmbeddingsRequest> } {
+    | { kind: "embeddings"; request: ReturnType<typeof parseEmbeddingsRequest> }
+    | { kind: "responses"; request: ResponsesRequest } {
     if (work.body.stream === true) {
       throw new ModelportError(
         "MP_ERR_REQUEST_INVALID",
@@ -105,6 +148,8 @@ export class OpenAiWorkRunner implements LanguageWorkRunner {
           kind: "embeddings",
           request: parseEmbeddingsRequest(work.body, this.deps.config.limits.maxBatchRows),
         };
+      case "/v1/responses":
+        return { kind: "responses", request: parseResponsesRequest(work.body, limitsFor) };
       default:
         throw new ModelportError("MP_ERR_REQUEST_INVALID", `"endpoint" ${work.endpoint} is not served`, {
           param: "endpoint",

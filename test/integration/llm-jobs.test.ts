@@ -177,6 +177,48 @@ function suite(store: "sqlite" | "redis", full: boolean) {
     assert.deepEqual(sameAnswer(out.response), sameAnswer(sync.body));
   });
 
+  it("a Responses job's result is what POST /v1/responses answers, and continues the owner's stored response", async () => {
+    const { alice, bob } = setup.keys;
+    const body = { input: "the cat", max_output_tokens: 12, temperature: 0 };
+    const sync = await post("/v1/responses", alice, { model: "tiny-llama", ...body });
+    assert.equal(sync.status, 200, JSON.stringify(sync.body));
+    const submitted = await post("/v1/models/tiny-llama/jobs", alice, { endpoint: "/v1/responses", body });
+    assert.equal(submitted.status, 202, JSON.stringify(submitted.body));
+    assert.equal((await final(submitted.body.id, alice)).status, "succeeded");
+    const out = await result(submitted.body.id, alice);
+    assert.equal(out.endpoint, "/v1/responses");
+    assert.equal(out.response.object, "response");
+    assert.equal(out.response.status, sync.body.status);
+    assert.deepEqual(out.response.output[0].content, sync.body.output[0].content);
+    assert.deepEqual(out.response.usage, sync.body.usage);
+    // Kept as the job's result, not stored a second time as a response.
+    assert.equal(out.response.store, false);
+    assert.equal((await call(`/v1/responses/${out.response.id}`, alice)).status, 404);
+    // Prefer: respond-async on /v1/responses makes the same job.
+    const preferred = await post(
+      "/v1/responses",
+      alice,
+      { model: "tiny-llama", ...body },
+      { prefer: "respond-async" },
+    );
+    assert.equal(preferred.status, 202, JSON.stringify(preferred.body));
+    assert.equal(preferred.headers.get("preference-applied"), "respond-async");
+    assert.equal((await final(preferred.body.id, alice)).status, "succeeded");
+    assert.deepEqual(
+      (await result(preferred.body.id, alice)).response.output[0].content,
+      sync.body.output[0].content,
+    );
+    // previous_response_id: the owner's stored response continues; another key's is not found.
+    const next = { input: "and then", previous_response_id: sync.body.id, max_output_tokens: 4 };
+    const own = await post("/v1/models/tiny-llama/jobs", alice, { endpoint: "/v1/responses", body: next });
+    assert.equal((await final(own.body.id, alice)).status, "succeeded");
+    assert.ok((await result(own.body.id, alice)).response.usage.input_tokens > sync.body.usage.input_tokens);
+    const foreign = await post("/v1/models/tiny-llama/jobs", bob, { endpoint: "/v1/responses", body: next });
+    const failed = await final(foreign.body.id, bob);
+    assert.equal(failed.status, "failed", JSON.stringify(failed));
+    assert.equal(failed.last_error?.code, "MP_ERR_RESPONSE_NOT_FOUND", JSON.stringify(failed));
+  });
+
   it("an embeddings job's result is what POST /v1/embeddings answers", async () => {
     const { alice } = setup.keys;
     const body = { input: ["hello cat", "the dog"], encoding_format: "float" };
@@ -261,8 +303,8 @@ function suite(store: "sqlite" | "redis", full: boolean) {
     await refused(jobs, { endpoint: "/v1/chat/completions", body: { ...chatBody, stream: true } }, "stream");
     await refused(jobs, { body: chatBody }, "endpoint");
     await refused(jobs, { endpoint: "/v1/images", body: chatBody }, "endpoint");
-    const responses = await refused(jobs, { endpoint: "/v1/responses", body: { input: "hi" } }, "endpoint");
-    assert.match(responses.message, /\/v1\/responses/);
+    await refused(jobs, { endpoint: "/v1/responses", body: { input: "hi", stream: true } }, "stream");
+    await refused(jobs, { endpoint: "/v1/responses", body: { input: 3 } }, "input");
     await refused(jobs, { endpoint: "/v1/chat/completions" }, "body");
     await refused(
       jobs,
@@ -290,7 +332,10 @@ function suite(store: "sqlite" | "redis", full: boolean) {
     assert.match(embedPredict.body.error.message, /\/v1\/embeddings/);
     assert.doesNotMatch(embedPredict.body.error.message, /chat|\/v1\/completions/);
     const llamaPredict = await post("/v1/models/tiny-llama/predict", alice, { rows: [[1, 2]] });
-    assert.match(llamaPredict.body.error.message, /\/v1\/chat\/completions or \/v1\/completions/);
+    assert.match(
+      llamaPredict.body.error.message,
+      /\/v1\/chat\/completions, \/v1\/responses or \/v1\/completions/,
+    );
     assert.doesNotMatch(llamaPredict.body.error.message, /embeddings/);
   });
 

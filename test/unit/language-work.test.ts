@@ -26,10 +26,10 @@ describe("language work", () => {
     assert.equal(readLanguageWork(JSON.stringify({ inputs: { x: [1] } })), undefined);
   });
 
-  it("takes the three served endpoints, refuses others and (for now) /v1/responses, naming `endpoint`", () => {
-    for (const e of ["/v1/chat/completions", "/v1/completions", "/v1/embeddings"])
+  it("takes the four served endpoints and refuses others, naming `endpoint`", () => {
+    for (const e of ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses"])
       assert.equal(checkEndpoint(e), e);
-    for (const bad of [undefined, 3, "/v1/images", "/v1/responses"]) {
+    for (const bad of [undefined, 3, "/v1/images", "/v1/response", "/v1/chat/completions/"]) {
       assert.throws(
         () => checkEndpoint(bad),
         (err: { code: string; details: { param: string } }) =>

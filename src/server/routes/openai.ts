@@ -9,19 +9,21 @@
 // `data: {chunk}` line written at once (no buffering: TTFT is the point), then a chunk with
 // finish_reason, an optional usage chunk and `data: [DONE]`. A client that disconnects aborts
 // its generation, which frees the model's sequence for the next request. `Prefer: respond-async`
-// makes the request a job (routes/jobs.ts), answered by the same code (openai-answer.ts).
+// makes the request a job (routes/jobs.ts), answered by the same code (openai-answer.ts). The
+// request-path pieces (model pick, metrics, SSE headers) are openai-generation.ts, shared with
+// the Responses API (routes/openai-responses.ts).
 
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { CancelHandle } from "../../cancel.js";
 import { captureStreamed } from "../../capture/hook.js";
 import type { ServedModel } from "../../catalogue/served-model.js";
-import { ModelportError } from "../../errors.js";
+import type { ModelportError } from "../../errors.js";
 import type { LanguageEndpoint } from "../../jobs/language-work.js";
 import type { GenerateResult, TokenUsage } from "../../llm/language-model.js";
 import type { Metrics } from "../../metrics/metrics.js";
 import type { Principal } from "../../tenants/principal.js";
 import { checkAccess, mayUse } from "../../tenants/tenants.js";
-import { type AppContext, acquire, requestCancel } from "../context.js";
+import { type AppContext, requestCancel } from "../context.js";
 import {
   answerId,
   chatLogprobs,
@@ -35,74 +37,11 @@ import {
   totalUsage,
   usageJson,
 } from "../openai-answer.js";
+import { GenerationTimer, pickModel, SSE_HEADERS, streamFailure } from "../openai-generation.js";
 import { type OpenAiRequest, parseChatRequest, parseCompletionRequest } from "../openai-request.js";
 import { errorHandler, openaiError } from "../plugins/errors.js";
 import { promptLimits } from "../prompt-limits.js";
 import { prefersAsync, submitLanguageJob } from "./jobs.js";
-
-const SSE_HEADERS = {
-  "content-type": "text/event-stream; charset=utf-8",
-  "cache-control": "no-cache",
-  connection: "keep-alive",
-  // nginx and similar proxies would otherwise hold chunks back.
-  "x-accel-buffering": "no",
-};
-
-/** The served language model for a request: ready, and doing what was asked (and streaming, when asked). */
-async function pickModel(
-  ctx: AppContext,
-  req: FastifyRequest,
-  reply: FastifyReply,
-  name: string,
-  kind: Kind,
-  stream: boolean,
-): Promise<ServedModel> {
-  const model = await acquire(ctx, req, reply, name, kind);
-  if (stream && !model.capabilities.stream) {
-    throw new ModelportError(
-      "MP_ERR_LLM_CAPABILITY_UNSUPPORTED",
-      `model '${name}' does not stream; send stream: false`,
-      {
-        param: "stream",
-      },
-    );
-  }
-  return model;
-}
-
-/** Per-request figures for the LLM metrics. */
-class GenerationTimer {
-  private firstAt: number | undefined;
-  /** The generations' machine time, as local models report it (undefined: none reported). */
-  private computeMs: number | undefined;
-  /** Hears a generation's share of the machine time (GenerateOptions.onCompute). */
-  readonly compute = (ms: number): void => {
-    this.computeMs = (this.computeMs ?? 0) + ms;
-  };
-  constructor(
-    private readonly metrics: Metrics,
-    private readonly model: string,
-    private readonly reply: FastifyReply,
-  ) {}
-  first(): void {
-    if (this.firstAt !== undefined) return;
-    this.firstAt = performance.now();
-    this.metrics.llmTimeToFirstToken.observe({ model: this.model }, this.reply.elapsedTime / 1000);
-  }
-  done(usage: TokenUsage): void {
-    const labels = { model: this.model };
-    const used = this.reply.request.usage;
-    if (used) {
-      used.promptTokens += usage.promptTokens;
-      used.completionTokens += usage.completionTokens;
-      // A local model's machine time; an upstream's (which reports none) is the request's wall time.
-      used.computeMs += this.computeMs ?? this.reply.elapsedTime;
-    }
-    countTokens(this.metrics, this.model, usage);
-    if (this.firstAt !== undefined)
-      this.metrics.llmGenerationSeconds.inc(labels, (performance.now() - this.firstAt) / 1000);
-  }
-}
 
 async function answer(
   ctx: AppContext,
@@ -209,14 +148,7 @@ async function stream(
     // Before the first byte the error handler answers with a status; after it, the stream
     // carries the error as its last event, as OpenAI's servers do. A revoked key's generation was
     // canceled: its answer says the key was revoked, not that the request was canceled.
-    const mp =
-      revoked() ??
-      (err instanceof ModelportError
-        ? err
-        : new ModelportError(
-            "MP_ERR_SERVER_INTERNAL",
-            "internal error; the server log has details under this request id",
-          ));
+    const mp = streamFailure(err, revoked());
     if (!started) throw revoked() ?? err;
     if (mp.code !== "MP_ERR_REQUEST_CANCELED") reply.log.warn({ code: mp.code }, mp.message);
     captureStreamed(reply.request, null, { code: mp.code, message: mp.message });
