@@ -20,7 +20,6 @@ import type { ServedModel } from "../../catalogue/served-model.js";
 import type { ModelportError } from "../../errors.js";
 import type { LanguageEndpoint } from "../../jobs/language-work.js";
 import type { GenerateResult, TokenUsage } from "../../llm/language-model.js";
-import type { Metrics } from "../../metrics/metrics.js";
 import type { Principal } from "../../tenants/principal.js";
 import { checkAccess, mayUse } from "../../tenants/tenants.js";
 import { type AppContext, requestCancel } from "../context.js";
@@ -28,7 +27,6 @@ import {
   answerId,
   chatLogprobs,
   completionLogprobs,
-  countTokens,
   echoLength,
   generateAnswer,
   generateChoices,
