@@ -1,0 +1,569 @@
+// The OpenAI Batch API over the job queue (docs/Batch.md): a batch is validated whole when it is
+// created, then each of its lines becomes a job (a language-model job at a background priority,
+// idempotent by batch and custom_id), submitted in chunks so the event loop keeps serving. Job
+// events and a periodic check (which also finds, after a restart, the batches still running) count
+// progress, cancel what a cancelled or expired batch still has queued or running, and once every
+// job is final write the output and error files and end the batch.
+import { createHash, randomUUID } from "node:crypto";
+import type { Logger } from "pino";
+import type { Catalogue } from "../catalogue/catalogue.js";
+import type { JobsConfig } from "../config/schema.js";
+import { isModelportError, ModelportError } from "../errors.js";
+import { FINAL_STATUSES, type Job, type JobStatus } from "../jobs/job.js";
+import type { JobQueue } from "../jobs/job-queue.js";
+import type { BlobStore } from "../storage/blob-store.js";
+import type { BatchFiles } from "./batch-files.js";
+import { type BatchLine, ENDPOINT_CAPABILITY, isBatchEndpoint, parseBatchFile } from "./batch-input.js";
+import {
+  type BatchError,
+  type BatchRecord,
+  type BatchRequest,
+  type BatchStore,
+  FINAL_BATCH_STATUSES,
+  type Page,
+  type PageQuery,
+} from "./batch-store.js";
+
+export interface CreateBatch {
+  /** The creating key's name (its jobs and files are its own); undefined on a server without keys. */
+  owner?: string;
+  /** Its limit on jobs queued or running at once (its key's queuedJobs). */
+  maxActive?: number;
+  /** Which files the caller may see (a key name; undefined: all). */
+  scope: string | undefined;
+  /** Whether the caller may use the model `name`. */
+  mayUse: (name: string) => boolean;
+  body: Record<string, unknown>;
+}
+
+export interface BatchRunnerOptions {
+  store: BatchStore;
+  files: BatchFiles;
+  blobs: BlobStore;
+  jobs: JobQueue;
+  catalogue: Catalogue;
+  config: JobsConfig;
+  log: Logger;
+  clock?: () => number;
+}
+
+/** The only completion window OpenAI offers. */
+const WINDOWS: Record<string, number> = { "24h": 24 * 3_600_000 };
+/** errors.data entries kept for a batch that fails validation. */
+const MAX_ERRORS = 100;
+const METADATA_PAIRS = 16;
+const METADATA_KEY_CHARS = 64;
+const METADATA_VALUE_CHARS = 512;
+/** A finished job's event brings a check of its batch this much later, so a burst makes one check. */
+const POKE_DELAY_MS = 50;
+
+const invalid = (param: string, message: string) =>
+  new ModelportError("MP_ERR_REQUEST_INVALID", message, { param });
+
+export class BatchRunner {
+  private readonly store: BatchStore;
+  private readonly jobs: JobQueue;
+  private readonly log: Logger;
+  private readonly clock: () => number;
+  private readonly settings: JobsConfig["batches"];
+  /** Batches whose submission runs in this process. */
+  private readonly submitting = new Map<string, Promise<void>>();
+  /** One check per batch at a time; a check asked for meanwhile runs once after it. */
+  private readonly checking = new Map<string, Promise<void>>();
+  private readonly again = new Set<string>();
+  private readonly poked = new Map<string, NodeJS.Timeout>();
+  /** Final states of jobs seen per batch, so a check reads only the jobs still open. */
+  private readonly finalSeen = new Map<string, Map<string, JobStatus>>();
+  /** Jobs this process already asked to cancel. */
+  private readonly cancelAsked = new Set<string>();
+  private timer: NodeJS.Timeout | undefined;
+  private unsubscribe: (() => void) | undefined;
+  private stopped = false;
+
+  constructor(private readonly options: BatchRunnerOptions) {
+    this.store = options.store;
+    this.jobs = options.jobs;
+    this.log = options.log.child({ component: "batches" });
+    this.clock = options.clock ?? Date.now;
+    this.settings = options.config.batches;
+  }
+
+  /**
+   * Validates and stores a batch: `failed` with errors.data when a line is at fault, else
+   * `in_progress`, its lines submitted as jobs from now on.
+   * @throws ModelportError MP_ERR_REQUEST_INVALID (a bad field, named), MP_ERR_FILE_NOT_FOUND
+   */
+  async create(req: CreateBatch): Promise<BatchRecord> {
+    const { input_file_id: inputFileId, endpoint, completion_window: window, metadata } = req.body;
+    if (typeof inputFileId !== "string" || inputFileId === "")
+      throw invalid("input_file_id", '"input_file_id" must be the id of an uploaded file');
+    if (!isBatchEndpoint(endpoint))
+      throw invalid(
+        "endpoint",
+        '"endpoint" must be one of /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses',
+      );
+    if (typeof window !== "string" || WINDOWS[window] === undefined)
+      throw invalid("completion_window", '"completion_window" must be "24h"');
+    const meta = checkMetadata(metadata);
+    const file = await this.options.files.get(inputFileId, req.scope);
+    if (file.purpose !== "batch")
+      throw invalid(
+        "input_file_id",
+        `file '${inputFileId}' has purpose ${file.purpose}; a batch reads a file uploaded with purpose "batch"`,
+      );
+    const lines = parseBatchFile(await this.options.files.content(file), this.settings.maxFileLines);
+    const errors = this.validate(lines, endpoint, req.mayUse);
+    const now = this.clock();
+    const batch: BatchRecord = {
+      id: `batch_${randomUUID().replaceAll("-", "")}`,
+      ...(req.owner !== undefined ? { owner: req.owner } : {}),
+      endpoint,
+      inputFileId,
+      completionWindow: window,
+      status: errors.length ? "failed" : "in_progress",
+      createdAt: now,
+      expiresAt: now + WINDOWS[window]!,
+      ...(errors.length ? { failedAt: now, errors } : { inProgressAt: now }),
+      requestCounts: { total: errors.length ? 0 : lines.length, completed: 0, failed: 0 },
+      ...(meta ? { metadata: meta } : {}),
+      ...(req.owner !== undefined && req.maxActive !== undefined ? { maxActive: req.maxActive } : {}),
+    };
+    await this.store.createBatch(batch);
+    if (batch.status === "in_progress") this.startSubmitting(batch, lines);
+    return batch;
+  }
+
+  /** What is wrong with each line (url other than the endpoint, a model the key may not use or that does not serve it). */
+  private validate(lines: BatchLine[], endpoint: string, mayUse: (name: string) => boolean): BatchError[] {
+    const errors: BatchError[] = [];
+    const byModel = new Map<string, ModelportError | undefined>();
+    const capability = ENDPOINT_CAPABILITY[endpoint as keyof typeof ENDPOINT_CAPABILITY];
+    for (const l of lines) {
+      if (errors.length === MAX_ERRORS) break;
+      if (l.url !== endpoint) {
+        errors.push({
+          code: "MP_ERR_REQUEST_INVALID",
+          message: `"url" is ${l.url}; every line of this batch must use its endpoint, ${endpoint}`,
+          line: l.line,
+          param: "url",
+        });
+        continue;
+      }
+      const model = l.body.model;
+      if (typeof model !== "string" || model === "") {
+        errors.push({
+          code: "MP_ERR_REQUEST_INVALID",
+          message: '"body.model" must name a served model',
+          line: l.line,
+          param: "body.model",
+        });
+        continue;
+      }
+      if (!byModel.has(model)) byModel.set(model, this.modelProblem(model, capability, mayUse));
+      const problem = byModel.get(model);
+      if (problem)
+        errors.push({ code: problem.code, message: problem.message, line: l.line, param: "body.model" });
+    }
+    return errors;
+  }
+
+  /** Why `model` cannot serve the batch's endpoint for this caller, or undefined. */
+  private modelProblem(
+    model: string,
+    capability: "chat" | "completion" | "embeddings",
+    mayUse: (name: string) => boolean,
+  ): ModelportError | undefined {
+    // A model the key may not use is the same "not found" as one that does not exist.
+    if (!mayUse(model))
+      return new ModelportError("MP_ERR_MODEL_NOT_FOUND", `model '${model}' is not served here`);
+    try {
+      const served = this.options.catalogue.find(model, capability);
+      // A model still loading may not know all it can do yet: its jobs say so if it cannot.
+      if (served.ready && !served.capabilities[capability]) {
+        return new ModelportError(
+          "MP_ERR_LLM_CAPABILITY_UNSUPPORTED",
+          `model '${model}' does not serve this batch's endpoint (${capability})`,
+        );
+      }
+      return undefined;
+    } catch (err) {
+      return isModelportError(err) ? err : new ModelportError("MP_ERR_SERVER_INTERNAL", String(err));
+    }
+  }
+
+  /**
+   * The batch if `scope` (a key name; undefined: all) may see it.
+   * @throws ModelportError MP_ERR_BATCH_NOT_FOUND, the same for another key's batch as for none
+   */
+  async get(id: string, scope: string | undefined): Promise<BatchRecord> {
+    const batch = await this.store.getBatch(id);
+    if (!batch || (scope !== undefined && batch.owner !== scope))
+      throw new ModelportError("MP_ERR_BATCH_NOT_FOUND", `no batch '${id}'`, { param: "batch_id" });
+    return batch;
+  }
+
+  list(query: PageQuery): Promise<Page<BatchRecord>> {
+    return this.store.listBatches(query);
+  }
+
+  /**
+   * Moves a running batch to `cancelling`: its queued jobs are canceled, running ones stop where
+   * the backend allows, and it ends `cancelled` with the output written so far.
+   * @throws ModelportError MP_ERR_BATCH_FINISHED for a batch that already ended
+   */
+  async cancel(batch: BatchRecord): Promise<BatchRecord> {
+    for (let current = batch; ; ) {
+      if (current.status === "cancelling" || current.status === "finalizing") return current;
+      if (FINAL_BATCH_STATUSES.includes(current.status)) {
+        throw new ModelportError(
+          "MP_ERR_BATCH_FINISHED",
+          `batch '${current.id}' already ended ${current.status}; only a batch in progress can be cancelled`,
+        );
+      }
+      const next: BatchRecord = { ...current, status: "cancelling", cancellingAt: this.clock() };
+      if (await this.store.updateBatch(next, current.status)) {
+        this.poke(next.id);
+        return next;
+      }
+      // Another process moved it on meanwhile: decide again on what it is now.
+      const now = await this.store.getBatch(current.id);
+      if (!now) return current;
+      current = now;
+    }
+  }
+
+  /** Follows job events and checks every unfinished batch now (a restart's leftovers) and every checkMs. */
+  start(): void {
+    if (this.timer || this.stopped) return;
+    this.unsubscribe = this.jobs.events.subscribe("*", (job) => this.onJob(job));
+    this.timer = setInterval(() => void this.checkAll(), this.settings.checkMs);
+    this.timer.unref();
+    void this.checkAll();
+  }
+
+  /** Stops checking and submitting; what is left is taken up by the next process's checks. Idempotent. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    this.unsubscribe?.();
+    for (const t of this.poked.values()) clearTimeout(t);
+    this.poked.clear();
+    await Promise.allSettled([...this.submitting.values(), ...this.checking.values()]);
+  }
+
+  private onJob(job: Job): void {
+    const batchId = job.metadata?.batch_id;
+    if (typeof batchId !== "string" || !FINAL_STATUSES.includes(job.status)) return;
+    this.finalSeen.get(batchId)?.set(job.id, job.status);
+    this.poke(batchId);
+  }
+
+  /** A check of one batch soon (once for a burst of events). */
+  private poke(id: string): void {
+    if (this.stopped || this.poked.has(id)) return;
+    const t = setTimeout(() => {
+      this.poked.delete(id);
+      void this.check(id);
+    }, POKE_DELAY_MS);
+    t.unref();
+    this.poked.set(id, t);
+  }
+
+  /** Checks every unfinished batch; a store that fails is tried again next time. */
+  async checkAll(): Promise<void> {
+    if (this.stopped) return;
+    try {
+      for (const b of await this.store.unfinishedBatches()) await this.check(b.id);
+    } catch (err) {
+      this.log.warn({ err }, "checking the unfinished batches failed; trying again later");
+    }
+  }
+
+  /** Checks one batch, never two checks of it at once. Resolves when it (and a check asked for meanwhile) ran. */
+  check(id: string): Promise<void> {
+    const running = this.checking.get(id);
+    if (running) {
+      this.again.add(id);
+      return running;
+    }
+    const run = (async () => {
+      do {
+        this.again.delete(id);
+        try {
+          await this.checkOnce(id);
+        } catch (err) {
+          this.log.warn({ err, batchId: id }, "checking a batch failed; trying again later");
+        }
+      } while (this.again.has(id) && !this.stopped);
+    })().finally(() => this.checking.delete(id));
+    this.checking.set(id, run);
+    return run;
+  }
+
+  private async checkOnce(id: string): Promise<void> {
+    if (this.stopped) return;
+    const batch = await this.store.getBatch(id);
+    if (!batch || FINAL_BATCH_STATUSES.includes(batch.status)) {
+      this.finalSeen.delete(id);
+      return;
+    }
+    if (batch.status === "finalizing") return this.finalize(batch, "completed");
+    // Batches are stored validated; one left "validating" is not from this version: refuse it.
+    if (batch.status === "validating") {
+      const failed: BatchRecord = {
+        ...batch,
+        status: "failed",
+        failedAt: this.clock(),
+        errors: [
+          { code: "MP_ERR_REQUEST_INVALID", message: "the batch was never validated; create it again" },
+        ],
+      };
+      await this.store.updateBatch(failed, "validating");
+      return;
+    }
+    const expired = batch.status === "in_progress" && this.clock() >= batch.expiresAt;
+    const stopping = batch.status === "cancelling" || expired;
+    const requests = await this.store.requests(id);
+    const total = batch.requestCounts.total;
+    if (!stopping && requests.length < total) this.startSubmitting(batch);
+    let seen = this.finalSeen.get(id);
+    if (!seen) {
+      seen = new Map();
+      this.finalSeen.set(id, seen);
+    }
+    let completed = 0;
+    let failed = 0;
+    let open = 0;
+    for (const r of requests) {
+      if (r.jobId === undefined) {
+        failed++;
+        continue;
+      }
+      let status = seen.get(r.jobId);
+      if (status === undefined) {
+        // A job purged meanwhile (retention) counts as failed: its result is gone.
+        status = (await this.jobs.state(r.jobId))?.status ?? "failed";
+        if (FINAL_STATUSES.includes(status)) seen.set(r.jobId, status);
+      }
+      if (status === "succeeded") completed++;
+      else if (FINAL_STATUSES.includes(status)) failed++;
+      else {
+        open++;
+        if (stopping) await this.cancelJob(r.jobId);
+      }
+    }
+    const submittedAll = requests.length >= total;
+    const submittingHere = this.submitting.has(id);
+    if (open === 0 && (submittedAll || (stopping && !submittingHere))) {
+      return this.finalize(
+        batch,
+        batch.status === "cancelling" ? "cancelled" : expired ? "expired" : "completed",
+      );
+    }
+    const counts = { total, completed, failed };
+    if (counts.completed !== batch.requestCounts.completed || counts.failed !== batch.requestCounts.failed)
+      await this.store.updateBatch({ ...batch, requestCounts: counts }, batch.status);
+  }
+
+  private async cancelJob(jobId: string): Promise<void> {
+    if (this.cancelAsked.has(jobId)) return;
+    this.cancelAsked.add(jobId);
+    try {
+      await this.jobs.cancel(jobId);
+    } catch (err) {
+      this.cancelAsked.delete(jobId);
+      this.log.warn({ err, jobId }, "canceling a batch's job failed; trying again at the next check");
+    }
+  }
+
+  /** Submits the batch's lines not yet submitted, in the background (once per batch in this process). */
+  private startSubmitting(batch: BatchRecord, lines?: BatchLine[]): void {
+    if (this.stopped || this.submitting.has(batch.id)) return;
+    const run = this.submitRest(batch, lines)
+      .catch((err) =>
+        this.log.warn(
+          { err, batchId: batch.id },
+          "submitting a batch's jobs failed; resuming at the next check",
+        ),
+      )
+      .finally(() => {
+        this.submitting.delete(batch.id);
+        this.poke(batch.id);
+      });
+    this.submitting.set(batch.id, run);
+  }
+
+  private async submitRest(batch: BatchRecord, known?: BatchLine[]): Promise<void> {
+    const lines = known ?? (await this.readLines(batch));
+    let next = (await this.store.requests(batch.id)).length;
+    const owner = batch.owner;
+    while (next < lines.length && !this.stopped) {
+      const current = await this.store.getBatch(batch.id);
+      if (current?.status !== "in_progress" || this.clock() >= current.expiresAt) return;
+      const done: BatchRequest[] = [];
+      let paused = false;
+      for (const l of lines.slice(next, next + this.settings.submitChunk)) {
+        const line = next + done.length;
+        try {
+          const { job } = await this.jobs.submit({
+            model: l.body.model as string,
+            body: { endpoint: l.url, body: l.body },
+            ...(owner !== undefined ? { owner } : {}),
+            ...(owner !== undefined && batch.maxActive !== undefined ? { maxActive: batch.maxActive } : {}),
+            // A restart while submitting submits the same line again: the same job comes back.
+            idempotencyKey: `${batch.id}/${l.customId}`,
+            metadata: { batch_id: batch.id, custom_id: l.customId },
+            priority: this.settings.priority,
+          });
+          done.push({ line, customId: l.customId, jobId: job.id });
+        } catch (err) {
+          // A full queue, the key's queuedJobs limit, a model still loading, a store outage: wait
+          // and go on at a later check. Anything else is this line's own fault: its error line.
+          if (!isModelportError(err) || err.retryable) {
+            paused = true;
+            if (!isModelportError(err))
+              this.log.warn({ err, batchId: batch.id }, "submitting a batch line failed");
+            break;
+          }
+          done.push({ line, customId: l.customId, error: { code: err.code, message: err.message } });
+        }
+      }
+      if (done.length) await this.store.putRequests(batch.id, done);
+      next += done.length;
+      if (paused) return;
+      // Let requests in between chunks.
+      await new Promise((r) => setImmediate(r));
+    }
+  }
+
+  private async readLines(batch: BatchRecord): Promise<BatchLine[]> {
+    const file = await this.options.files.get(batch.inputFileId, undefined);
+    return parseBatchFile(await this.options.files.content(file), this.settings.maxFileLines);
+  }
+
+  /**
+   * Writes the output and error files and ends the batch as `status`. Safe to repeat (a process
+   * that died while finalizing): the files' ids come from the batch's, so they are written over.
+   */
+  private async finalize(batch: BatchRecord, status: "completed" | "cancelled" | "expired"): Promise<void> {
+    let current = batch;
+    if (current.status === "in_progress") {
+      const next: BatchRecord = { ...current, status: "finalizing", finalizingAt: this.clock() };
+      if (!(await this.store.updateBatch(next, "in_progress"))) return;
+      current = next;
+    }
+    const lines = await this.readLines(current);
+    const requests = new Map((await this.store.requests(current.id)).map((r) => [r.line, r]));
+    const out: string[] = [];
+    const errors: string[] = [];
+    const unrun =
+      status === "expired"
+        ? {
+            code: "batch_expired",
+            message: "This request could not be executed before the completion window expired.",
+          }
+        : { code: "batch_cancelled", message: "This request was not executed: the batch was cancelled." };
+    for (const [index, l] of lines.entries()) {
+      const id = `batch_req_${createHash("sha256").update(`${current.id}\n${index}`).digest("hex").slice(0, 32)}`;
+      const r = requests.get(index);
+      const answer = r?.jobId !== undefined ? await this.outcome(r.jobId) : undefined;
+      if (answer && "body" in answer) {
+        out.push(
+          JSON.stringify({
+            id,
+            custom_id: l.customId,
+            response: { status_code: 200, request_id: r!.jobId, body: answer.body },
+            error: null,
+          }),
+        );
+        continue;
+      }
+      const error = r?.error ?? answer?.error ?? unrun;
+      errors.push(JSON.stringify({ id, custom_id: l.customId, response: null, error }));
+    }
+    const write = async (kind: "output" | "errors", rows: string[]) =>
+      rows.length === 0
+        ? undefined
+        : (
+            await this.options.files.write(
+              current.owner,
+              `${current.id}_${kind}.jsonl`,
+              "batch_output",
+              Buffer.from(`${rows.join("\n")}\n`),
+              `file-${current.id.slice("batch_".length)}-${kind}`,
+            )
+          ).id;
+    const outputFileId = await write("output", out);
+    const errorFileId = await write("errors", errors);
+    const now = this.clock();
+    const ended: BatchRecord = {
+      ...current,
+      status,
+      ...(status === "completed"
+        ? { completedAt: now }
+        : status === "cancelled"
+          ? { cancelledAt: now }
+          : { expiredAt: now }),
+      ...(outputFileId ? { outputFileId } : {}),
+      ...(errorFileId ? { errorFileId } : {}),
+      requestCounts: { total: current.requestCounts.total, completed: out.length, failed: errors.length },
+    };
+    // Cost: each job's usage is counted against the owner as it runs (JobQueue onUsage); a batch
+    // price (a discount on a model's token prices) would be applied there, by the job's batch_id.
+    if (await this.store.updateBatch(ended, current.status)) {
+      this.finalSeen.delete(current.id);
+      this.log.info(
+        { batchId: current.id, status, completed: out.length, failed: errors.length },
+        "batch ended",
+      );
+    }
+  }
+
+  /** A job's answer for the output file, or its error for the error file. */
+  private async outcome(
+    jobId: string,
+  ): Promise<{ body: unknown } | { error: { code: string; message: string } } | undefined> {
+    const job = await this.jobs.get(jobId);
+    if (!job)
+      return { error: { code: "MP_ERR_JOB_NOT_FOUND", message: `job '${jobId}' is no longer stored` } };
+    if (job.status === "succeeded") {
+      const text =
+        job.result ??
+        (job.resultKey ? (await this.options.blobs.get(job.resultKey))?.data.toString("utf8") : undefined);
+      if (text === undefined)
+        return {
+          error: {
+            code: "MP_ERR_JOB_NOT_FOUND",
+            message: `the result of job '${jobId}' is no longer stored`,
+          },
+        };
+      return { body: (JSON.parse(text) as { response?: unknown }).response };
+    }
+    if (job.status === "canceled") return undefined;
+    return {
+      error: job.lastError ?? {
+        code: "MP_ERR_SERVER_INTERNAL",
+        message: `job '${jobId}' ended ${job.status}`,
+      },
+    };
+  }
+}
+
+/** OpenAI's metadata: at most 16 string pairs, keys up to 64 and values up to 512 characters. */
+function checkMetadata(metadata: unknown): Record<string, string> | undefined {
+  if (metadata === undefined || metadata === null) return undefined;
+  if (typeof metadata !== "object" || Array.isArray(metadata))
+    throw invalid("metadata", '"metadata" must be an object of string values');
+  const entries = Object.entries(metadata as Record<string, unknown>);
+  if (entries.length > METADATA_PAIRS)
+    throw invalid("metadata", `"metadata" holds at most ${METADATA_PAIRS} pairs`);
+  for (const [k, v] of entries) {
+    if (k.length > METADATA_KEY_CHARS || typeof v !== "string" || v.length > METADATA_VALUE_CHARS) {
+      throw invalid(
+        "metadata",
+        `"metadata" keys are at most ${METADATA_KEY_CHARS} characters and values strings of at most ${METADATA_VALUE_CHARS}`,
+      );
+    }
+  }
+  return metadata as Record<string, string>;
+}
