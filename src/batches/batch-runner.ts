@@ -394,8 +394,22 @@ export class BatchRunner {
   }
 
   private async submitRest(batch: BatchRecord, known?: BatchLine[]): Promise<void> {
-    const lines = known ?? (await this.readLines(batch));
     let next = (await this.store.requests(batch.id)).length;
+    const lines = known ?? (await this.readLines(batch));
+    if (!lines) {
+      // The input file was deleted while the batch ran: the lines not submitted cannot run.
+      const gone = {
+        code: "MP_ERR_FILE_NOT_FOUND",
+        message: `the input file '${batch.inputFileId}' was deleted`,
+      };
+      const rest = Array.from({ length: batch.requestCounts.total - next }, (_, i) => ({
+        line: next + i,
+        customId: "",
+        error: gone,
+      }));
+      await this.store.putRequests(batch.id, rest);
+      return;
+    }
     const owner = batch.owner;
     while (next < lines.length && !this.stopped) {
       const current = await this.store.getBatch(batch.id);
@@ -436,9 +450,15 @@ export class BatchRunner {
     }
   }
 
-  private async readLines(batch: BatchRecord): Promise<BatchLine[]> {
-    const file = await this.options.files.get(batch.inputFileId, undefined);
-    return parseBatchFile(await this.options.files.content(file), this.settings.maxFileLines);
+  /** The batch's lines, or undefined when its input file was deleted meanwhile. */
+  private async readLines(batch: BatchRecord): Promise<BatchLine[] | undefined> {
+    try {
+      const file = await this.options.files.get(batch.inputFileId, undefined);
+      return parseBatchFile(await this.options.files.content(file), this.settings.maxFileLines);
+    } catch (err) {
+      if (isModelportError(err) && err.code === "MP_ERR_FILE_NOT_FOUND") return undefined;
+      throw err;
+    }
   }
 
   /**
@@ -463,15 +483,17 @@ export class BatchRunner {
             message: "This request could not be executed before the completion window expired.",
           }
         : { code: "batch_cancelled", message: "This request was not executed: the batch was cancelled." };
-    for (const [index, l] of lines.entries()) {
+    for (let index = 0; index < current.requestCounts.total; index++) {
       const id = `batch_req_${createHash("sha256").update(`${current.id}\n${index}`).digest("hex").slice(0, 32)}`;
       const r = requests.get(index);
+      // Without the input file (deleted meanwhile), a line never submitted is known by its place alone.
+      const customId = lines?.[index]?.customId ?? r?.customId ?? "";
       const answer = r?.jobId !== undefined ? await this.outcome(r.jobId) : undefined;
       if (answer && "body" in answer) {
         out.push(
           JSON.stringify({
             id,
-            custom_id: l.customId,
+            custom_id: customId,
             response: { status_code: 200, request_id: r!.jobId, body: answer.body },
             error: null,
           }),
@@ -479,7 +501,7 @@ export class BatchRunner {
         continue;
       }
       const error = r?.error ?? answer?.error ?? unrun;
-      errors.push(JSON.stringify({ id, custom_id: l.customId, response: null, error }));
+      errors.push(JSON.stringify({ id, custom_id: customId, response: null, error }));
     }
     const write = async (kind: "output" | "errors", rows: string[]) =>
       rows.length === 0

@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
 import OpenAI, { toFile } from "openai";
+import { SqliteBatchStore } from "../../src/batches/sqlite-batch-store.js";
 import { testModels } from "../helpers/models.js";
 import { CLI, type InProcessServer, startInProcess } from "../helpers/server.js";
 import { until } from "../helpers/until.js";
@@ -102,7 +103,7 @@ async function startServer(): Promise<InProcessServer> {
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), "modelport-batches-"));
   const keysFile = join(dir, "keys.yaml");
-  keys.alice = await createKey(keysFile, "alice", "--models", "tiny-llama,tiny-embed");
+  keys.alice = await createKey(keysFile, "alice", "--models", "tiny-llama,tiny-embed,stuck-llama");
   keys.bob = await createKey(keysFile, "bob", "--models", "tiny-llama");
   keys.admin = await createKey(keysFile, "ops", "--role", "admin");
   const models = await testModels();
@@ -119,6 +120,8 @@ before(async () => {
       "models:",
       `  - {name: tiny-llama, backend: llama-cpp, path: ${join(models, "tiny-llama.gguf")}, llm: {sequences: 2, contextSize: 512}}`,
       `  - {name: tiny-embed, backend: transformers, path: ${join(models, "tiny-embed")}}`,
+      // Never ready (its checksum does not match): its jobs stay queued until canceled.
+      `  - {name: stuck-llama, backend: llama-cpp, path: ${join(models, "tiny-llama.gguf")}, sha256: "${"0".repeat(64)}"}`,
       "",
     ].join("\n"),
   );
@@ -256,5 +259,305 @@ describe("POST /v1/files and the file routes", () => {
     // The admin key sees every key's files.
     assert.equal((await ask("GET", `/v1/files/${mine}`, keys.admin!)).status, 200);
     assert.equal((await ask("GET", `/v1/files/${mine}`, keys.alice!)).status, 200);
+  });
+});
+
+/** Polls the batch (with the openai SDK) until it is in a final status. */
+async function finished(openai: OpenAI, id: string): Promise<OpenAI.Batches.Batch> {
+  let batch = await openai.batches.retrieve(id);
+  await until(
+    `batch ${id} to end`,
+    async () => {
+      batch = await openai.batches.retrieve(id);
+      return ["completed", "failed", "expired", "cancelled"].includes(batch.status);
+    },
+    120_000,
+  );
+  return batch;
+}
+
+async function fileLines(openai: OpenAI, id: string | null | undefined): Promise<any[]> {
+  assert.ok(id, "a file id");
+  const text = await (await openai.files.content(id)).text();
+  return text
+    .split("\n")
+    .filter((l) => l !== "")
+    .map((l) => JSON.parse(l));
+}
+
+/** The jobs a batch made, seen through the jobs API with the admin key. */
+async function batchJobs(batchId: string): Promise<any[]> {
+  const res = await ask("GET", "/v1/jobs?limit=1000", keys.admin!);
+  assert.equal(res.status, 200, res.text);
+  return res.body.jobs.filter((j: any) => j.metadata?.batch_id === batchId);
+}
+
+async function createBatch(key: string, lines: unknown[], endpoint: string): Promise<Answer> {
+  const file = await upload(key, jsonl(lines));
+  assert.equal(file.status, 200, file.text);
+  return ask("POST", "/v1/batches", key, { input_file_id: file.body.id, endpoint, completion_window: "24h" });
+}
+
+describe("POST /v1/batches and the batch routes", () => {
+  it("runs a 20-line chat batch as background jobs; each output body is the synchronous answer", async () => {
+    const openai = client(keys.alice!);
+    const lines = Array.from({ length: 20 }, (_, i) => chatLine(i));
+    const file = await openai.files.create({
+      file: await toFile(Buffer.from(jsonl(lines)), "chat.jsonl"),
+      purpose: "batch",
+    });
+    const created = await openai.batches.create({
+      input_file_id: file.id,
+      endpoint: "/v1/chat/completions",
+      completion_window: "24h",
+      metadata: { run: "nightly" },
+    });
+    assert.match(created.id, /^batch_/);
+    assert.equal(created.object, "batch");
+    assert.equal(created.status, "in_progress");
+    assert.deepEqual(created.metadata, { run: "nightly" });
+    assert.equal(created.expires_at, created.created_at + 24 * 3600);
+    const batch = await finished(openai, created.id);
+    assert.equal(batch.status, "completed");
+    assert.deepEqual(batch.request_counts, { total: 20, completed: 20, failed: 0 });
+    assert.equal(batch.error_file_id, null);
+    for (const t of [batch.in_progress_at, batch.finalizing_at, batch.completed_at])
+      assert.equal(typeof t, "number");
+    const out = await fileLines(openai, batch.output_file_id);
+    assert.deepEqual(
+      out.map((l) => l.custom_id),
+      lines.map((l) => l.custom_id),
+    );
+    const jobs = await batchJobs(created.id);
+    assert.equal(jobs.length, 20);
+    for (const job of jobs) {
+      assert.equal(job.priority, -100, "below interactive traffic and default jobs");
+      assert.equal(job.owner, "alice");
+    }
+    for (const [i, line] of out.entries()) {
+      assert.match(line.id, /^batch_req_/);
+      assert.equal(line.error, null);
+      assert.equal(line.response.status_code, 200);
+      assert.ok(jobs.some((j) => j.id === line.response.request_id));
+      const sync = await openai.chat.completions.create(lines[i]!.body as any);
+      const body = line.response.body;
+      assert.equal(body.object, "chat.completion");
+      assert.equal(body.model, sync.model);
+      assert.deepEqual(body.choices, JSON.parse(JSON.stringify(sync.choices)));
+      assert.deepEqual(body.usage, JSON.parse(JSON.stringify(sync.usage)));
+    }
+    const meta = await openai.files.retrieve(batch.output_file_id!);
+    assert.equal(meta.purpose, "batch_output");
+  });
+
+  it("runs an embeddings batch whose vectors are the synchronous ones", async () => {
+    const openai = client(keys.alice!);
+    const lines = Array.from({ length: 3 }, (_, i) => embedLine(i));
+    const created = await createBatch(keys.alice!, lines, "/v1/embeddings");
+    assert.equal(created.status, 200, created.text);
+    const batch = await finished(openai, created.body.id);
+    assert.equal(batch.status, "completed");
+    assert.deepEqual(batch.request_counts, { total: 3, completed: 3, failed: 0 });
+    const out = await fileLines(openai, batch.output_file_id);
+    for (const [i, line] of out.entries()) {
+      assert.equal(line.custom_id, `embed-${i}`);
+      const sync = await ask("POST", "/v1/embeddings", keys.alice!, lines[i]!.body);
+      const body = line.response.body;
+      assert.equal(body.object, "list");
+      assert.equal(body.data.length, 2);
+      assert.deepEqual(body.usage, sync.body.usage);
+      for (const [k, d] of body.data.entries()) {
+        const want = sync.body.data[k].embedding as number[];
+        assert.equal(d.embedding.length, want.length);
+        for (const [j, v] of (d.embedding as number[]).entries()) assert.ok(Math.abs(v - want[j]!) < 1e-5);
+      }
+    }
+  });
+
+  it("puts a line whose body its route refuses in the error file, and runs the others", async () => {
+    const openai = client(keys.alice!);
+    const bad = { ...chatLine(1), body: { ...chatLine(1).body, temperature: "hot" } };
+    const created = await createBatch(keys.alice!, [chatLine(0), bad, chatLine(2)], "/v1/chat/completions");
+    const batch = await finished(openai, created.body.id);
+    assert.equal(batch.status, "completed");
+    assert.deepEqual(batch.request_counts, { total: 3, completed: 2, failed: 1 });
+    const out = await fileLines(openai, batch.output_file_id);
+    assert.deepEqual(
+      out.map((l) => l.custom_id),
+      ["chat-0", "chat-2"],
+    );
+    const errors = await fileLines(openai, batch.error_file_id);
+    assert.equal(errors.length, 1);
+    assert.equal(errors[0].custom_id, "chat-1");
+    assert.equal(errors[0].response, null);
+    assert.equal(errors[0].error.code, "MP_ERR_REQUEST_INVALID");
+    assert.match(errors[0].error.message, /temperature/);
+    assert.match(errors[0].id, /^batch_req_/);
+  });
+
+  it("fails validation with errors.data naming each line at fault, and runs nothing", async () => {
+    const mismatch = await createBatch(
+      keys.alice!,
+      [chatLine(0), { ...embedLine(1) }, { ...chatLine(2), body: { messages: [] } }],
+      "/v1/chat/completions",
+    );
+    assert.equal(mismatch.status, 200, mismatch.text);
+    assert.equal(mismatch.body.status, "failed");
+    assert.equal(typeof mismatch.body.failed_at, "number");
+    assert.deepEqual(
+      mismatch.body.errors.data.map((e: any) => [e.line, e.code, e.param]),
+      [
+        [2, "MP_ERR_REQUEST_INVALID", "url"],
+        [3, "MP_ERR_REQUEST_INVALID", "body.model"],
+      ],
+    );
+    assert.deepEqual(await batchJobs(mismatch.body.id), []);
+    // A model the key may not use is "not found", as one that does not exist.
+    const foreign = await createBatch(keys.bob!, [embedLine(0)], "/v1/embeddings");
+    const none = await createBatch(
+      keys.bob!,
+      [{ ...embedLine(0), body: { model: "nope", input: "x" } }],
+      "/v1/embeddings",
+    );
+    assert.equal(foreign.body.status, "failed");
+    assert.equal(foreign.body.errors.data[0].code, "MP_ERR_MODEL_NOT_FOUND");
+    assert.equal(none.body.errors.data[0].code, "MP_ERR_MODEL_NOT_FOUND");
+    assert.ok(!foreign.body.errors.data[0].message.includes("tiny-embed served"));
+    // A model of the other family.
+    const family = await createBatch(
+      keys.alice!,
+      [{ ...chatLine(0), body: { ...chatLine(0).body, model: "tiny-embed" } }],
+      "/v1/chat/completions",
+    );
+    assert.equal(family.body.status, "failed");
+    assert.equal(family.body.errors.data[0].code, "MP_ERR_LLM_CAPABILITY_UNSUPPORTED");
+  });
+
+  it("answers 400 naming the field for a bad request, 404 for a file the key may not see", async () => {
+    const file = (await upload(keys.alice!, jsonl([chatLine(0)]))).body.id as string;
+    const good = { input_file_id: file, endpoint: "/v1/chat/completions", completion_window: "24h" };
+    for (const [change, param] of [
+      [{ endpoint: "/v1/images" }, "endpoint"],
+      [{ completion_window: "1h" }, "completion_window"],
+      [{ input_file_id: undefined }, "input_file_id"],
+      [{ metadata: { n: 1 } }, "metadata"],
+    ] as const) {
+      const res = await ask("POST", "/v1/batches", keys.alice!, { ...good, ...change });
+      assert.equal(res.status, 400, JSON.stringify(change));
+      assert.equal(res.body.error.param, param);
+    }
+    const other = await ask("POST", "/v1/batches", keys.bob!, good);
+    assert.equal(other.status, 404);
+    assert.equal(other.body.error.code, "MP_ERR_FILE_NOT_FOUND");
+  });
+
+  it("cancels: queued jobs end canceled, the batch cancelled with batch_cancelled error lines", async () => {
+    const openai = client(keys.alice!);
+    const lines = Array.from({ length: 3 }, (_, i) => ({
+      ...chatLine(i),
+      body: { ...chatLine(i).body, model: "stuck-llama" },
+    }));
+    const created = await createBatch(keys.alice!, lines, "/v1/chat/completions");
+    assert.equal(created.body.status, "in_progress");
+    await until("the batch's jobs to be queued", async () => (await batchJobs(created.body.id)).length === 3);
+    const cancelling = await openai.batches.cancel(created.body.id);
+    assert.equal(cancelling.status, "cancelling");
+    assert.equal(typeof cancelling.cancelling_at, "number");
+    const batch = await finished(openai, created.body.id);
+    assert.equal(batch.status, "cancelled");
+    assert.equal(typeof batch.cancelled_at, "number");
+    assert.deepEqual(batch.request_counts, { total: 3, completed: 0, failed: 3 });
+    assert.equal(batch.output_file_id, null);
+    const errors = await fileLines(openai, batch.error_file_id);
+    assert.deepEqual(
+      errors.map((e) => [e.custom_id, e.error.code]),
+      lines.map((l) => [l.custom_id, "batch_cancelled"]),
+    );
+    for (const job of await batchJobs(created.body.id)) assert.equal(job.status, "canceled");
+    const again = await ask("POST", `/v1/batches/${created.body.id}/cancel`, keys.alice!);
+    assert.equal(again.status, 409);
+    assert.equal(again.body.error.code, "MP_ERR_BATCH_FINISHED");
+  });
+
+  it("expires a batch past its window: remaining jobs canceled, batch_expired error lines", async () => {
+    const openai = client(keys.alice!);
+    const line = { ...chatLine(0), body: { ...chatLine(0).body, model: "stuck-llama" } };
+    const created = await createBatch(keys.alice!, [line], "/v1/chat/completions");
+    await until("the batch's job to be queued", async () => (await batchJobs(created.body.id)).length === 1);
+    // Its window ends now: as if 24 hours had passed.
+    const store = new SqliteBatchStore(join(dir, "jobs.db"));
+    const record = (await store.getBatch(created.body.id))!;
+    assert.ok(await store.updateBatch({ ...record, expiresAt: Date.now() - 1 }, "in_progress"));
+    await store.close();
+    const batch = await finished(openai, created.body.id);
+    assert.equal(batch.status, "expired");
+    assert.equal(typeof batch.expired_at, "number");
+    const errors = await fileLines(openai, batch.error_file_id);
+    assert.deepEqual(
+      errors.map((e) => [e.custom_id, e.error.code]),
+      [["chat-0", "batch_expired"]],
+    );
+  });
+
+  it("shows a key only its own batches: another key's id is the same 404 as an unknown one", async () => {
+    const created = await createBatch(keys.alice!, [chatLine(0)], "/v1/chat/completions");
+    const id = created.body.id as string;
+    const unknown = await ask("GET", "/v1/batches/batch_0000", keys.bob!);
+    assert.equal(unknown.status, 404);
+    assert.equal(unknown.body.error.code, "MP_ERR_BATCH_NOT_FOUND");
+    for (const [method, path] of [
+      ["GET", `/v1/batches/${id}`],
+      ["POST", `/v1/batches/${id}/cancel`],
+    ] as const) {
+      const res = await ask(method, path, keys.bob!);
+      assert.equal(res.status, 404);
+      assert.deepEqual(res.body.error, { ...unknown.body.error, message: `no batch '${id}'` });
+    }
+    const listed = await ask("GET", "/v1/batches?limit=100", keys.bob!);
+    assert.ok(!listed.body.data.some((b: any) => b.id === id));
+    assert.equal((await ask("GET", `/v1/batches/${id}`, keys.alice!)).status, 200);
+    await finished(client(keys.alice!), id);
+  });
+
+  it("lists a key's batches newest first with after and limit", async () => {
+    const openai = client(keys.alice!);
+    const page = await openai.batches.list({ limit: 2 });
+    assert.equal(page.data.length, 2);
+    assert.ok(page.data[0]!.created_at >= page.data[1]!.created_at);
+    const all = await ask("GET", "/v1/batches?limit=100", keys.alice!);
+    assert.equal(all.body.object, "list");
+    const ids = all.body.data.map((b: any) => b.id);
+    assert.deepEqual(
+      page.data.map((b) => b.id),
+      ids.slice(0, 2),
+    );
+    const rest = await ask("GET", `/v1/batches?limit=100&after=${ids[1]}`, keys.alice!);
+    assert.deepEqual(
+      rest.body.data.map((b: any) => b.id),
+      ids.slice(2),
+    );
+    const bad = await ask("GET", "/v1/batches?limit=101", keys.alice!);
+    assert.equal(bad.status, 400);
+  });
+
+  it("finishes a batch across a restart: the new server resumes it, no line runs twice", async () => {
+    const openai = () => client(keys.alice!);
+    const lines = Array.from({ length: 12 }, (_, i) => chatLine(100 + i));
+    const created = await createBatch(keys.alice!, lines, "/v1/chat/completions");
+    assert.equal(created.body.status, "in_progress");
+    // Closed while its lines are being submitted or run; a new server on the same store.
+    await server.close();
+    server = await startServer();
+    const batch = await finished(openai(), created.body.id);
+    assert.equal(batch.status, "completed");
+    assert.deepEqual(batch.request_counts, { total: 12, completed: 12, failed: 0 });
+    const out = await fileLines(openai(), batch.output_file_id);
+    assert.deepEqual(
+      out.map((l) => l.custom_id),
+      lines.map((l) => l.custom_id),
+    );
+    const jobs = await batchJobs(created.body.id);
+    assert.equal(jobs.length, 12, "one job per line");
+    assert.deepEqual(new Set(out.map((l) => l.response.request_id)), new Set(jobs.map((j) => j.id)));
   });
 });
