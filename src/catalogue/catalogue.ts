@@ -48,10 +48,14 @@ export interface Readiness {
   >;
 }
 
-/** The route family that serves each capability, for "use this route instead" hints. */
-const ROUTES: Record<ModelKind, (name: string) => string> = {
-  tensor: (name) => `POST /v1/models/${name}/predict`,
-  language: () => "POST /v1/chat/completions, /v1/completions or /v1/embeddings",
+/**
+ * The routes that serve a model of the other family, for "use this route instead" hints: a
+ * language model's, only those its capabilities serve (an embeddings model is not told to chat).
+ */
+const ROUTES: Record<ModelKind, (model: ServedModel) => string> = {
+  tensor: (model) => `POST /v1/models/${model.name}/predict`,
+  language: (model) =>
+    languageRoutes(model) || "POST /v1/chat/completions, /v1/completions or /v1/embeddings",
 };
 
 const KIND_OF: Record<Capability, ModelKind> = {
@@ -220,7 +224,7 @@ export class Catalogue {
     if (entry.kind !== kind) {
       throw new ModelportError(
         "MP_ERR_LLM_CAPABILITY_UNSUPPORTED",
-        `model '${name}' is a ${entry.kind} model; use ${ROUTES[entry.kind](name)}`,
+        `model '${name}' is a ${entry.kind} model; use ${ROUTES[entry.kind](entry.view)}`,
         { model: name, param: "model" },
       );
     }
@@ -822,11 +826,17 @@ function what(capability: Capability, model: ServedModel): string {
 
 /** What the model does instead, as the routes to use. */
 function hint(model: ServedModel): string {
+  const routes = languageRoutes(model);
+  return routes ? `; use ${routes}` : "";
+}
+
+/** The OpenAI routes a language model's capabilities serve ("POST /v1/… or /v1/…"), "" for none. */
+function languageRoutes(model: ServedModel): string {
   const c = model.capabilities;
   const routes = [
     ...(c.chat ? ["/v1/chat/completions"] : []),
     ...(c.completion ? ["/v1/completions"] : []),
     ...(c.embeddings ? ["/v1/embeddings"] : []),
   ];
-  return routes.length ? `; use POST ${routes.join(" or ")}` : "";
+  return routes.length ? `POST ${routes.join(" or ")}` : "";
 }

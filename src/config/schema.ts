@@ -113,6 +113,12 @@ export const llmSchema = z
     sequences: positiveInt.max(256).default(1),
     /** Requests allowed to wait for a free sequence; beyond it 503 MP_ERR_MODEL_OVERLOADED with Retry-After. */
     maxWaiting: z.number().int().nonnegative().max(100_000).default(16),
+    /**
+     * Jobs generating at once on this model (docs/Jobs.md#language-model-jobs); default: one less
+     * than `sequences` (at least 1), so an interactive request always finds a sequence soon; a
+     * transformers embeddings model: jobs.concurrency.
+     */
+    jobConcurrency: positiveInt.max(256).optional(),
     /** Jinja chat template; overrides the one in the model file (GGUF tokenizer.chat_template). */
     chatTemplate: z.string().min(1).optional(),
     /** Most new tokens per request, whatever max_tokens asks; default: up to the context's end. */

@@ -1,22 +1,33 @@
-// The job system's façade: accepts jobs (validated like predict, idempotent), runs them with
-// per-model workers through the same batchers as synchronous requests (behind them), retries
-// with backoff, stores results inline or in the blob store, and notifies (events, webhooks).
+// The job system's façade: accepts jobs (validated like predict, or like the OpenAI route a
+// language-model job stands for; idempotent), runs them with per-model workers through the same
+// batchers and sequences as synchronous requests (behind them), retries with backoff, stores
+// results inline or in the blob store, and notifies (events, webhooks).
 import { createHash, randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import { CancelHandle } from "../cancel.js";
 import type { Catalogue } from "../catalogue/catalogue.js";
-import type { ServedModel } from "../catalogue/served-model.js";
+import type { Capability, ServedModel } from "../catalogue/served-model.js";
 import type { JobsConfig } from "../config/schema.js";
 import { isModelportError, ModelportError } from "../errors.js";
-import { checkCallbackUrl, deliverWebhook } from "../notify/webhook.js";
-import { decodeNative, encodeNative } from "../protocol/native-body.js";
+import { checkCallbackUrl } from "../notify/webhook.js";
+import { decodeNative } from "../protocol/native-body.js";
 import type { BlobStore } from "../storage/blob-store.js";
 import { fromTraceHeaders, type TraceParent, traceHeaders } from "../telemetry/propagation.js";
 import { ATTR, endSpan, KIND, parentOf, SPAN, type Span, startSpan, tracing } from "../telemetry/spans.js";
 import { FINAL_STATUSES, type Job } from "./job.js";
 import { JobEvents } from "./job-events.js";
+import { JobExecutor, type JobUsage } from "./job-execution.js";
+import { checkJobSizes } from "./job-sizes.js";
 import type { CreateResult, JobState, JobStore, ListPage, ListQuery } from "./job-store.js";
-import { jobView } from "./job-view.js";
+import { notifyFinished, type WebhookDeps } from "./job-webhook.js";
+import {
+  endpointCapability,
+  type LanguageWork,
+  type LanguageWorkRunner,
+  languageInput,
+  languageJobConcurrency,
+} from "./language-work.js";
+import { recordOutcome } from "./record-outcome.js";
 
 export interface SubmitJob {
   /** The model's name, or `name@version`. */
@@ -25,6 +36,8 @@ export interface SubmitJob {
   version?: string;
   /** The predict body ({rows} or {inputs}); job fields are taken out before it is stored. */
   body: Record<string, unknown>;
+  /** A language model's work (an OpenAI request): stored instead of `body`. */
+  work?: LanguageWork;
   idempotencyKey?: string;
   callbackUrl?: string;
   metadata?: Record<string, unknown>;
@@ -45,7 +58,9 @@ export interface JobQueueOptions {
   log: Logger;
   webhookSecret?: string;
   /** Hears what each answered attempt of a job with an owner used (usage per key). */
-  onUsage?: (owner: string, model: string, used: { rows: number; computeMs: number }) => void;
+  onUsage?: (owner: string, model: string, used: JobUsage) => void;
+  /** Validates and answers language-model jobs; without it such jobs are refused. */
+  languageWork?: LanguageWorkRunner;
   clock?: () => number;
   /** How often an idle worker looks at the store for work from other processes. */
   pollMs?: number;
@@ -56,13 +71,6 @@ export interface JobQueueOptions {
  * Anything else (callback_url, metadata, priority, keys predict ignores) is not part of the input.
  */
 const INPUT_FIELDS = ["rows", "inputs"];
-/** Longest callback_url accepted. */
-const MAX_CALLBACK_URL_CHARS = 2048;
-/** A store write that failed after the work was done is retried at this pace, within the lease. */
-const RECORD_RETRY_FIRST_MS = 100;
-const RECORD_RETRY_MAX_MS = 2000;
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export function isFinal(job: Job): boolean {
   return FINAL_STATUSES.includes(job.status);
@@ -80,6 +88,7 @@ export class JobQueue {
   private readonly workerId = `${process.pid}-${randomUUID().slice(0, 8)}`;
   private readonly running = new Map<string, { cancel: CancelHandle; done: Promise<void>; owner: string }>();
   private readonly wakers = new Set<() => void>();
+  private readonly executor: JobExecutor;
   private loops: Promise<void>[] = [];
   /** True once stop() began: no new claims, long-polls and streams return. */
   stopping = false;
@@ -92,6 +101,7 @@ export class JobQueue {
     this.log = options.log.child({ component: "jobs" });
     this.clock = options.clock ?? Date.now;
     this.pollMs = options.pollMs ?? 250;
+    this.executor = new JobExecutor(options);
   }
 
   /**
@@ -101,16 +111,29 @@ export class JobQueue {
   async submit(req: SubmitJob): Promise<CreateResult> {
     // Stored as name and version apart: workers claim by name, and run the version the job names.
     const { name: model, version } = this.catalogue.reference(req.model, req.version);
-    const host = this.catalogue.find(model, "predict");
+    const capability: Capability = req.work ? endpointCapability(req.work.endpoint) : "predict";
+    const host = this.catalogue.find(model, capability);
     // A model that loads on demand starts loading now, so its workers can claim the job.
-    if (!host.ready) void (async () => this.catalogue.acquire(model, "predict", version))().catch(() => {});
-    const target = version === undefined ? host : this.pinnedAtSubmit(host, version);
-    const body: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(req.body)) if (INPUT_FIELDS.includes(k)) body[k] = v;
-    const input = JSON.stringify(body);
-    this.checkSizes(input, req);
-    // Validate now so bad input is a 400 at once, not a failed job later.
-    if (target.signature) decodeNative(body, target.signature, target.config.limits);
+    if (!host.ready) void (async () => this.catalogue.acquire(model, capability, version))().catch(() => {});
+    const target = version === undefined ? host : this.pinnedAtSubmit(host, version, capability);
+    let input: string;
+    if (req.work) {
+      const runner = this.options.languageWork;
+      if (!runner)
+        throw new ModelportError("MP_ERR_REQUEST_INVALID", "this server does not run language-model jobs");
+      // A loaded model is checked for the capability now (chat needs a template); the body always.
+      if (target.ready) this.catalogue.require(model, capability, version);
+      runner.validate(target, req.work);
+      input = languageInput(req.work);
+      checkJobSizes(input, req, this.config);
+    } else {
+      const body: Record<string, unknown> = {};
+      for (const [k, v] of Object.entries(req.body)) if (INPUT_FIELDS.includes(k)) body[k] = v;
+      input = JSON.stringify(body);
+      checkJobSizes(input, req, this.config);
+      // Validate now so bad input is a 400 at once, not a failed job later.
+      if (target.signature) decodeNative(body, target.signature, target.config.limits);
+    }
     if (req.callbackUrl !== undefined) {
       await checkCallbackUrl(req.callbackUrl, this.config.webhooks.allowPrivate, {
         lookupTimeoutMs: this.config.webhooks.dnsTimeoutMs,
@@ -178,9 +201,9 @@ export class JobQueue {
    * queued. A model that loads on demand, pinned to the version it loads, is taken as it is
    * (its input is checked when it runs, as for an unpinned job).
    */
-  private pinnedAtSubmit(host: ServedModel, version: string): ServedModel {
+  private pinnedAtSubmit(host: ServedModel, version: string, capability: Capability): ServedModel {
     if (!host.ready && host.status().loadable && version === host.config.version) return host;
-    const pinned = this.catalogue.find(host.name, "predict", version);
+    const pinned = this.catalogue.find(host.name, capability, version);
     // API tier: a copy pinned to a version no runner holds is not ready, and says so with that code.
     if (!pinned.ready) {
       const why = pinned.notReadyError();
@@ -257,34 +280,6 @@ export class JobQueue {
     return job;
   }
 
-  /** @throws MP_ERR_JOB_PAYLOAD_TOO_LARGE when the input, metadata or callback URL is over its limit. */
-  private checkSizes(input: string, req: SubmitJob): void {
-    const inputBytes = Buffer.byteLength(input);
-    if (inputBytes > this.config.maxInputBytes) {
-      throw new ModelportError(
-        "MP_ERR_JOB_PAYLOAD_TOO_LARGE",
-        `the job input is ${inputBytes} bytes as JSON; at most ${this.config.maxInputBytes} (jobs.maxInputBytes): split it into several jobs`,
-        { bytes: inputBytes, limit: this.config.maxInputBytes },
-      );
-    }
-    if (req.metadata !== undefined) {
-      const metadataBytes = Buffer.byteLength(JSON.stringify(req.metadata));
-      if (metadataBytes > this.config.maxMetadataBytes) {
-        throw new ModelportError(
-          "MP_ERR_JOB_PAYLOAD_TOO_LARGE",
-          `"metadata" is ${metadataBytes} bytes as JSON; at most ${this.config.maxMetadataBytes} (jobs.maxMetadataBytes): store large data elsewhere and reference it`,
-          { bytes: metadataBytes, limit: this.config.maxMetadataBytes },
-        );
-      }
-    }
-    if (req.callbackUrl !== undefined && req.callbackUrl.length > MAX_CALLBACK_URL_CHARS) {
-      throw new ModelportError(
-        "MP_ERR_JOB_PAYLOAD_TOO_LARGE",
-        `"callback_url" is ${req.callbackUrl.length} characters; at most ${MAX_CALLBACK_URL_CHARS}`,
-      );
-    }
-  }
-
   /** Cancels a queued job at once; a running one is aborted where the backend allows and ends canceled. */
   async cancel(id: string): Promise<Job> {
     const job = await this.store.cancel(id, this.clock());
@@ -332,10 +327,18 @@ export class JobQueue {
     for (const host of this.catalogue.all()) this.startModel(host);
   }
 
-  /** Starts the workers of one tensor model (one the catalogue gained after start-up, too). */
+  /**
+   * Starts the workers of one model (one the catalogue gained after start-up, too): a tensor
+   * model's jobs.concurrency, a language model's llm.jobConcurrency (fewer than its sequences).
+   */
   startModel(host: ServedModel): void {
-    if (host.kind !== "tensor" || this.stopping) return;
-    for (let i = 0; i < this.config.concurrency; i++) this.loops.push(this.workLoop(host, i));
+    if (this.stopping) return;
+    if (host.kind === "language" && !this.options.languageWork) return;
+    const loops =
+      host.kind === "tensor"
+        ? this.config.concurrency
+        : languageJobConcurrency(host, this.config.concurrency);
+    for (let i = 0; i < loops; i++) this.loops.push(this.workLoop(host, i));
   }
 
   /**
@@ -359,6 +362,17 @@ export class JobQueue {
       }
     }
     await Promise.all(this.loops);
+  }
+
+  private webhookDeps(): WebhookDeps {
+    return {
+      store: this.store,
+      blobs: this.blobs,
+      config: this.config,
+      log: this.log,
+      urlTtlSeconds: this.urlTtlSeconds(),
+      secret: this.options.webhookSecret ?? this.config.webhooks.secret ?? "",
+    };
   }
 
   private urlTtlSeconds(): number {
@@ -416,7 +430,7 @@ export class JobQueue {
 
   /**
    * One attempt: execute, then record the outcome. Nothing here rejects: a store that fails while
-   * recording is retried within the lease (recordOutcome), and past it the lease lapses and the
+   * recording is retried within the lease (record-outcome.ts), and past it the lease lapses and the
    * job is claimed and run again.
    */
   private async run(host: ServedModel, job: Job, owner: string, cancel: CancelHandle): Promise<void> {
@@ -480,11 +494,11 @@ export class JobQueue {
     );
     let outcome: { what: string; write: () => Promise<boolean>; final: boolean };
     try {
-      const { outputs, version } = await this.execute(host, job, cancel, trace);
+      const result = await this.executor.execute(host, job, cancel, trace);
       if (cancel.canceled) {
         outcome = this.canceledOutcome(job, owner);
       } else {
-        const stored = await this.storeResult(host, job, outputs, version);
+        const stored = await this.executor.storeResult(job, result);
         outcome = {
           what: "recording the result",
           write: () => this.store.complete(job.id, owner, stored, this.clock()),
@@ -521,7 +535,12 @@ export class JobQueue {
     }
     try {
       settled = true;
-      const ok = await this.recordOutcome(job, outcome.what, outcome.write);
+      const ok = await recordOutcome(job, outcome.what, outcome.write, {
+        giveUpAt: this.clock() + this.config.leaseMs,
+        clock: this.clock,
+        stopping: () => this.stopping,
+        log: this.log,
+      });
       if (ok === false) lost();
       if (ok && outcome.final) await this.finished(job.id, trace);
       else if (ok) await this.publishCurrent(job.id);
@@ -541,56 +560,6 @@ export class JobQueue {
     };
   }
 
-  /** The result inline, or in the blob store when large; a blob store failure is a retryable attempt failure. */
-  private async storeResult(
-    host: ServedModel,
-    job: Job,
-    outputs: Record<string, unknown>,
-    version: string,
-  ): Promise<{ result?: string; resultKey?: string; resultBytes: number }> {
-    // The version that computed it, which a swap or a canary split may make another than the current one.
-    const json = JSON.stringify({ model: host.config.name, model_version: version, outputs });
-    const bytes = Buffer.byteLength(json);
-    if (bytes <= this.config.inlineResultMaxBytes) return { result: json, resultBytes: bytes };
-    const key = `results/${job.id}.json`;
-    try {
-      await this.blobs.put(key, Buffer.from(json), "application/json");
-    } catch (err) {
-      throw new ModelportError(
-        "MP_ERR_JOB_STORE_UNAVAILABLE",
-        `storing the result of job '${job.id}' in the blob store failed: ${(err as Error).message}`,
-      );
-    }
-    return { resultKey: key, resultBytes: bytes };
-  }
-
-  /**
-   * Writes an attempt's outcome, retrying a failing store with backoff for up to one lease.
-   * @returns the store's answer, or undefined when it never answered (the job stays running
-   * under a lease nobody renews, so it is claimed again once the lease lapses).
-   */
-  private async recordOutcome(
-    job: Job,
-    what: string,
-    write: () => Promise<boolean>,
-  ): Promise<boolean | undefined> {
-    const giveUpAt = this.clock() + this.config.leaseMs;
-    let wait = RECORD_RETRY_FIRST_MS;
-    for (;;) {
-      try {
-        return await write();
-      } catch (err) {
-        if (this.stopping || this.clock() + wait > giveUpAt) {
-          this.log.error({ err, jobId: job.id }, `${what} failed; the job runs again once its lease lapses`);
-          return undefined;
-        }
-        this.log.warn({ err, jobId: job.id }, `${what} failed; retrying`);
-        await sleep(wait);
-        wait = Math.min(wait * 2, RECORD_RETRY_MAX_MS);
-      }
-    }
-  }
-
   /** Tells subscribers about a job's new state (a retry waiting out its backoff); a failed read is only logged. */
   private async publishCurrent(id: string): Promise<Job | undefined> {
     try {
@@ -603,122 +572,13 @@ export class JobQueue {
     }
   }
 
-  /** Runs the job's input through the model's batcher, behind synchronous requests, within the job timeout. */
-  private async execute(
-    host: ServedModel,
-    job: Job,
-    cancel: CancelHandle,
-    trace: TraceParent | undefined,
-  ): Promise<{ outputs: Record<string, unknown>; version: string }> {
-    // A pinned job runs that version only; one this process no longer has fails the attempt
-    // with MP_ERR_MODEL_VERSION_NOT_FOUND.
-    const target = job.version === undefined ? host : this.catalogue.find(host.name, "predict", job.version);
-    let version = target.config.version;
-    const signature = target.signature;
-    if (!signature) throw target.notReadyError();
-    const inputs = decodeNative(JSON.parse(job.input), signature, target.config.limits);
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        cancel.cancel();
-        reject(
-          new ModelportError(
-            "MP_ERR_JOB_TIMEOUT",
-            `attempt ${job.attempts} ran longer than ${job.timeoutMs} ms`,
-          ),
-        );
-      }, job.timeoutMs);
-    });
-    let computeMs = 0;
-    try {
-      const outputs = await Promise.race([
-        target.predict!(inputs, {
-          deadline: performance.now() + job.timeoutMs,
-          cancel,
-          background: true,
-          trace,
-          onVersion: (v) => {
-            version = v;
-          },
-          onCompute: (ms) => {
-            computeMs += ms;
-          },
-        }),
-        timeout,
-      ]);
-      // Each attempt's use counts against the key that submitted the job.
-      if (job.owner !== undefined)
-        this.options.onUsage?.(job.owner, host.name, {
-          rows: Object.values(inputs)[0]?.shape[0] ?? 0,
-          computeMs,
-        });
-      return { outputs: encodeNative(outputs), version };
-    } catch (err) {
-      // The batcher refuses work that cannot finish in time before running it: for a job that
-      // is this attempt's timeout.
-      if (isModelportError(err) && err.code === "MP_ERR_DEADLINE_EXCEEDED") {
-        throw new ModelportError(
-          "MP_ERR_JOB_TIMEOUT",
-          `attempt ${job.attempts} cannot finish within ${job.timeoutMs} ms: ${err.message}`,
-        );
-      }
-      throw err;
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
   /** A job reached its final state: tell subscribers and the webhook. */
   private async finished(id: string, trace?: TraceParent): Promise<void> {
     const job = await this.publishCurrent(id);
     if (job?.webhook) {
-      void this.notify(job, trace).catch((err) =>
+      void notifyFinished(job, this.webhookDeps(), trace).catch((err) =>
         this.log.error({ err, jobId: job.id }, "preparing the webhook failed"),
       );
     }
-  }
-
-  /** `trace`: the last attempt's (the delivery is its child), else the submitter's when the job ended without one. */
-  private async notify(job: Job, trace = fromTraceHeaders(job.trace)): Promise<void> {
-    const webhook = job.webhook!;
-    const result =
-      job.status === "succeeded" && job.result !== undefined ? JSON.parse(job.result) : undefined;
-    let resultUrl: string | undefined;
-    if (job.resultKey) {
-      // Without a presigned URL the receiver still has links.result to fetch it from.
-      resultUrl = await this.blobs.url(job.resultKey, this.urlTtlSeconds()).catch((err) => {
-        this.log.warn(
-          { err, jobId: job.id },
-          "presigning the result URL failed; the webhook carries links.result",
-        );
-        return undefined;
-      });
-    }
-    const body = JSON.stringify({
-      event: "job.finished",
-      job: {
-        ...jobView(job),
-        ...(result ? { result } : {}),
-        ...(resultUrl ? { result_url: resultUrl } : {}),
-      },
-    });
-    const secret = this.options.webhookSecret ?? this.config.webhooks.secret ?? "";
-    await deliverWebhook({
-      url: webhook.url,
-      // Stable across retries and restarts, so receivers can drop duplicates.
-      deliveryId: `${job.id}:job.finished`,
-      body,
-      secret,
-      timeoutMs: this.config.webhooks.timeoutMs,
-      maxAttempts: this.config.webhooks.maxAttempts,
-      allowPrivate: this.config.webhooks.allowPrivate,
-      lookupTimeoutMs: this.config.webhooks.dnsTimeoutMs,
-      ...(trace ? { trace } : {}),
-      onAttempt: (state) => {
-        void this.store
-          .recordWebhook(job.id, state)
-          .catch((err) => this.log.warn({ err }, "recording a webhook attempt failed"));
-      },
-    }).catch((err) => this.log.warn({ err, jobId: job.id }, "webhook delivery failed"));
   }
 }

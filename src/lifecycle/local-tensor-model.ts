@@ -251,6 +251,7 @@ export class LocalTensorModel implements ServedModel {
               {
                 deadline: performance.now() + this.run.limits.timeoutMs,
                 cancel: options.cancel ?? new CancelHandle(),
+                ...(options.background ? { background: true } : {}),
                 ...(options.onCompute ? { onCompute: options.onCompute } : {}),
               },
             );

@@ -160,6 +160,8 @@ export interface GenerateOptions {
   readonly onDelta?: (text: string) => void;
   /** The caller's place in a trace: prompt and generation spans are its children; an upstream call carries it. */
   readonly trace?: TraceParent | undefined;
+  /** Background work (a job): it waits behind every interactive request for a sequence. */
+  readonly background?: boolean;
 }
 
 /** One input to embed: a text, or token ids of the model's tokenizer (passed on by upstream models). */
@@ -174,6 +176,8 @@ export interface EmbedOptions {
   readonly onCompute?: (ms: number) => void;
   /** The caller's place in a trace (an upstream call carries it). */
   readonly trace?: TraceParent | undefined;
+  /** Background work (a job): it waits behind every interactive request in the model's batcher. */
+  readonly background?: boolean;
 }
 
 export interface EmbedResult {

@@ -1,11 +1,15 @@
 // Admission for language models: a fixed set of slots (llama.cpp sequences, upstream
 // connections) handed out first come, first served, with a bounded wait line. Beyond the line
 // a request is refused at once with a retryable 503, so a burst never piles up unbounded work;
-// a waiter whose client leaves, or whose deadline passes, leaves the line at once.
+// a waiter whose client leaves, or whose deadline passes, leaves the line at once. Background
+// work (jobs) waits behind every interactive request: a freed slot goes to the longest-waiting
+// interactive request, and to background work only when none waits. Background waiters are
+// bounded by their callers (a model's job workers), so they take no place in the line.
 import type { CancelHandle } from "../cancel.js";
 import { ModelportError } from "../errors.js";
 
 interface Waiter<T> {
+  background: boolean;
   resolve(slot: T): void;
   reject(err: ModelportError): void;
   cleanup(): void;
@@ -23,6 +27,8 @@ export interface SlotQueueOptions {
 export class SlotQueue<T> {
   private readonly free: T[];
   private readonly waiters: Waiter<T>[] = [];
+  /** Waiters that are background work. */
+  private backgroundWaiting = 0;
   private readonly limit: number;
   private closed = false;
   /** Smoothed seconds a slot stays taken, for Retry-After. */
@@ -51,11 +57,12 @@ export class SlotQueue<T> {
 
   /**
    * A free slot, now or when one is released; among free ones, the one `score` rates highest
-   * (a waiter gets whichever is released first).
+   * (a waiter gets whichever is released first). `background` work gets a released slot only
+   * when no interactive request waits for it.
    * @throws ModelportError MP_ERR_MODEL_OVERLOADED (line full), MP_ERR_REQUEST_CANCELED (canceled
    * by the client), MP_ERR_DEADLINE_EXCEEDED (waited maxWaitMs), MP_ERR_SERVER_SHUTTING_DOWN (closed).
    */
-  acquire(cancel?: CancelHandle, score?: (slot: T) => number): Promise<T> {
+  acquire(cancel?: CancelHandle, score?: (slot: T) => number, background = false): Promise<T> {
     if (this.closed) return Promise.reject(this.closedError());
     if (cancel?.canceled) return Promise.reject(canceled());
     const slot = this.take(score);
@@ -63,7 +70,7 @@ export class SlotQueue<T> {
       this.takenAt.set(slot, performance.now());
       return Promise.resolve(slot);
     }
-    if (this.waiters.length >= this.options.maxWaiting) {
+    if (!background && this.waiters.length - this.backgroundWaiting >= this.options.maxWaiting) {
       const retryAfterSeconds = this.retryAfterSeconds();
       return Promise.reject(
         new ModelportError(
@@ -81,6 +88,7 @@ export class SlotQueue<T> {
         reject(canceled());
       };
       const waiter: Waiter<T> = {
+        background,
         resolve,
         reject,
         cleanup: () => {
@@ -89,7 +97,8 @@ export class SlotQueue<T> {
         },
       };
       detach = cancel?.onCancel(onAbort);
-      if (this.options.maxWaitMs !== undefined) {
+      // Background work is bounded by its own timeout (a job's), which cancels it.
+      if (this.options.maxWaitMs !== undefined && !background) {
         timer = setTimeout(() => {
           this.remove(waiter);
           reject(
@@ -101,6 +110,7 @@ export class SlotQueue<T> {
         }, this.options.maxWaitMs);
       }
       this.waiters.push(waiter);
+      if (background) this.backgroundWaiting++;
     });
   }
 
@@ -119,14 +129,14 @@ export class SlotQueue<T> {
     return this.free.splice(best, 1)[0];
   }
 
-  /** Gives `slot` back: to the longest waiter if any, else to the free list. */
+  /** Gives `slot` back: to the longest interactive waiter, else the longest background one, else to the free list. */
   release(slot: T): void {
     const started = this.takenAt.get(slot);
     if (started !== undefined) {
       const seconds = (performance.now() - started) / 1000;
       this.holdSeconds = 0.8 * this.holdSeconds + 0.2 * seconds;
     }
-    const next = this.waiters.shift();
+    const next = this.next();
     if (next && !this.closed) {
       next.cleanup();
       this.takenAt.set(slot, performance.now());
@@ -140,15 +150,27 @@ export class SlotQueue<T> {
   /** Refuses every waiter and every later acquire with MP_ERR_SERVER_SHUTTING_DOWN. */
   close(): void {
     this.closed = true;
+    this.backgroundWaiting = 0;
     for (const w of this.waiters.splice(0)) {
       w.cleanup();
       w.reject(this.closedError());
     }
   }
 
+  /** Takes the waiter a released slot goes to out of the line. */
+  private next(): Waiter<T> | undefined {
+    const i = this.backgroundWaiting === 0 ? 0 : this.waiters.findIndex((w) => !w.background);
+    const waiter = this.waiters.splice(Math.max(i, 0), 1)[0];
+    if (waiter?.background) this.backgroundWaiting--;
+    return waiter;
+  }
+
   private remove(waiter: Waiter<T>): void {
     const i = this.waiters.indexOf(waiter);
-    if (i >= 0) this.waiters.splice(i, 1);
+    if (i >= 0) {
+      this.waiters.splice(i, 1);
+      if (waiter.background) this.backgroundWaiting--;
+    }
     waiter.cleanup();
   }
 

@@ -38,6 +38,7 @@ import type { AppContext, RequestUsage } from "./context.js";
 import { registerJsonParser } from "./json-body.js";
 import { KeyChannels } from "./key-channels.js";
 import { readOctetBody } from "./octet-body.js";
+import { OpenAiWorkRunner } from "./openai-work.js";
 import { isProbe, registerAuth } from "./plugins/auth.js";
 import { registerBodyBudget } from "./plugins/body-budget.js";
 import { registerBrowserGuard } from "./plugins/browser-guard.js";
@@ -177,13 +178,11 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     ...(usage
       ? {
           onUsage: (owner, model, used) =>
-            usage.record(
-              owner,
-              model,
-              usageCost(catalogue, config, model, { ...used, promptTokens: 0, completionTokens: 0 }),
-            ),
+            usage.record(owner, model, usageCost(catalogue, config, model, used)),
         }
       : {}),
+    // Language-model jobs are validated and answered by the OpenAI routes' own code.
+    languageWork: new OpenAiWorkRunner({ config, catalogue, metrics }),
   });
   const batchStore = options.batchStore ?? openBatchStore(config.jobs, cwd);
   const files = new BatchFiles(batchStore, blobStore, config.jobs.batches);

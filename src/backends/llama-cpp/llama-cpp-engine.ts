@@ -231,6 +231,7 @@ export class LlamaCppEngine implements LanguageEngine {
     const slot = await this.slots!.acquire(
       options.cancel,
       cache ? (s) => s.sequence.compareContextTokens(prompt.full).firstDifferentIndex : undefined,
+      options.background === true,
     );
     // One controller per generation, aborted by the client's cancel or by close().
     const ac = new AbortController();

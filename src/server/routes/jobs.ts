@@ -1,13 +1,17 @@
-// The jobs API: submit (POST /v1/models/{m}/jobs, or predict with Prefer: respond-async), status
+// The jobs API: submit (POST /v1/models/{m}/jobs; predict or an OpenAI route with Prefer:
+// respond-async; a language model's job is an OpenAI request, {"endpoint", "body"}), status
 // with long-poll, result (inline, redirect to a blob URL, or streamed), cancel, list, and an SSE
 // stream of a job's state changes (each stream holds a stream slot and lives at most
 // limits.maxStreamMs). Event streams and long-polls end when their key is revoked (key-channels.ts).
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { CancelHandle } from "../../cancel.js";
+import type { ServedModel } from "../../catalogue/served-model.js";
 import { isModelportError, ModelportError } from "../../errors.js";
 import type { Job, JobStatus } from "../../jobs/job.js";
 import { isFinal, type JobQueue } from "../../jobs/job-queue.js";
 import { jobView } from "../../jobs/job-view.js";
+import { checkEndpoint, type LanguageWork } from "../../jobs/language-work.js";
+import { checkAccess } from "../../tenants/tenants.js";
 import type { AppContext } from "../context.js";
 
 interface ModelParams {
@@ -47,26 +51,20 @@ export async function ownJob(queue: JobQueue, id: string, scope: string | undefi
   return job;
 }
 
-/**
- * Accepts a job from a predict-shaped body plus callback_url, metadata and priority, for `model`
- * (or `name@version`) at `version` when the route names one.
- */
-export async function submitJob(
-  ctx: AppContext,
-  model: string,
-  req: FastifyRequest,
-  reply: FastifyReply,
-  version?: string,
-) {
-  const queue = ctx.jobs;
-  const body = requireObject(req.body);
-  const key = req.headers["idempotency-key"];
-  if (key !== undefined && (typeof key !== "string" || !KEY.test(key))) {
-    throw new ModelportError(
-      "MP_ERR_REQUEST_INVALID",
-      "Idempotency-Key must be 1 to 255 visible ASCII characters",
-    );
-  }
+/** Whether the request asks to be answered as a job (RFC 7240 `Prefer: respond-async`). */
+export function prefersAsync(req: FastifyRequest): boolean {
+  const prefer = req.headers.prefer;
+  return prefer !== undefined && /\brespond-async\b/i.test(String(prefer));
+}
+
+/** What a job body says besides its input: where to call back, what to echo, how urgent. */
+interface JobEnvelope {
+  callbackUrl?: string;
+  metadata?: Record<string, unknown>;
+  priority?: number;
+}
+
+function envelopeOf(body: Record<string, unknown>): JobEnvelope {
   const callbackUrl = body.callback_url;
   if (callbackUrl !== undefined && typeof callbackUrl !== "string") {
     throw new ModelportError("MP_ERR_REQUEST_INVALID", '"callback_url" must be a URL string');
@@ -85,18 +83,140 @@ export async function submitJob(
       '"priority" must be an integer from -1000 to 1000 (higher runs first)',
     );
   }
-  const owner = ctx.tenants.required ? req.principal?.name : undefined;
-  const maxActive = req.principal?.limits.queuedJobs;
-  const { job, created } = await queue.submit({
-    model,
-    ...(version !== undefined ? { version } : {}),
-    body,
-    ...(owner !== undefined ? { owner } : {}),
-    ...(owner !== undefined && maxActive !== undefined ? { maxActive } : {}),
-    ...(key ? { idempotencyKey: key } : {}),
+  return {
     ...(callbackUrl ? { callbackUrl } : {}),
     ...(metadata ? { metadata: metadata as Record<string, unknown> } : {}),
     ...(priority !== undefined ? { priority: priority as number } : {}),
+  };
+}
+
+/** The language model `model` names (`name@version` too), or undefined for a tensor or unknown one. */
+function languageModel(ctx: AppContext, model: string, version?: string): ServedModel | undefined {
+  const { name } = ctx.catalogue.reference(model, version);
+  const found = ctx.catalogue.has(name) ? ctx.catalogue.get(name) : undefined;
+  return found?.kind === "language" ? found : undefined;
+}
+
+/**
+ * A language-model job's work from its body `{"endpoint", "body"}`: the OpenAI body gets the
+ * path's model (a different `body.model` is refused).
+ * @throws ModelportError MP_ERR_REQUEST_INVALID naming the field; MP_ERR_LLM_CAPABILITY_UNSUPPORTED
+ * for a tensor-shaped body, naming the routes the model serves.
+ */
+function languageWork(model: ServedModel, body: Record<string, unknown>): LanguageWork {
+  if (body.endpoint === undefined && ("rows" in body || "inputs" in body)) {
+    throw new ModelportError(
+      "MP_ERR_LLM_CAPABILITY_UNSUPPORTED",
+      `model '${model.name}' is a language model: a job for it is {"endpoint": ${servedEndpoints(model)}, "body": {…the OpenAI request…}}`,
+      { model: model.name, param: "endpoint" },
+    );
+  }
+  const endpoint = checkEndpoint(body.endpoint);
+  const inner = body.body;
+  if (typeof inner !== "object" || inner === null || Array.isArray(inner)) {
+    throw new ModelportError(
+      "MP_ERR_REQUEST_INVALID",
+      `"body" must be the ${endpoint} request, a JSON object`,
+      {
+        param: "body",
+      },
+    );
+  }
+  const named = (inner as Record<string, unknown>).model;
+  if (named !== undefined && named !== model.name) {
+    throw new ModelportError(
+      "MP_ERR_REQUEST_INVALID",
+      `"body.model" is ${JSON.stringify(named)}; this job is for model '${model.name}' (leave it out, or name the same model)`,
+      { param: "body.model" },
+    );
+  }
+  return { endpoint, body: { ...(inner as Record<string, unknown>), model: model.name } };
+}
+
+/** The endpoints `model`'s capabilities serve, in words ("/v1/chat/completions" or …). */
+function servedEndpoints(model: ServedModel): string {
+  const c = model.capabilities;
+  const served = [
+    ...(c.chat ? ['"/v1/chat/completions"'] : []),
+    ...(c.completion ? ['"/v1/completions"'] : []),
+    ...(c.embeddings ? ['"/v1/embeddings"'] : []),
+  ];
+  return served.join(" or ") || "(none while the model is not loaded)";
+}
+
+function idempotencyKey(req: FastifyRequest): string | undefined {
+  const key = req.headers["idempotency-key"];
+  if (key !== undefined && (typeof key !== "string" || !KEY.test(key))) {
+    throw new ModelportError(
+      "MP_ERR_REQUEST_INVALID",
+      "Idempotency-Key must be 1 to 255 visible ASCII characters",
+    );
+  }
+  return key;
+}
+
+/**
+ * Accepts a job for `model` (or `name@version`) at `version` when the route names one: a
+ * predict-shaped body for a tensor model, `{"endpoint", "body"}` for a language model, plus
+ * callback_url, metadata and priority.
+ */
+export async function submitJob(
+  ctx: AppContext,
+  model: string,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  version?: string,
+) {
+  const body = requireObject(req.body);
+  const language = languageModel(ctx, model, version);
+  if (!language && body.endpoint !== undefined) {
+    throw new ModelportError(
+      "MP_ERR_REQUEST_INVALID",
+      `"endpoint" is for language models; model '${model}' takes {"rows": […]} or {"inputs": {…}}`,
+      { param: "endpoint" },
+    );
+  }
+  const work = language ? languageWork(language, body) : undefined;
+  return enqueue(ctx, model, req, reply, body, envelopeOf(body), work, version);
+}
+
+/**
+ * Accepts an OpenAI request to a language model as a job (`Prefer: respond-async` on its route):
+ * the body is the request itself, with no job fields.
+ */
+export async function submitLanguageJob(
+  ctx: AppContext,
+  model: string,
+  work: LanguageWork,
+  req: FastifyRequest,
+  reply: FastifyReply,
+) {
+  checkAccess(req.principal, model, (n) => ctx.catalogue.has(n));
+  return enqueue(ctx, model, req, reply, {}, {}, work);
+}
+
+async function enqueue(
+  ctx: AppContext,
+  model: string,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  body: Record<string, unknown>,
+  envelope: JobEnvelope,
+  work: LanguageWork | undefined,
+  version?: string,
+) {
+  const key = idempotencyKey(req);
+  const owner = ctx.tenants.required ? req.principal?.name : undefined;
+  const maxActive = req.principal?.limits.queuedJobs;
+  const { job, created } = await ctx.jobs.submit({
+    model,
+    ...(version !== undefined ? { version } : {}),
+    body,
+    ...(work ? { work } : {}),
+    ...(owner !== undefined ? { owner } : {}),
+    ...(owner !== undefined && maxActive !== undefined ? { maxActive } : {}),
+    ...(key ? { idempotencyKey: key } : {}),
+    ...envelope,
     ...(req.trace ? { trace: req.trace } : {}),
   });
   reply.code(created ? 202 : 200).header("location", `/v1/jobs/${job.id}`);

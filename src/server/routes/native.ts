@@ -17,7 +17,7 @@ import { mayUse } from "../../tenants/tenants.js";
 import type { TensorMap } from "../../tensor.js";
 import { acquire, encodeStage, infer } from "../context.js";
 import { jsonPayload } from "../json-answer.js";
-import { submitJob } from "./jobs.js";
+import { prefersAsync, submitJob } from "./jobs.js";
 import { describeLanguageModel, openaiModelList } from "./openai.js";
 
 interface ModelParams {
@@ -109,8 +109,7 @@ export const nativeRoutes: FastifyPluginAsync = async (app) => {
     }>(path, { config: { capture: "native" } }, (req, reply) => {
       const version = req.params.version ?? req.query.version;
       // Prefer: respond-async (RFC 7240) turns the request into a job: 202 with its id at once.
-      const prefer = req.headers.prefer;
-      if (prefer !== undefined && /\brespond-async\b/i.test(String(prefer)) && !Buffer.isBuffer(req.body)) {
+      if (prefersAsync(req) && !Buffer.isBuffer(req.body)) {
         ctx.catalogue.find(req.params.model, "predict", version);
         reply.header("preference-applied", "respond-async");
         // The job is pinned to the version the request names, as the synchronous answer would be.

@@ -8,29 +8,35 @@
 // model, overloaded, bad prompt) still gets a proper status code; after that, each delta is one
 // `data: {chunk}` line written at once (no buffering: TTFT is the point), then a chunk with
 // finish_reason, an optional usage chunk and `data: [DONE]`. A client that disconnects aborts
-// its generation, which frees the model's sequence for the next request.
+// its generation, which frees the model's sequence for the next request. `Prefer: respond-async`
+// makes the request a job (routes/jobs.ts), answered by the same code (openai-answer.ts).
 
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
-import { CancelHandle } from "../../cancel.js";
+import type { CancelHandle } from "../../cancel.js";
 import { captureStreamed } from "../../capture/hook.js";
 import type { ServedModel } from "../../catalogue/served-model.js";
-import { llmSchema } from "../../config/schema.js";
 import { ModelportError } from "../../errors.js";
-import type { GenerateRequest, GenerateResult, TokenUsage, ToolCall } from "../../llm/language-model.js";
+import type { LanguageEndpoint } from "../../jobs/language-work.js";
+import type { GenerateResult, TokenUsage } from "../../llm/language-model.js";
 import type { Metrics } from "../../metrics/metrics.js";
-import type { TraceParent } from "../../telemetry/propagation.js";
 import type { Principal } from "../../tenants/principal.js";
 import { checkAccess, mayUse } from "../../tenants/tenants.js";
 import { type AppContext, acquire, requestCancel } from "../context.js";
 import {
-  type OpenAiRequest,
-  type PromptLimits,
-  parseChatRequest,
-  parseCompletionRequest,
-} from "../openai-request.js";
+  chatLogprobs,
+  completionLogprobs,
+  echoLength,
+  generateAnswer,
+  generateChoices,
+  type GenerationKind as Kind,
+  toolCallsJson,
+  totalUsage,
+  usageJson,
+} from "../openai-answer.js";
+import { type OpenAiRequest, parseChatRequest, parseCompletionRequest } from "../openai-request.js";
 import { errorHandler, openaiError } from "../plugins/errors.js";
-
-type Kind = "chat" | "completion";
+import { promptLimits } from "../prompt-limits.js";
+import { prefersAsync, submitLanguageJob } from "./jobs.js";
 
 const SSE_HEADERS = {
   "content-type": "text/event-stream; charset=utf-8",
@@ -39,16 +45,6 @@ const SSE_HEADERS = {
   // nginx and similar proxies would otherwise hold chunks back.
   "x-accel-buffering": "no",
 };
-
-/** OpenAI's usage object; prompt_tokens_details.cached_tokens where the model has a prefix cache. */
-function usageJson(u: TokenUsage): Record<string, unknown> {
-  return {
-    prompt_tokens: u.promptTokens,
-    completion_tokens: u.completionTokens,
-    total_tokens: u.promptTokens + u.completionTokens,
-    ...(u.cachedTokens !== undefined ? { prompt_tokens_details: { cached_tokens: u.cachedTokens } } : {}),
-  };
-}
 
 /** The served language model for a request: ready, and doing what was asked (and streaming, when asked). */
 async function pickModel(
@@ -70,41 +66,6 @@ async function pickModel(
     );
   }
   return model;
-}
-
-const DEFAULT_LLM = llmSchema.parse({});
-
-/**
- * The size limits for a request to `name`: its llm.* settings, and a prompt byte bound of
- * contextSize × llm.maxPromptBytesPerToken for models with a context of their own (llama-cpp:
- * the context it loaded with, or the configured one on the API tier), capped by
- * llm.maxPromptBytes. An upstream model's context is the upstream's: only llm.maxPromptBytes.
- */
-function promptLimits(ctx: AppContext, name: string): PromptLimits {
-  const config = ctx.config.languageModels?.find((c) => c.name === name);
-  const llm = config?.llm ?? DEFAULT_LLM;
-  let fromContext: number | undefined;
-  if (config && config.backend !== "upstream") {
-    const loaded = ctx.catalogue.has(name) ? ctx.catalogue.get(name).status().contextSize : undefined;
-    fromContext = (loaded ?? llm.contextSize) * llm.maxPromptBytesPerToken;
-  }
-  const capped =
-    llm.maxPromptBytes !== undefined && (fromContext === undefined || llm.maxPromptBytes < fromContext);
-  const maxPromptBytes = capped ? llm.maxPromptBytes : fromContext;
-  return {
-    ...(maxPromptBytes !== undefined
-      ? {
-          maxPromptBytes,
-          maxPromptBytesSource: capped
-            ? "llm.maxPromptBytes"
-            : "the context size × llm.maxPromptBytesPerToken",
-        }
-      : {}),
-    maxMessages: llm.maxMessages,
-    maxStops: llm.maxStops,
-    maxChoices: llm.maxChoices,
-    maxStopChars: llm.maxStopChars,
-  };
 }
 
 /** Per-request figures for the LLM metrics. */
@@ -139,114 +100,8 @@ class GenerationTimer {
   }
 }
 
-/** A chat choice's logprobs in OpenAI's shape: {content: [{token, logprob, bytes, top_logprobs}]}. */
-function chatLogprobs(result: GenerateResult) {
-  if (!result.logprobs) return null;
-  return {
-    content: result.logprobs.map((l) => ({
-      token: l.token,
-      logprob: l.logprob,
-      bytes: l.bytes,
-      top_logprobs: l.top.map((t) => ({ token: t.token, logprob: t.logprob, bytes: t.bytes })),
-    })),
-    refusal: null,
-  };
-}
-
-/** The length of the prompt echoed in front of choice `index` (0 without echo). */
-function echoLength(parsed: OpenAiRequest, index: number): number {
-  return parsed.echo?.[Math.floor(index / parsed.n)]?.length ?? 0;
-}
-
-/** A completion choice's logprobs in OpenAI's legacy shape; text offsets after an echoed prompt. */
-function completionLogprobs(result: GenerateResult, offset: number) {
-  if (!result.logprobs) return null;
-  const text_offset: number[] = [];
-  let at = offset;
-  for (const l of result.logprobs) {
-    text_offset.push(at);
-    at += l.token.length;
-  }
-  return {
-    tokens: result.logprobs.map((l) => l.token),
-    token_logprobs: result.logprobs.map((l) => l.logprob),
-    top_logprobs: result.logprobs.map((l) => Object.fromEntries(l.top.map((t) => [t.token, t.logprob]))),
-    text_offset,
-  };
-}
-
-/** Tool calls in OpenAI's message shape. */
-function toolCallsJson(calls: readonly ToolCall[]) {
-  return calls.map((c) => ({
-    id: c.id,
-    type: "function",
-    function: { name: c.name, arguments: c.arguments },
-  }));
-}
-
 function completionId(kind: Kind, req: FastifyRequest): string {
   return `${kind === "chat" ? "chatcmpl" : "cmpl"}-${req.id}`;
-}
-
-/**
- * The generations of one request: `n` choices per prompt, choice index = prompt × n + i, each
- * with its own seed (seed + i, so sampled choices differ and still repeat), run at once; the
- * first failure cancels the others. With echo, a choice's text starts with its prompt.
- */
-function generateChoices(
-  model: ServedModel,
-  parsed: OpenAiRequest,
-  cancel: CancelHandle,
-  onDelta: (index: number, text: string) => void,
-  onDone: (index: number, result: GenerateResult) => void,
-  trace: TraceParent | undefined,
-): Promise<GenerateResult[]> {
-  const runs: { request: GenerateRequest; echo?: string }[] = [];
-  parsed.requests.forEach((request, p) => {
-    for (let i = 0; i < parsed.n; i++) {
-      const seeded = i > 0 && request.seed !== undefined ? { ...request, seed: request.seed + i } : request;
-      runs.push({ request: seeded, ...(parsed.echo ? { echo: parsed.echo[p]! } : {}) });
-    }
-  });
-  const one = (run: (typeof runs)[number], index: number, cancel: CancelHandle) => {
-    if (run.echo) onDelta(index, run.echo);
-    return model.generate!(run.request, {
-      cancel,
-      trace,
-      onDelta: (text) => onDelta(index, text),
-    }).then((r) => {
-      const result = run.echo ? { ...r, text: run.echo + r.text } : r;
-      onDone(index, result);
-      return result;
-    });
-  };
-  if (runs.length === 1) return one(runs[0]!, 0, cancel).then((r) => [r]);
-  const group = new CancelHandle();
-  const unlink = cancel.onCancel(() => group.cancel());
-  return Promise.all(
-    runs.map((run, index) =>
-      one(run, index, group).catch((err: unknown) => {
-        group.cancel();
-        throw err;
-      }),
-    ),
-  ).finally(unlink);
-}
-
-/** The choices' usage: each prompt counted once (its n choices share it), the completions summed. */
-function totalUsage(results: readonly GenerateResult[], n: number): TokenUsage {
-  let promptTokens = 0;
-  let cachedTokens: number | undefined;
-  for (let i = 0; i < results.length; i += n) {
-    const u = results[i]!.usage;
-    promptTokens += u.promptTokens;
-    if (u.cachedTokens !== undefined) cachedTokens = (cachedTokens ?? 0) + u.cachedTokens;
-  }
-  return {
-    promptTokens,
-    completionTokens: results.reduce((sum, r) => sum + r.usage.completionTokens, 0),
-    ...(cachedTokens !== undefined ? { cachedTokens } : {}),
-  };
 }
 
 async function answer(
@@ -274,49 +129,15 @@ async function answer(
       close();
     }
   }
-  const results = await generateChoices(
-    model,
-    parsed,
-    cancel,
-    () => timer.first(),
-    () => {},
-    req.trace,
-  );
-  const usage = totalUsage(results, parsed.n);
-  timer.done(usage);
-  if (kind === "chat") {
-    return {
-      id,
-      object: "chat.completion",
-      created,
-      model: model.name,
-      choices: results.map((result, index) => ({
-        index,
-        message: {
-          role: "assistant",
-          content: result.toolCalls ? null : result.text,
-          refusal: null,
-          ...(result.toolCalls ? { tool_calls: toolCallsJson(result.toolCalls) } : {}),
-        },
-        logprobs: chatLogprobs(result),
-        finish_reason: result.finishReason,
-      })),
-      usage: usageJson(usage),
-    };
-  }
-  return {
+  const { response, usage } = await generateAnswer(model, kind, parsed, {
     id,
-    object: "text_completion",
     created,
-    model: model.name,
-    choices: results.map((result, index) => ({
-      index,
-      text: result.text,
-      logprobs: completionLogprobs(result, echoLength(parsed, index)),
-      finish_reason: result.finishReason,
-    })),
-    usage: usageJson(usage),
-  };
+    cancel,
+    trace: req.trace,
+    onFirst: () => timer.first(),
+  });
+  timer.done(usage);
+  return response;
 }
 
 async function stream(
@@ -538,11 +359,17 @@ export const openaiRoutes: FastifyPluginAsync = async (app) => {
     checkAccess(req.principal, name, served);
     return promptLimits(ctx, name);
   };
-  app.post("/v1/chat/completions", { config: { capture: "openai", language: true } }, (req, reply) =>
-    answer(ctx, "chat", parseChatRequest(req.body, limitsFor(req)), req, reply),
-  );
-  app.post("/v1/completions", { config: { capture: "openai", language: true } }, (req, reply) =>
-    answer(ctx, "completion", parseCompletionRequest(req.body, limitsFor(req)), req, reply),
-  );
+  // Prefer: respond-async (RFC 7240) makes the request a job, validated as the request would be:
+  // 202 with the job at once, its result the answer this route would have given.
+  const route = (kind: Kind, endpoint: LanguageEndpoint, parse: typeof parseChatRequest) =>
+    app.post(endpoint, { config: { capture: "openai", language: true } }, (req, reply) => {
+      const parsed = parse(req.body, limitsFor(req));
+      if (!prefersAsync(req)) return answer(ctx, kind, parsed, req, reply);
+      reply.header("preference-applied", "respond-async");
+      const body = req.body as Record<string, unknown>;
+      return submitLanguageJob(ctx, parsed.model, { endpoint, body }, req, reply);
+    });
+  route("chat", "/v1/chat/completions", parseChatRequest);
+  route("completion", "/v1/completions", parseCompletionRequest);
   // POST /v1/embeddings lives in routes/openai-embeddings.ts (registered in app.ts).
 };
