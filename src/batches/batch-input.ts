@@ -2,23 +2,10 @@
 // OpenAI's Batch API takes them. Checked whole at upload (a bad file is refused before it is
 // stored) and read again when a batch runs it.
 import { ModelportError } from "../errors.js";
+import { LANGUAGE_ENDPOINTS, type LanguageEndpoint } from "../jobs/language-work.js";
 
-/** The endpoints a batch may target, each served by jobs on a language model. */
-export const BATCH_ENDPOINTS = [
-  "/v1/chat/completions",
-  "/v1/completions",
-  "/v1/embeddings",
-  "/v1/responses",
-] as const;
-export type BatchEndpoint = (typeof BATCH_ENDPOINTS)[number];
-
-/** The model capability each endpoint needs. */
-export const ENDPOINT_CAPABILITY: Record<BatchEndpoint, "chat" | "completion" | "embeddings"> = {
-  "/v1/chat/completions": "chat",
-  "/v1/completions": "completion",
-  "/v1/embeddings": "embeddings",
-  "/v1/responses": "chat",
-};
+/** The endpoints a batch may target: those a language-model job may stand for. */
+export const BATCH_ENDPOINTS = LANGUAGE_ENDPOINTS;
 
 /** Longest custom_id, as OpenAI bounds it. */
 const MAX_CUSTOM_ID_CHARS = 512;
@@ -27,11 +14,11 @@ export interface BatchLine {
   /** Its line in the file (1-based; blank lines count). */
   line: number;
   customId: string;
-  url: BatchEndpoint;
+  url: LanguageEndpoint;
   body: Record<string, unknown>;
 }
 
-export const isBatchEndpoint = (url: unknown): url is BatchEndpoint =>
+export const isBatchEndpoint = (url: unknown): url is LanguageEndpoint =>
   typeof url === "string" && (BATCH_ENDPOINTS as readonly string[]).includes(url);
 
 function invalid(line: number, message: string, param?: string): ModelportError {

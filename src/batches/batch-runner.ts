@@ -7,13 +7,15 @@
 import { createHash, randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import type { Catalogue } from "../catalogue/catalogue.js";
+import type { Capability } from "../catalogue/served-model.js";
 import type { JobsConfig } from "../config/schema.js";
 import { isModelportError, ModelportError } from "../errors.js";
 import { FINAL_STATUSES, type Job, type JobStatus } from "../jobs/job.js";
 import type { JobQueue } from "../jobs/job-queue.js";
+import { checkEndpoint, endpointCapability, type LanguageEndpoint } from "../jobs/language-work.js";
 import type { BlobStore } from "../storage/blob-store.js";
 import type { BatchFiles } from "./batch-files.js";
-import { type BatchLine, ENDPOINT_CAPABILITY, isBatchEndpoint, parseBatchFile } from "./batch-input.js";
+import { type BatchLine, parseBatchFile } from "./batch-input.js";
 import {
   type BatchError,
   type BatchRecord,
@@ -97,11 +99,8 @@ export class BatchRunner {
     const { input_file_id: inputFileId, endpoint, completion_window: window, metadata } = req.body;
     if (typeof inputFileId !== "string" || inputFileId === "")
       throw invalid("input_file_id", '"input_file_id" must be the id of an uploaded file');
-    if (!isBatchEndpoint(endpoint))
-      throw invalid(
-        "endpoint",
-        '"endpoint" must be one of /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses',
-      );
+    // The endpoints language-model jobs serve, checked as a job's own `endpoint` is.
+    const target = checkEndpoint(endpoint);
     if (typeof window !== "string" || WINDOWS[window] === undefined)
       throw invalid("completion_window", '"completion_window" must be "24h"');
     const meta = checkMetadata(metadata);
@@ -112,12 +111,12 @@ export class BatchRunner {
         `file '${inputFileId}' has purpose ${file.purpose}; a batch reads a file uploaded with purpose "batch"`,
       );
     const lines = parseBatchFile(await this.options.files.content(file), this.settings.maxFileLines);
-    const errors = this.validate(lines, endpoint, req.mayUse);
+    const errors = this.validate(lines, target, req.mayUse);
     const now = this.clock();
     const batch: BatchRecord = {
       id: `batch_${randomUUID().replaceAll("-", "")}`,
       ...(req.owner !== undefined ? { owner: req.owner } : {}),
-      endpoint,
+      endpoint: target,
       inputFileId,
       completionWindow: window,
       status: errors.length ? "failed" : "in_progress",
@@ -134,10 +133,14 @@ export class BatchRunner {
   }
 
   /** What is wrong with each line (url other than the endpoint, a model the key may not use or that does not serve it). */
-  private validate(lines: BatchLine[], endpoint: string, mayUse: (name: string) => boolean): BatchError[] {
+  private validate(
+    lines: BatchLine[],
+    endpoint: LanguageEndpoint,
+    mayUse: (name: string) => boolean,
+  ): BatchError[] {
     const errors: BatchError[] = [];
     const byModel = new Map<string, ModelportError | undefined>();
-    const capability = ENDPOINT_CAPABILITY[endpoint as keyof typeof ENDPOINT_CAPABILITY];
+    const capability = endpointCapability(endpoint);
     for (const l of lines) {
       if (errors.length === MAX_ERRORS) break;
       if (l.url !== endpoint) {
@@ -170,7 +173,7 @@ export class BatchRunner {
   /** Why `model` cannot serve the batch's endpoint for this caller, or undefined. */
   private modelProblem(
     model: string,
-    capability: "chat" | "completion" | "embeddings",
+    capability: Capability,
     mayUse: (name: string) => boolean,
   ): ModelportError | undefined {
     // A model the key may not use is the same "not found" as one that does not exist.
@@ -421,7 +424,8 @@ export class BatchRunner {
         try {
           const { job } = await this.jobs.submit({
             model: l.body.model as string,
-            body: { endpoint: l.url, body: l.body },
+            body: {},
+            work: { endpoint: l.url, body: l.body },
             ...(owner !== undefined ? { owner } : {}),
             ...(owner !== undefined && batch.maxActive !== undefined ? { maxActive: batch.maxActive } : {}),
             // A restart while submitting submits the same line again: the same job comes back.
