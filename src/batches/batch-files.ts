@@ -41,7 +41,7 @@ export class BatchFiles {
       );
     }
     if (upload.data.length > this.config.maxFileBytes) throw this.tooLarge(upload.data.length);
-    parseBatchFile(upload.data, this.config.maxFileLines);
+    await parseBatchFile(upload.data, this.config.maxFileLines);
     return this.write(upload.owner, upload.filename, "batch", upload.data, newFileId());
   }
 

@@ -3,6 +3,7 @@
 // stored) and read again when a batch runs it.
 import { ModelportError } from "../errors.js";
 import { LANGUAGE_ENDPOINTS, type LanguageEndpoint } from "../jobs/language-work.js";
+import { TimeSlice } from "./time-slice.js";
 
 /** The endpoints a batch may target: those a language-model job may stand for. */
 export const BATCH_ENDPOINTS = LANGUAGE_ENDPOINTS;
@@ -34,7 +35,7 @@ function invalid(line: number, message: string, param?: string): ModelportError 
  * not a JSON object of the documented shape, a repeated custom_id, more than `maxLines` requests,
  * or none at all.
  */
-export function parseBatchFile(data: Buffer, maxLines: number): BatchLine[] {
+export async function parseBatchFile(data: Buffer, maxLines: number): Promise<BatchLine[]> {
   let text: string;
   try {
     text = new TextDecoder("utf-8", { fatal: true }).decode(data);
@@ -44,8 +45,11 @@ export function parseBatchFile(data: Buffer, maxLines: number): BatchLine[] {
   const lines: BatchLine[] = [];
   const seen = new Set<string>();
   let n = 0;
+  // A large file is read in slices, so the event loop keeps serving meanwhile.
+  const slice = new TimeSlice();
   for (const raw of text.split("\n")) {
     n++;
+    if (n % 64 === 0) await slice.pass();
     const line = raw.endsWith("\r") ? raw.slice(0, -1) : raw;
     if (line.trim() === "") continue;
     if (lines.length === maxLines) {

@@ -25,6 +25,7 @@ import {
   type Page,
   type PageQuery,
 } from "./batch-store.js";
+import { TimeSlice } from "./time-slice.js";
 
 export interface CreateBatch {
   /** The creating key's name (its jobs and files are its own); undefined on a server without keys. */
@@ -110,7 +111,7 @@ export class BatchRunner {
         "input_file_id",
         `file '${inputFileId}' has purpose ${file.purpose}; a batch reads a file uploaded with purpose "batch"`,
       );
-    const lines = parseBatchFile(await this.options.files.content(file), this.settings.maxFileLines);
+    const lines = await parseBatchFile(await this.options.files.content(file), this.settings.maxFileLines);
     const errors = this.validate(lines, target, req.mayUse);
     const now = this.clock();
     const batch: BatchRecord = {
@@ -419,7 +420,11 @@ export class BatchRunner {
       if (current?.status !== "in_progress" || this.clock() >= current.expiresAt) return;
       const done: BatchRequest[] = [];
       let paused = false;
+      // A chunk ends after submitChunk lines or one time slice, whichever comes first: each
+      // submission is a job store write on this thread.
+      const slice = new TimeSlice();
       for (const l of lines.slice(next, next + this.settings.submitChunk)) {
+        if (done.length > 0 && slice.spent()) break;
         const line = next + done.length;
         try {
           const { job } = await this.jobs.submit({
@@ -450,7 +455,7 @@ export class BatchRunner {
       next += done.length;
       if (paused) return;
       // Let requests in between chunks.
-      await new Promise((r) => setImmediate(r));
+      await slice.yield();
     }
   }
 
@@ -458,7 +463,7 @@ export class BatchRunner {
   private async readLines(batch: BatchRecord): Promise<BatchLine[] | undefined> {
     try {
       const file = await this.options.files.get(batch.inputFileId, undefined);
-      return parseBatchFile(await this.options.files.content(file), this.settings.maxFileLines);
+      return await parseBatchFile(await this.options.files.content(file), this.settings.maxFileLines);
     } catch (err) {
       if (isModelportError(err) && err.code === "MP_ERR_FILE_NOT_FOUND") return undefined;
       throw err;

@@ -11,9 +11,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
+import { Redis } from "ioredis";
 import OpenAI, { toFile } from "openai";
 import { SqliteBatchStore } from "../../src/batches/sqlite-batch-store.js";
 import { testModels } from "../helpers/models.js";
+import { deletePrefix, REDIS_URL, redisUrl, uniquePrefix } from "../helpers/redis.js";
 import { CLI, type InProcessServer, startInProcess } from "../helpers/server.js";
 import { until } from "../helpers/until.js";
 
@@ -629,6 +631,72 @@ describe("POST /v1/batches and the batch routes", () => {
     assert.deepEqual(
       out.slice(0, 2).map((l) => l.response.request_id),
       early,
+    );
+  });
+});
+
+describe("batches on the Redis job store", () => {
+  let redisServer: InProcessServer;
+  let prefix: string;
+
+  before(async () => {
+    const url = await redisUrl();
+    prefix = uniquePrefix("batches");
+    const models = await testModels();
+    const file = join(dir, "modelport-redis.yaml");
+    writeFileSync(
+      file,
+      [
+        "jobs:",
+        `  store: redis`,
+        `  redisUrl: "${url}"`,
+        `  redisPrefix: "${prefix}"`,
+        `  blobs: {backend: fs, dir: ${join(dir, "blobs-redis")}}`,
+        "  batches: {checkMs: 200}",
+        "models:",
+        `  - {name: tiny-embed, backend: transformers, path: ${join(models, "tiny-embed")}}`,
+        "",
+      ].join("\n"),
+    );
+    redisServer = await startInProcess({ file, env: {} });
+  });
+
+  after(async () => {
+    await redisServer?.close();
+    await deletePrefix(REDIS_URL, prefix);
+  });
+
+  it("keeps files and batches in Redis and completes an embeddings batch", async () => {
+    const openai = new OpenAI({ baseURL: `${redisServer.url}/v1`, apiKey: "unused", maxRetries: 0 });
+    const lines = Array.from({ length: 3 }, (_, i) => embedLine(i));
+    const file = await openai.files.create({
+      file: await toFile(Buffer.from(jsonl(lines)), "e.jsonl"),
+      purpose: "batch",
+    });
+    const created = await openai.batches.create({
+      input_file_id: file.id,
+      endpoint: "/v1/embeddings",
+      completion_window: "24h",
+    });
+    const batch = await finished(openai, created.id);
+    assert.equal(batch.status, "completed");
+    assert.deepEqual(batch.request_counts, { total: 3, completed: 3, failed: 0 });
+    const out = await fileLines(openai, batch.output_file_id);
+    assert.deepEqual(
+      out.map((l) => l.custom_id),
+      ["embed-0", "embed-1", "embed-2"],
+    );
+    const redis = new Redis(REDIS_URL);
+    try {
+      assert.ok(await redis.exists(`${prefix}b:${created.id}`), "the batch's record is in Redis");
+      assert.ok(await redis.exists(`${prefix}bf:${file.id}`), "the file's record is in Redis");
+    } finally {
+      redis.disconnect();
+    }
+    const listed = await openai.batches.list();
+    assert.deepEqual(
+      listed.data.map((b) => b.id),
+      [created.id],
     );
   });
 });
