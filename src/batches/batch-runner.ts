@@ -7,17 +7,15 @@
 import { createHash, randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import type { Catalogue } from "../catalogue/catalogue.js";
-import type { Capability } from "../catalogue/served-model.js";
 import type { JobsConfig } from "../config/schema.js";
 import { isModelportError, ModelportError } from "../errors.js";
 import { FINAL_STATUSES, type Job, type JobStatus } from "../jobs/job.js";
 import type { JobQueue } from "../jobs/job-queue.js";
-import { checkEndpoint, endpointCapability, type LanguageEndpoint } from "../jobs/language-work.js";
+import { checkEndpoint } from "../jobs/language-work.js";
 import type { BlobStore } from "../storage/blob-store.js";
 import type { BatchFiles } from "./batch-files.js";
 import { type BatchLine, parseBatchFile } from "./batch-input.js";
 import {
-  type BatchError,
   type BatchRecord,
   type BatchRequest,
   type BatchStore,
@@ -25,6 +23,7 @@ import {
   type Page,
   type PageQuery,
 } from "./batch-store.js";
+import { checkMetadata, invalid, validateLines } from "./batch-validation.js";
 import { TimeSlice } from "./time-slice.js";
 
 export interface CreateBatch {
@@ -52,16 +51,8 @@ export interface BatchRunnerOptions {
 
 /** The only completion window OpenAI offers. */
 const WINDOWS: Record<string, number> = { "24h": 24 * 3_600_000 };
-/** errors.data entries kept for a batch that fails validation. */
-const MAX_ERRORS = 100;
-const METADATA_PAIRS = 16;
-const METADATA_KEY_CHARS = 64;
-const METADATA_VALUE_CHARS = 512;
 /** A finished job's event brings a check of its batch this much later, so a burst makes one check. */
 const POKE_DELAY_MS = 50;
-
-const invalid = (param: string, message: string) =>
-  new ModelportError("MP_ERR_REQUEST_INVALID", message, { param });
 
 export class BatchRunner {
   private readonly store: BatchStore;
@@ -112,7 +103,7 @@ export class BatchRunner {
         `file '${inputFileId}' has purpose ${file.purpose}; a batch reads a file uploaded with purpose "batch"`,
       );
     const lines = await parseBatchFile(await this.options.files.content(file), this.settings.maxFileLines);
-    const errors = this.validate(lines, target, req.mayUse);
+    const errors = validateLines(lines, target, req.mayUse, this.options.catalogue);
     const now = this.clock();
     const batch: BatchRecord = {
       id: `batch_${randomUUID().replaceAll("-", "")}`,
@@ -131,68 +122,6 @@ export class BatchRunner {
     await this.store.createBatch(batch);
     if (batch.status === "in_progress") this.startSubmitting(batch, lines);
     return batch;
-  }
-
-  /** What is wrong with each line (url other than the endpoint, a model the key may not use or that does not serve it). */
-  private validate(
-    lines: BatchLine[],
-    endpoint: LanguageEndpoint,
-    mayUse: (name: string) => boolean,
-  ): BatchError[] {
-    const errors: BatchError[] = [];
-    const byModel = new Map<string, ModelportError | undefined>();
-    const capability = endpointCapability(endpoint);
-    for (const l of lines) {
-      if (errors.length === MAX_ERRORS) break;
-      if (l.url !== endpoint) {
-        errors.push({
-          code: "MP_ERR_REQUEST_INVALID",
-          message: `"url" is ${l.url}; every line of this batch must use its endpoint, ${endpoint}`,
-          line: l.line,
-          param: "url",
-        });
-        continue;
-      }
-      const model = l.body.model;
-      if (typeof model !== "string" || model === "") {
-        errors.push({
-          code: "MP_ERR_REQUEST_INVALID",
-          message: '"body.model" must name a served model',
-          line: l.line,
-          param: "body.model",
-        });
-        continue;
-      }
-      if (!byModel.has(model)) byModel.set(model, this.modelProblem(model, capability, mayUse));
-      const problem = byModel.get(model);
-      if (problem)
-        errors.push({ code: problem.code, message: problem.message, line: l.line, param: "body.model" });
-    }
-    return errors;
-  }
-
-  /** Why `model` cannot serve the batch's endpoint for this caller, or undefined. */
-  private modelProblem(
-    model: string,
-    capability: Capability,
-    mayUse: (name: string) => boolean,
-  ): ModelportError | undefined {
-    // A model the key may not use is the same "not found" as one that does not exist.
-    if (!mayUse(model))
-      return new ModelportError("MP_ERR_MODEL_NOT_FOUND", `model '${model}' is not served here`);
-    try {
-      const served = this.options.catalogue.find(model, capability);
-      // A model still loading may not know all it can do yet: its jobs say so if it cannot.
-      if (served.ready && !served.capabilities[capability]) {
-        return new ModelportError(
-          "MP_ERR_LLM_CAPABILITY_UNSUPPORTED",
-          `model '${model}' does not serve this batch's endpoint (${capability})`,
-        );
-      }
-      return undefined;
-    } catch (err) {
-      return isModelportError(err) ? err : new ModelportError("MP_ERR_SERVER_INTERNAL", String(err));
-    }
   }
 
   /**
@@ -491,7 +420,9 @@ export class BatchRunner {
             code: "batch_expired",
             message: "This request could not be executed before the completion window expired.",
           }
-        : { code: "batch_cancelled", message: "This request was not executed: the batch was cancelled." };
+        : status === "cancelled"
+          ? { code: "batch_cancelled", message: "This request was not executed: the batch was cancelled." }
+          : { code: "batch_cancelled", message: "This request's job was canceled (DELETE /v1/jobs/{id})." };
     for (let index = 0; index < current.requestCounts.total; index++) {
       const id = `batch_req_${createHash("sha256").update(`${current.id}\n${index}`).digest("hex").slice(0, 32)}`;
       const r = requests.get(index);
@@ -578,23 +509,4 @@ export class BatchRunner {
       },
     };
   }
-}
-
-/** OpenAI's metadata: at most 16 string pairs, keys up to 64 and values up to 512 characters. */
-function checkMetadata(metadata: unknown): Record<string, string> | undefined {
-  if (metadata === undefined || metadata === null) return undefined;
-  if (typeof metadata !== "object" || Array.isArray(metadata))
-    throw invalid("metadata", '"metadata" must be an object of string values');
-  const entries = Object.entries(metadata as Record<string, unknown>);
-  if (entries.length > METADATA_PAIRS)
-    throw invalid("metadata", `"metadata" holds at most ${METADATA_PAIRS} pairs`);
-  for (const [k, v] of entries) {
-    if (k.length > METADATA_KEY_CHARS || typeof v !== "string" || v.length > METADATA_VALUE_CHARS) {
-      throw invalid(
-        "metadata",
-        `"metadata" keys are at most ${METADATA_KEY_CHARS} characters and values strings of at most ${METADATA_VALUE_CHARS}`,
-      );
-    }
-  }
-  return metadata as Record<string, string>;
 }
