@@ -262,6 +262,15 @@ describe("POST /v1/files and the file routes", () => {
     // The admin key sees every key's files.
     assert.equal((await ask("GET", `/v1/files/${mine}`, keys.admin!)).status, 200);
     assert.equal((await ask("GET", `/v1/files/${mine}`, keys.alice!)).status, 200);
+    // An admin deleting another key's file is an admin action: the audit log has it.
+    assert.equal((await ask("DELETE", `/v1/files/${mine}`, keys.admin!)).status, 200);
+    assert.ok(
+      server.logs.some(
+        (l) => l.log === "audit" && l.action === "file.delete" && l.target === mine && l.key === "ops",
+      ),
+      "an audit line for the admin's delete",
+    );
+    assert.equal((await ask("GET", `/v1/files/${mine}`, keys.alice!)).status, 404);
   });
 });
 

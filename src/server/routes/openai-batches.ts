@@ -8,7 +8,7 @@ import { ModelportError } from "../../errors.js";
 import { checkAccess } from "../../tenants/tenants.js";
 import { errorHandler } from "../plugins/errors.js";
 import { jobScope } from "./jobs.js";
-import { ownerOf, pageQuery } from "./openai-files.js";
+import { auditForeign, ownerOf, pageQuery } from "./openai-files.js";
 
 interface BatchParams {
   id: string;
@@ -59,6 +59,8 @@ export const openAiBatchesRoutes: FastifyPluginAsync = async (app) => {
 
   app.post<{ Params: BatchParams }>("/v1/batches/:id/cancel", async (req) => {
     const batch = await batches.get(req.params.id, jobScope(ctx, req));
-    return batchObject(await batches.cancel(batch));
+    const cancelled = await batches.cancel(batch);
+    auditForeign(ctx, req, batch.owner, "batch.cancel", batch.id);
+    return batchObject(cancelled);
   });
 };

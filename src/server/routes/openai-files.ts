@@ -34,6 +34,19 @@ export function pageQuery(
   return { limit, ...(query.after ? { after: query.after } : {}) };
 }
 
+/** An admin changing another key's file or batch is an admin action: it goes to the audit log, as for jobs. */
+export function auditForeign(
+  ctx: AppContext,
+  req: FastifyRequest,
+  owner: string | undefined,
+  action: string,
+  target: string,
+): void {
+  const p = req.principal;
+  if (p?.role === "admin" && owner !== undefined && owner !== p.name)
+    ctx.audit({ key: p.name, action, target, result: "ok", requestId: req.id });
+}
+
 /** The key name whose files and batches the caller sees and changes (undefined: all), as for jobs. */
 export function ownerOf(ctx: AppContext, req: FastifyRequest): string | undefined {
   return ctx.tenants.required ? req.principal?.name : undefined;
@@ -117,6 +130,7 @@ export const openAiFilesRoutes: FastifyPluginAsync = async (app) => {
   app.delete<{ Params: FileParams }>("/v1/files/:id", async (req) => {
     const file = await files.get(req.params.id, jobScope(ctx, req));
     await files.delete(file);
+    auditForeign(ctx, req, file.owner, "file.delete", file.id);
     return { id: file.id, object: "file", deleted: true };
   });
 };
