@@ -267,7 +267,10 @@ export class BatchRunner {
     let completed = 0;
     let failed = 0;
     let open = 0;
+    // Reading the state of each open job is a job store read on this thread: in slices.
+    const slice = new TimeSlice();
     for (const r of requests) {
+      await slice.pass();
       if (r.jobId === undefined) {
         failed++;
         continue;
@@ -423,7 +426,9 @@ export class BatchRunner {
         : status === "cancelled"
           ? { code: "batch_cancelled", message: "This request was not executed: the batch was cancelled." }
           : { code: "batch_cancelled", message: "This request's job was canceled (DELETE /v1/jobs/{id})." };
+    const slice = new TimeSlice();
     for (let index = 0; index < current.requestCounts.total; index++) {
+      await slice.pass();
       const id = `batch_req_${createHash("sha256").update(`${current.id}\n${index}`).digest("hex").slice(0, 32)}`;
       const r = requests.get(index);
       // Without the input file (deleted meanwhile), a line never submitted is known by its place alone.
