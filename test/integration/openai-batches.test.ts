@@ -1,318 +1,43 @@
-// The OpenAI Files and Batch APIs end to end: a real listening server with a key file, SQLite and
-// the fs blob store, serving the real tiny-llama GGUF and tiny-embed, spoken to with fetch and
-// FormData (as the openai SDK builds its uploads) and with the official `openai` client. Batches
-// run as jobs: their outputs must equal what the synchronous routes answer for the same greedy
-// bodies. Waits are for states (until()), never for a length of time.
+// The OpenAI Batch API end to end (openai-batches-harness.ts: a real listening server with a key
+// file, SQLite and the fs blob store, the real tiny-llama GGUF and tiny-embed), spoken to with the
+// official `openai` client and fetch. Batches run as jobs: their outputs must equal what the
+// synchronous routes answer for the same greedy bodies. Validation failures, a bad line, cancel,
+// expiry, tenants, a restart mid-batch and one a dead process left behind; then a batch on the
+// Redis job store. Waits are for states (until()), never for a length of time.
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { promisify } from "node:util";
 import { Redis } from "ioredis";
 import OpenAI, { toFile } from "openai";
 import { SqliteBatchStore } from "../../src/batches/sqlite-batch-store.js";
 import { testModels } from "../helpers/models.js";
 import { deletePrefix, REDIS_URL, redisUrl, uniquePrefix } from "../helpers/redis.js";
-import { CLI, type InProcessServer, startInProcess } from "../helpers/server.js";
+import { type InProcessServer, startInProcess } from "../helpers/server.js";
 import { until } from "../helpers/until.js";
+import {
+  ask,
+  batchJobs,
+  chatLine,
+  client,
+  createBatch,
+  embedLine,
+  fileLines,
+  finished,
+  jsonl,
+  setUp,
+  startServer,
+  state,
+  upload,
+} from "./openai-batches-harness.js";
 
-const run = promisify(execFile);
-const keys: Record<string, string> = {};
-let dir: string;
-let config: string;
-let server: InProcessServer;
-
-async function createKey(file: string, name: string, ...flags: string[]): Promise<string> {
-  const { stdout } = await run(process.execPath, [CLI, "keys", "create", name, "--keys", file, ...flags]);
-  return stdout.trim();
-}
-
-interface Answer {
-  status: number;
-  body: any;
-  text: string;
-  headers: Headers;
-}
-
-async function ask(method: string, path: string, key: string, body?: unknown): Promise<Answer> {
-  const headers: Record<string, string> = { authorization: `Bearer ${key}` };
-  if (body !== undefined) headers["content-type"] = "application/json";
-  const res = await fetch(`${server.url}${path}`, {
-    method,
-    headers,
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-  });
-  const text = await res.text();
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    parsed = undefined;
-  }
-  return { status: res.status, body: parsed, text, headers: res.headers };
-}
-
-/** POST /v1/files with a multipart body built by FormData, as the openai SDK sends it. */
-async function upload(
-  key: string,
-  content: string,
-  purpose = "batch",
-  filename = "in.jsonl",
-): Promise<Answer> {
-  const form = new FormData();
-  form.append("purpose", purpose);
-  form.append("file", new Blob([content], { type: "application/jsonl" }), filename);
-  const res = await fetch(`${server.url}/v1/files`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${key}` },
-    body: form,
-  });
-  const text = await res.text();
-  return { status: res.status, body: JSON.parse(text), text, headers: res.headers };
-}
-
-const jsonl = (lines: unknown[]) => `${lines.map((l) => JSON.stringify(l)).join("\n")}\n`;
-
-const chatLine = (i: number) => ({
-  custom_id: `chat-${i}`,
-  method: "POST",
-  url: "/v1/chat/completions",
-  body: {
-    model: "tiny-llama",
-    messages: [{ role: "user", content: `count ${i}` }],
-    max_tokens: 4,
-    temperature: 0,
-  },
-});
-
-const embedLine = (i: number) => ({
-  custom_id: `embed-${i}`,
-  method: "POST",
-  url: "/v1/embeddings",
-  body: { model: "tiny-embed", input: [`a cat ${i}`, "a dog"] },
-});
-
-function client(key: string): OpenAI {
-  return new OpenAI({ baseURL: `${server.url}/v1`, apiKey: key, maxRetries: 0 });
-}
-
-async function startServer(): Promise<InProcessServer> {
-  return startInProcess({ file: config, env: {} });
-}
-
-before(async () => {
-  dir = mkdtempSync(join(tmpdir(), "modelport-batches-"));
-  const keysFile = join(dir, "keys.yaml");
-  keys.alice = await createKey(keysFile, "alice", "--models", "tiny-llama,tiny-embed,stuck-llama");
-  keys.bob = await createKey(keysFile, "bob", "--models", "tiny-llama");
-  keys.admin = await createKey(keysFile, "ops", "--role", "admin");
-  const models = await testModels();
-  config = join(dir, "modelport.yaml");
-  writeFileSync(
-    config,
-    [
-      "server:",
-      `  keys: ${keysFile}`,
-      "jobs:",
-      `  sqlitePath: ${join(dir, "jobs.db")}`,
-      `  blobs: {backend: fs, dir: ${join(dir, "blobs")}}`,
-      "  batches: {maxFileBytes: 65536, maxFileLines: 40, checkMs: 200, submitChunk: 5}",
-      "models:",
-      `  - {name: tiny-llama, backend: llama-cpp, path: ${join(models, "tiny-llama.gguf")}, llm: {sequences: 2, contextSize: 512}}`,
-      `  - {name: tiny-embed, backend: transformers, path: ${join(models, "tiny-embed")}}`,
-      // Never ready (its checksum does not match): its jobs stay queued until canceled.
-      `  - {name: stuck-llama, backend: llama-cpp, path: ${join(models, "tiny-llama.gguf")}, sha256: "${"0".repeat(64)}"}`,
-      "",
-    ].join("\n"),
-  );
-  server = await startServer();
-});
-
-after(() => server.close());
-
-describe("POST /v1/files and the file routes", () => {
-  it("stores a batch file sent as multipart/form-data and answers OpenAI's FileObject", async () => {
-    const content = jsonl([chatLine(0), chatLine(1)]);
-    const res = await upload(keys.alice!, content, "batch", "requests.jsonl");
-    assert.equal(res.status, 200, res.text);
-    assert.match(res.body.id, /^file-/);
-    assert.equal(res.body.object, "file");
-    assert.equal(res.body.bytes, Buffer.byteLength(content));
-    assert.equal(res.body.filename, "requests.jsonl");
-    assert.equal(res.body.purpose, "batch");
-    assert.equal(typeof res.body.created_at, "number");
-    const one = await ask("GET", `/v1/files/${res.body.id}`, keys.alice!);
-    assert.deepEqual(one.body, res.body);
-    const back = await ask("GET", `/v1/files/${res.body.id}/content`, keys.alice!);
-    assert.equal(back.status, 200);
-    assert.equal(back.text, content);
-  });
-
-  it("works with the openai SDK: files.create, retrieve, list, content, delete", async () => {
-    const openai = client(keys.alice!);
-    const content = jsonl([chatLine(7)]);
-    const created = await openai.files.create({
-      file: await toFile(Buffer.from(content), "sdk.jsonl"),
-      purpose: "batch",
-    });
-    assert.equal(created.purpose, "batch");
-    assert.equal((await openai.files.retrieve(created.id)).filename, "sdk.jsonl");
-    const listed = await openai.files.list();
-    assert.ok(listed.data.some((f) => f.id === created.id));
-    assert.equal(await (await openai.files.content(created.id)).text(), content);
-    const deleted = await openai.files.delete(created.id);
-    assert.deepEqual(deleted, { id: created.id, object: "file", deleted: true });
-    const gone = await ask("GET", `/v1/files/${created.id}`, keys.alice!);
-    assert.equal(gone.status, 404);
-    assert.equal(gone.body.error.code, "MP_ERR_FILE_NOT_FOUND");
-  });
-
-  it("refuses another purpose, naming it", async () => {
-    const res = await upload(keys.alice!, jsonl([chatLine(0)]), "fine-tune");
-    assert.equal(res.status, 400);
-    assert.equal(res.body.error.code, "MP_ERR_REQUEST_INVALID");
-    assert.equal(res.body.error.param, "purpose");
-  });
-
-  it("refuses a bad line at upload, naming the line", async () => {
-    const cases: [string, RegExp][] = [
-      [`${JSON.stringify(chatLine(0))}\nnot json\n`, /line 2: not valid JSON/],
-      [jsonl([chatLine(0), { ...chatLine(1), method: "GET" }]), /line 2: "method"/],
-      [jsonl([{ ...chatLine(0), url: "/v1/images" }]), /line 1: "url" must be one of/],
-      [jsonl([chatLine(0), chatLine(0)]), /line 2: "custom_id" "chat-0" repeats/],
-      [jsonl([{ ...chatLine(0), body: "text" }]), /line 1: "body" must be a JSON object/],
-      [jsonl([{ method: "POST", url: "/v1/completions", body: {} }]), /line 1: "custom_id"/],
-      ["\n\n", /holds no request/],
-    ];
-    for (const [content, message] of cases) {
-      const res = await upload(keys.alice!, content);
-      assert.equal(res.status, 400, content);
-      assert.equal(res.body.error.code, "MP_ERR_FILE_INVALID");
-      assert.match(res.body.error.message, message);
-    }
-  });
-
-  it("refuses a file over the limits: 413 for bytes, 400 for lines", async () => {
-    const big = await upload(keys.alice!, "x".repeat(65_537));
-    assert.equal(big.status, 413, big.text);
-    assert.equal(big.body.error.code, "MP_ERR_FILE_TOO_LARGE");
-    const many = await upload(keys.alice!, jsonl(Array.from({ length: 41 }, (_, i) => chatLine(i))));
-    assert.equal(many.status, 400);
-    assert.equal(many.body.error.code, "MP_ERR_FILE_INVALID");
-    assert.match(many.body.error.message, /more than 40 requests \(jobs\.batches\.maxFileLines\)/);
-  });
-
-  it("refuses a body that is no multipart form", async () => {
-    const res = await fetch(`${server.url}/v1/files`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${keys.alice}`, "content-type": "multipart/form-data; boundary=abc" },
-      body: '--abc\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n',
-    });
-    const body = (await res.json()) as any;
-    assert.equal(res.status, 400);
-    assert.equal(body.error.code, "MP_ERR_REQUEST_INVALID");
-    const noFile = new FormData();
-    noFile.append("purpose", "batch");
-    const res2 = await fetch(`${server.url}/v1/files`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${keys.alice}` },
-      body: noFile,
-    });
-    assert.equal(res2.status, 400);
-    assert.equal(((await res2.json()) as any).error.param, "file");
-  });
-
-  it("lists newest first with after and limit", async () => {
-    const ids: string[] = [];
-    for (let i = 0; i < 3; i++) ids.push((await upload(keys.bob!, jsonl([chatLine(i)]))).body.id);
-    const page = await ask("GET", "/v1/files?limit=2", keys.bob!);
-    assert.equal(page.body.object, "list");
-    assert.deepEqual(
-      page.body.data.map((f: any) => f.id),
-      [ids[2], ids[1]],
-    );
-    assert.equal(page.body.has_more, true);
-    const rest = await ask("GET", `/v1/files?limit=2&after=${ids[1]}`, keys.bob!);
-    assert.deepEqual(
-      rest.body.data.map((f: any) => f.id),
-      [ids[0]],
-    );
-    assert.equal(rest.body.has_more, false);
-    const bad = await ask("GET", "/v1/files?limit=0", keys.bob!);
-    assert.equal(bad.status, 400);
-    assert.equal(bad.body.error.param, "limit");
-  });
-
-  it("shows a key only its own files: another key's id is the same 404 as an unknown one", async () => {
-    const mine = (await upload(keys.alice!, jsonl([chatLine(3)]))).body.id as string;
-    const unknown = await ask("GET", "/v1/files/file-0000", keys.bob!);
-    for (const path of [`/v1/files/${mine}`, `/v1/files/${mine}/content`]) {
-      const res = await ask("GET", path, keys.bob!);
-      assert.equal(res.status, 404);
-      assert.deepEqual(res.body.error, { ...unknown.body.error, message: res.body.error.message });
-      assert.equal(res.body.error.message, `no file '${mine}'`);
-    }
-    const del = await ask("DELETE", `/v1/files/${mine}`, keys.bob!);
-    assert.equal(del.status, 404);
-    const listed = await ask("GET", "/v1/files", keys.bob!);
-    assert.ok(!listed.body.data.some((f: any) => f.id === mine));
-    // The admin key sees every key's files.
-    assert.equal((await ask("GET", `/v1/files/${mine}`, keys.admin!)).status, 200);
-    assert.equal((await ask("GET", `/v1/files/${mine}`, keys.alice!)).status, 200);
-    // An admin deleting another key's file is an admin action: the audit log has it.
-    assert.equal((await ask("DELETE", `/v1/files/${mine}`, keys.admin!)).status, 200);
-    assert.ok(
-      server.logs.some(
-        (l) => l.log === "audit" && l.action === "file.delete" && l.target === mine && l.key === "ops",
-      ),
-      "an audit line for the admin's delete",
-    );
-    assert.equal((await ask("GET", `/v1/files/${mine}`, keys.alice!)).status, 404);
-  });
-});
-
-/** Polls the batch (with the openai SDK) until it is in a final status. */
-async function finished(openai: OpenAI, id: string): Promise<OpenAI.Batches.Batch> {
-  let batch = await openai.batches.retrieve(id);
-  await until(
-    `batch ${id} to end`,
-    async () => {
-      batch = await openai.batches.retrieve(id);
-      return ["completed", "failed", "expired", "cancelled"].includes(batch.status);
-    },
-    120_000,
-  );
-  return batch;
-}
-
-async function fileLines(openai: OpenAI, id: string | null | undefined): Promise<any[]> {
-  assert.ok(id, "a file id");
-  const text = await (await openai.files.content(id)).text();
-  return text
-    .split("\n")
-    .filter((l) => l !== "")
-    .map((l) => JSON.parse(l));
-}
-
-/** The jobs a batch made, seen through the jobs API with the admin key. */
-async function batchJobs(batchId: string): Promise<any[]> {
-  const res = await ask("GET", "/v1/jobs?limit=1000", keys.admin!);
-  assert.equal(res.status, 200, res.text);
-  return res.body.jobs.filter((j: any) => j.metadata?.batch_id === batchId);
-}
-
-async function createBatch(key: string, lines: unknown[], endpoint: string): Promise<Answer> {
-  const file = await upload(key, jsonl(lines));
-  assert.equal(file.status, 200, file.text);
-  return ask("POST", "/v1/batches", key, { input_file_id: file.body.id, endpoint, completion_window: "24h" });
-}
+before(setUp);
+after(() => state.server.close());
 
 describe("POST /v1/batches and the batch routes", () => {
   it("runs a 20-line chat batch as background jobs; each output body is the synchronous answer", async () => {
-    const openai = client(keys.alice!);
+    const openai = client(state.keys.alice!);
     const lines = Array.from({ length: 20 }, (_, i) => chatLine(i));
     const file = await openai.files.create({
       file: await toFile(Buffer.from(jsonl(lines)), "chat.jsonl"),
@@ -372,9 +97,9 @@ describe("POST /v1/batches and the batch routes", () => {
   });
 
   it("runs an embeddings batch whose vectors are the synchronous ones", async () => {
-    const openai = client(keys.alice!);
+    const openai = client(state.keys.alice!);
     const lines = Array.from({ length: 3 }, (_, i) => embedLine(i));
-    const created = await createBatch(keys.alice!, lines, "/v1/embeddings");
+    const created = await createBatch(state.keys.alice!, lines, "/v1/embeddings");
     assert.equal(created.status, 200, created.text);
     const batch = await finished(openai, created.body.id);
     assert.equal(batch.status, "completed");
@@ -382,7 +107,7 @@ describe("POST /v1/batches and the batch routes", () => {
     const out = await fileLines(openai, batch.output_file_id);
     for (const [i, line] of out.entries()) {
       assert.equal(line.custom_id, `embed-${i}`);
-      const sync = await ask("POST", "/v1/embeddings", keys.alice!, lines[i]!.body);
+      const sync = await ask("POST", "/v1/embeddings", state.keys.alice!, lines[i]!.body);
       const body = line.response.body;
       assert.equal(body.object, "list");
       assert.equal(body.data.length, 2);
@@ -396,9 +121,13 @@ describe("POST /v1/batches and the batch routes", () => {
   });
 
   it("puts a line whose body its route refuses in the error file, and runs the others", async () => {
-    const openai = client(keys.alice!);
+    const openai = client(state.keys.alice!);
     const bad = { ...chatLine(1), body: { ...chatLine(1).body, temperature: "hot" } };
-    const created = await createBatch(keys.alice!, [chatLine(0), bad, chatLine(2)], "/v1/chat/completions");
+    const created = await createBatch(
+      state.keys.alice!,
+      [chatLine(0), bad, chatLine(2)],
+      "/v1/chat/completions",
+    );
     const batch = await finished(openai, created.body.id);
     assert.equal(batch.status, "completed");
     assert.deepEqual(batch.request_counts, { total: 3, completed: 2, failed: 1 });
@@ -418,7 +147,7 @@ describe("POST /v1/batches and the batch routes", () => {
 
   it("fails validation with errors.data naming each line at fault, and runs nothing", async () => {
     const mismatch = await createBatch(
-      keys.alice!,
+      state.keys.alice!,
       [chatLine(0), { ...embedLine(1) }, { ...chatLine(2), body: { messages: [] } }],
       "/v1/chat/completions",
     );
@@ -434,9 +163,9 @@ describe("POST /v1/batches and the batch routes", () => {
     );
     assert.deepEqual(await batchJobs(mismatch.body.id), []);
     // A model the key may not use is "not found", as one that does not exist.
-    const foreign = await createBatch(keys.bob!, [embedLine(0)], "/v1/embeddings");
+    const foreign = await createBatch(state.keys.bob!, [embedLine(0)], "/v1/embeddings");
     const none = await createBatch(
-      keys.bob!,
+      state.keys.bob!,
       [{ ...embedLine(0), body: { model: "nope", input: "x" } }],
       "/v1/embeddings",
     );
@@ -446,7 +175,7 @@ describe("POST /v1/batches and the batch routes", () => {
     assert.ok(!foreign.body.errors.data[0].message.includes("tiny-embed served"));
     // A model of the other family.
     const family = await createBatch(
-      keys.alice!,
+      state.keys.alice!,
       [{ ...chatLine(0), body: { ...chatLine(0).body, model: "tiny-embed" } }],
       "/v1/chat/completions",
     );
@@ -455,7 +184,7 @@ describe("POST /v1/batches and the batch routes", () => {
   });
 
   it("answers 400 naming the field for a bad request, 404 for a file the key may not see", async () => {
-    const file = (await upload(keys.alice!, jsonl([chatLine(0)]))).body.id as string;
+    const file = (await upload(state.keys.alice!, jsonl([chatLine(0)]))).body.id as string;
     const good = { input_file_id: file, endpoint: "/v1/chat/completions", completion_window: "24h" };
     for (const [change, param] of [
       [{ endpoint: "/v1/images" }, "endpoint"],
@@ -463,22 +192,22 @@ describe("POST /v1/batches and the batch routes", () => {
       [{ input_file_id: undefined }, "input_file_id"],
       [{ metadata: { n: 1 } }, "metadata"],
     ] as const) {
-      const res = await ask("POST", "/v1/batches", keys.alice!, { ...good, ...change });
+      const res = await ask("POST", "/v1/batches", state.keys.alice!, { ...good, ...change });
       assert.equal(res.status, 400, JSON.stringify(change));
       assert.equal(res.body.error.param, param);
     }
-    const other = await ask("POST", "/v1/batches", keys.bob!, good);
+    const other = await ask("POST", "/v1/batches", state.keys.bob!, good);
     assert.equal(other.status, 404);
     assert.equal(other.body.error.code, "MP_ERR_FILE_NOT_FOUND");
   });
 
   it("cancels: queued jobs end canceled, the batch cancelled with batch_cancelled error lines", async () => {
-    const openai = client(keys.alice!);
+    const openai = client(state.keys.alice!);
     const lines = Array.from({ length: 3 }, (_, i) => ({
       ...chatLine(i),
       body: { ...chatLine(i).body, model: "stuck-llama" },
     }));
-    const created = await createBatch(keys.alice!, lines, "/v1/chat/completions");
+    const created = await createBatch(state.keys.alice!, lines, "/v1/chat/completions");
     assert.equal(created.body.status, "in_progress");
     await until("the batch's jobs to be queued", async () => (await batchJobs(created.body.id)).length === 3);
     const cancelling = await openai.batches.cancel(created.body.id);
@@ -495,18 +224,18 @@ describe("POST /v1/batches and the batch routes", () => {
       lines.map((l) => [l.custom_id, "batch_cancelled"]),
     );
     for (const job of await batchJobs(created.body.id)) assert.equal(job.status, "canceled");
-    const again = await ask("POST", `/v1/batches/${created.body.id}/cancel`, keys.alice!);
+    const again = await ask("POST", `/v1/batches/${created.body.id}/cancel`, state.keys.alice!);
     assert.equal(again.status, 409);
     assert.equal(again.body.error.code, "MP_ERR_BATCH_FINISHED");
   });
 
   it("expires a batch past its window: remaining jobs canceled, batch_expired error lines", async () => {
-    const openai = client(keys.alice!);
+    const openai = client(state.keys.alice!);
     const line = { ...chatLine(0), body: { ...chatLine(0).body, model: "stuck-llama" } };
-    const created = await createBatch(keys.alice!, [line], "/v1/chat/completions");
+    const created = await createBatch(state.keys.alice!, [line], "/v1/chat/completions");
     await until("the batch's job to be queued", async () => (await batchJobs(created.body.id)).length === 1);
     // Its window ends now: as if 24 hours had passed.
-    const store = new SqliteBatchStore(join(dir, "jobs.db"));
+    const store = new SqliteBatchStore(join(state.dir, "jobs.db"));
     const record = (await store.getBatch(created.body.id))!;
     assert.ok(await store.updateBatch({ ...record, expiresAt: Date.now() - 1 }, "in_progress"));
     await store.close();
@@ -521,54 +250,54 @@ describe("POST /v1/batches and the batch routes", () => {
   });
 
   it("shows a key only its own batches: another key's id is the same 404 as an unknown one", async () => {
-    const created = await createBatch(keys.alice!, [chatLine(0)], "/v1/chat/completions");
+    const created = await createBatch(state.keys.alice!, [chatLine(0)], "/v1/chat/completions");
     const id = created.body.id as string;
-    const unknown = await ask("GET", "/v1/batches/batch_0000", keys.bob!);
+    const unknown = await ask("GET", "/v1/batches/batch_0000", state.keys.bob!);
     assert.equal(unknown.status, 404);
     assert.equal(unknown.body.error.code, "MP_ERR_BATCH_NOT_FOUND");
     for (const [method, path] of [
       ["GET", `/v1/batches/${id}`],
       ["POST", `/v1/batches/${id}/cancel`],
     ] as const) {
-      const res = await ask(method, path, keys.bob!);
+      const res = await ask(method, path, state.keys.bob!);
       assert.equal(res.status, 404);
       assert.deepEqual(res.body.error, { ...unknown.body.error, message: `no batch '${id}'` });
     }
-    const listed = await ask("GET", "/v1/batches?limit=100", keys.bob!);
+    const listed = await ask("GET", "/v1/batches?limit=100", state.keys.bob!);
     assert.ok(!listed.body.data.some((b: any) => b.id === id));
-    assert.equal((await ask("GET", `/v1/batches/${id}`, keys.alice!)).status, 200);
-    await finished(client(keys.alice!), id);
+    assert.equal((await ask("GET", `/v1/batches/${id}`, state.keys.alice!)).status, 200);
+    await finished(client(state.keys.alice!), id);
   });
 
   it("lists a key's batches newest first with after and limit", async () => {
-    const openai = client(keys.alice!);
+    const openai = client(state.keys.alice!);
     const page = await openai.batches.list({ limit: 2 });
     assert.equal(page.data.length, 2);
     assert.ok(page.data[0]!.created_at >= page.data[1]!.created_at);
-    const all = await ask("GET", "/v1/batches?limit=100", keys.alice!);
+    const all = await ask("GET", "/v1/batches?limit=100", state.keys.alice!);
     assert.equal(all.body.object, "list");
     const ids = all.body.data.map((b: any) => b.id);
     assert.deepEqual(
       page.data.map((b) => b.id),
       ids.slice(0, 2),
     );
-    const rest = await ask("GET", `/v1/batches?limit=100&after=${ids[1]}`, keys.alice!);
+    const rest = await ask("GET", `/v1/batches?limit=100&after=${ids[1]}`, state.keys.alice!);
     assert.deepEqual(
       rest.body.data.map((b: any) => b.id),
       ids.slice(2),
     );
-    const bad = await ask("GET", "/v1/batches?limit=101", keys.alice!);
+    const bad = await ask("GET", "/v1/batches?limit=101", state.keys.alice!);
     assert.equal(bad.status, 400);
   });
 
   it("finishes a batch across a restart: the new server resumes it, no line runs twice", async () => {
-    const openai = () => client(keys.alice!);
+    const openai = () => client(state.keys.alice!);
     const lines = Array.from({ length: 12 }, (_, i) => chatLine(100 + i));
-    const created = await createBatch(keys.alice!, lines, "/v1/chat/completions");
+    const created = await createBatch(state.keys.alice!, lines, "/v1/chat/completions");
     assert.equal(created.body.status, "in_progress");
     // Closed while its lines are being submitted or run; a new server on the same store.
-    await server.close();
-    server = await startServer();
+    await state.server.close();
+    state.server = await startServer();
     const batch = await finished(openai(), created.body.id);
     assert.equal(batch.status, "completed");
     assert.deepEqual(batch.request_counts, { total: 12, completed: 12, failed: 0 });
@@ -583,18 +312,18 @@ describe("POST /v1/batches and the batch routes", () => {
   });
 
   it("takes up at start a batch a dead process left in progress; lines it had submitted are not run twice", async () => {
-    const openai = () => client(keys.alice!);
+    const openai = () => client(state.keys.alice!);
     const lines = Array.from({ length: 4 }, (_, i) => ({ ...chatLine(200 + i), custom_id: `r-${i}` }));
-    const file = (await upload(keys.alice!, jsonl(lines))).body.id as string;
+    const file = (await upload(state.keys.alice!, jsonl(lines))).body.id as string;
     const id = `batch_${randomUUID().replaceAll("-", "")}`;
     // The process submitted lines 0 and 1 as jobs (with the batch's idempotency keys) and died
     // before it stored which jobs they were.
     const early: string[] = [];
     for (const l of lines.slice(0, 2)) {
-      const res = await fetch(`${server.url}/v1/models/tiny-llama/jobs`, {
+      const res = await fetch(`${state.server.url}/v1/models/tiny-llama/jobs`, {
         method: "POST",
         headers: {
-          authorization: `Bearer ${keys.alice}`,
+          authorization: `Bearer ${state.keys.alice}`,
           "content-type": "application/json",
           "idempotency-key": `${id}/${l.custom_id}`,
         },
@@ -612,10 +341,10 @@ describe("POST /v1/batches and the batch routes", () => {
     for (const jobId of early)
       await until(
         `job ${jobId} to succeed`,
-        async () => (await ask("GET", `/v1/jobs/${jobId}`, keys.alice!)).body.status === "succeeded",
+        async () => (await ask("GET", `/v1/jobs/${jobId}`, state.keys.alice!)).body.status === "succeeded",
       );
-    await server.close();
-    const store = new SqliteBatchStore(join(dir, "jobs.db"));
+    await state.server.close();
+    const store = new SqliteBatchStore(join(state.dir, "jobs.db"));
     const now = Date.now();
     await store.createBatch({
       id,
@@ -630,7 +359,7 @@ describe("POST /v1/batches and the batch routes", () => {
       requestCounts: { total: 4, completed: 0, failed: 0 },
     });
     await store.close();
-    server = await startServer();
+    state.server = await startServer();
     const batch = await finished(openai(), id);
     assert.equal(batch.status, "completed");
     assert.deepEqual(batch.request_counts, { total: 4, completed: 4, failed: 0 });
@@ -652,7 +381,7 @@ describe("batches on the Redis job store", () => {
     const url = await redisUrl();
     prefix = uniquePrefix("batches");
     const models = await testModels();
-    const file = join(dir, "modelport-redis.yaml");
+    const file = join(state.dir, "modelport-redis.yaml");
     writeFileSync(
       file,
       [
@@ -660,7 +389,7 @@ describe("batches on the Redis job store", () => {
         `  store: redis`,
         `  redisUrl: "${url}"`,
         `  redisPrefix: "${prefix}"`,
-        `  blobs: {backend: fs, dir: ${join(dir, "blobs-redis")}}`,
+        `  blobs: {backend: fs, dir: ${join(state.dir, "blobs-redis")}}`,
         "  batches: {checkMs: 200}",
         "models:",
         `  - {name: tiny-embed, backend: transformers, path: ${join(models, "tiny-embed")}}`,
