@@ -5,10 +5,16 @@
 import { CancelHandle } from "../cancel.js";
 import type { ServedModel } from "../catalogue/served-model.js";
 import type { GenerateRequest, GenerateResult, TokenUsage, ToolCall } from "../llm/language-model.js";
+import type { Metrics } from "../metrics/metrics.js";
 import type { TraceParent } from "../telemetry/propagation.js";
 import type { OpenAiRequest } from "./openai-request.js";
 
 export type GenerationKind = "chat" | "completion";
+
+/** An answer's id: chatcmpl-… or cmpl-…, after the request (or job) that asked for it. */
+export function answerId(kind: GenerationKind, of: string): string {
+  return `${kind === "chat" ? "chatcmpl" : "cmpl"}-${of}`;
+}
 
 /** OpenAI's usage object; prompt_tokens_details.cached_tokens where the model has a prefix cache. */
 export function usageJson(u: TokenUsage): Record<string, unknown> {
@@ -202,4 +208,15 @@ export async function generateAnswer(
       usage: usageJson(usage),
     },
   };
+}
+
+/** A generation's tokens in the LLM metrics (prompt, generated, cached and prefix-cache hits). */
+export function countTokens(metrics: Metrics, model: string, usage: TokenUsage): void {
+  const labels = { model };
+  metrics.llmGeneratedTokens.inc(labels, usage.completionTokens);
+  metrics.llmPromptTokens.inc(labels, usage.promptTokens);
+  if (usage.cachedTokens !== undefined) {
+    metrics.llmCachedPromptTokens.inc(labels, usage.cachedTokens);
+    metrics.llmPrefixCacheRequests.inc({ ...labels, result: usage.cachedTokens > 0 ? "hit" : "miss" });
+  }
 }

@@ -13,7 +13,7 @@ import type {
   LanguageWorkRunner,
 } from "../jobs/language-work.js";
 import type { Metrics } from "../metrics/metrics.js";
-import { type GenerationKind, generateAnswer } from "./openai-answer.js";
+import { answerId, countTokens, type GenerationKind, generateAnswer } from "./openai-answer.js";
 import { embedAnswer, parseEmbeddingsRequest } from "./openai-embeddings-answer.js";
 import { type OpenAiRequest, parseChatRequest, parseCompletionRequest } from "./openai-request.js";
 import { promptLimits } from "./prompt-limits.js";
@@ -54,17 +54,15 @@ export class OpenAiWorkRunner implements LanguageWorkRunner {
       };
     }
     const { response, usage } = await generateAnswer(model, parsed.kind, parsed.request, {
-      id: `${parsed.kind === "chat" ? "chatcmpl" : "cmpl"}-${options.id}`,
+      id: answerId(parsed.kind, options.id),
       created: Math.floor(Date.now() / 1000),
       cancel: options.cancel,
       trace: options.trace,
       background: true,
     });
-    // Counted as the routes count a generation (routes/openai.ts GenerationTimer), less the
-    // time-to-first-token histogram, which measures what interactive clients wait.
-    const labels = { model: model.name };
-    this.deps.metrics.llmGeneratedTokens.inc(labels, usage.completionTokens);
-    this.deps.metrics.llmPromptTokens.inc(labels, usage.promptTokens);
+    // Counted as the routes count a generation, less the time-to-first-token histogram, which
+    // measures what interactive clients wait.
+    countTokens(this.deps.metrics, model.name, usage);
     return {
       response,
       usage: {

@@ -2,11 +2,16 @@
 // tiny-llama GGUF on node-llama-cpp and the tiny-embed folder on transformers.js. A job's result
 // is the JSON its OpenAI route answers the same greedy request with; `Prefer: respond-async` on
 // each route makes such a job; a bad body is refused at submission; a canceled job frees its
-// sequence; jobs are their key's own and count in its usage; and a job waits behind interactive
-// requests for a sequence (shown by order of events, never by timing). SQLite and Redis stores.
+// sequence; jobs are their key's own (and only for models the key may use) and count in its usage;
+// webhooks, event streams and blob-stored results work as for tensor jobs; and a job waits behind
+// interactive requests for a sequence (shown by order of events, never by timing). SQLite and
+// Redis stores.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
+import { once } from "node:events";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -21,7 +26,7 @@ const run = promisify(execFile);
 
 interface Setup {
   server: InProcessServer;
-  keys: { alice: string; bob: string };
+  keys: { alice: string; bob: string; carol: string };
   golden: LlmGoldenFile;
 }
 
@@ -33,9 +38,13 @@ async function startServer(
   const models = await testModels();
   const dir = mkdtempSync(join(tmpdir(), `modelport-llm-jobs-${store}-`));
   const keysFile = join(dir, "keys.yaml");
-  const create = async (name: string) =>
-    (await run(process.execPath, [CLI, "keys", "create", name, "--keys", keysFile])).stdout.trim();
-  const keys = { alice: await create("alice"), bob: await create("bob") };
+  const create = async (name: string, ...flags: string[]) =>
+    (await run(process.execPath, [CLI, "keys", "create", name, "--keys", keysFile, ...flags])).stdout.trim();
+  const keys = {
+    alice: await create("alice"),
+    bob: await create("bob"),
+    carol: await create("carol", "--models", "tiny-embed"),
+  };
   const golden = JSON.parse(readFileSync(join(models, "tiny-llama.golden.json"), "utf8")) as LlmGoldenFile;
   const file = join(dir, "modelport.yaml");
   writeFileSync(
@@ -48,6 +57,9 @@ async function startServer(
       ...(redis ? [`  redisUrl: "${redis.url}"`, `  redisPrefix: "${redis.prefix}"`] : []),
       `  sqlitePath: ${join(dir, "jobs.db")}`,
       `  blobs: {backend: fs, dir: ${join(dir, "blobs")}}`,
+      // Results over 1 KiB (embeddings) go to the blob store, as large results do.
+      "  inlineResultMaxBytes: 1024",
+      '  webhooks: {secret: "llm-jobs-webhook-secret-0123456789", allowPrivate: ["127.0.0.1"]}',
       "models:",
       `  - name: tiny-llama`,
       `    path: ${join(models, "tiny-llama.gguf")}`,
@@ -125,6 +137,10 @@ function suite(store: "sqlite" | "redis", full: boolean) {
   let setup: Setup;
   let redis: { url: string; prefix: string } | undefined;
   const { call, post, final, result, concurrency } = client(() => setup);
+  // On Redis, the cases where the store takes part (submit, idempotency, cancel, ownership).
+  const sqliteOnly = (name: string, fn: () => Promise<void>) => {
+    if (full) it(name, fn);
+  };
 
   before(async () => {
     if (store === "redis") redis = { url: await redisUrl(), prefix: uniquePrefix("llm-jobs") };
@@ -174,9 +190,7 @@ function suite(store: "sqlite" | "redis", full: boolean) {
     assert.deepEqual(out.response, sync.body);
   });
 
-  if (!full) return;
-
-  it("a completion job's result is what POST /v1/completions answers: the golden text", async () => {
+  sqliteOnly("a completion job's result is what POST /v1/completions answers: the golden text", async () => {
     const { alice } = setup.keys;
     const body = { prompt: setup.golden.prompt!, max_tokens: setup.golden.max_tokens, logprobs: 2 };
     const sync = await post("/v1/completions", alice, { model: "tiny-llama", ...body });
@@ -226,7 +240,7 @@ function suite(store: "sqlite" | "redis", full: boolean) {
     }
   });
 
-  it("refuses a bad body at submission with a 400 naming the field, and stream: true", async () => {
+  sqliteOnly("refuses a bad body at submission with a 400 naming the field, and stream: true", async () => {
     const { alice } = setup.keys;
     const refused = async (
       path: string,
@@ -264,7 +278,7 @@ function suite(store: "sqlite" | "redis", full: boolean) {
     assert.equal(listed.body.jobs.length, 0, JSON.stringify(listed.body));
   });
 
-  it("a tensor body for a language model names only the routes the model serves", async () => {
+  sqliteOnly("a tensor body for a language model names only the routes the model serves", async () => {
     const { alice } = setup.keys;
     const embedJob = await post("/v1/models/tiny-embed/jobs", alice, { rows: [[1, 2]] });
     assert.equal(embedJob.status, 400);
@@ -328,72 +342,169 @@ function suite(store: "sqlite" | "redis", full: boolean) {
     assert.equal((await final(id, alice)).status, "succeeded");
   });
 
-  it("counts a job's tokens against the key that submitted it, as the route counts a request's", async () => {
-    const { bob } = setup.keys;
-    const row = async () => {
-      const usage = await call("/v1/usage?group_by=key,model", bob);
-      assert.equal(usage.status, 200, JSON.stringify(usage.body));
-      return (
-        usage.body.data.find(
-          (d: { key: string; model: string }) => d.key === "bob" && d.model === "tiny-llama",
-        ) ?? {
-          requests: 0,
-          prompt_tokens: 0,
-          completion_tokens: 0,
-        }
-      );
-    };
-    const before = await row();
-    const submitted = await post("/v1/models/tiny-llama/jobs", bob, {
-      endpoint: "/v1/chat/completions",
-      body: chatBody,
-    });
-    assert.equal((await final(submitted.body.id, bob)).status, "succeeded");
-    const used = (await result(submitted.body.id, bob)).response.usage;
-    assert.ok(used.completion_tokens > 0);
-    await until("the job's usage recorded", async () => (await row()).requests === before.requests + 1);
-    const now = await row();
-    assert.equal(now.prompt_tokens - before.prompt_tokens, used.prompt_tokens);
-    assert.equal(now.completion_tokens - before.completion_tokens, used.completion_tokens);
-    // The same request answered by the route counts the same tokens.
-    const sync = await post("/v1/chat/completions", bob, { model: "tiny-llama", ...chatBody });
-    assert.equal(sync.status, 200);
-    await until("the request's usage recorded", async () => (await row()).requests === before.requests + 2);
-    const both = await row();
-    assert.equal(both.completion_tokens - now.completion_tokens, used.completion_tokens);
-  });
+  sqliteOnly(
+    "counts a job's tokens against the key that submitted it, as the route counts a request's",
+    async () => {
+      const { bob } = setup.keys;
+      const row = async () => {
+        const usage = await call("/v1/usage?group_by=key,model", bob);
+        assert.equal(usage.status, 200, JSON.stringify(usage.body));
+        return (
+          usage.body.data.find(
+            (d: { key: string; model: string }) => d.key === "bob" && d.model === "tiny-llama",
+          ) ?? {
+            requests: 0,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+          }
+        );
+      };
+      const before = await row();
+      const submitted = await post("/v1/models/tiny-llama/jobs", bob, {
+        endpoint: "/v1/chat/completions",
+        body: chatBody,
+      });
+      assert.equal((await final(submitted.body.id, bob)).status, "succeeded");
+      const used = (await result(submitted.body.id, bob)).response.usage;
+      assert.ok(used.completion_tokens > 0);
+      await until("the job's usage recorded", async () => (await row()).requests === before.requests + 1);
+      const now = await row();
+      assert.equal(now.prompt_tokens - before.prompt_tokens, used.prompt_tokens);
+      assert.equal(now.completion_tokens - before.completion_tokens, used.completion_tokens);
+      // The same request answered by the route counts the same tokens.
+      const sync = await post("/v1/chat/completions", bob, { model: "tiny-llama", ...chatBody });
+      assert.equal(sync.status, 200);
+      await until("the request's usage recorded", async () => (await row()).requests === before.requests + 2);
+      const both = await row();
+      assert.equal(both.completion_tokens - now.completion_tokens, used.completion_tokens);
+    },
+  );
 
-  it("a waiting interactive request gets the next free sequence before a job that waited longer", async () => {
-    const { alice } = setup.keys;
-    const url = setup.server.url;
-    // A long interactive answer holds the only sequence of tiny-llama-1.
-    const releaseFirst = await holdSequence(url, alice, "tiny-llama-1", " the");
-    // A job (tiny-llama-1 runs one job at a time) claims its work and waits for the sequence...
-    const submitted = await post("/v1/models/tiny-llama-1/jobs", alice, {
-      endpoint: "/v1/completions",
-      body: { prompt: setup.golden.prompt!, max_tokens: setup.golden.max_tokens },
-    });
-    assert.equal(submitted.status, 202);
-    const id = submitted.body.id;
-    await until(
-      "the job waiting for the sequence",
-      async () => (await concurrency("tiny-llama-1", alice)).waiting === 1,
-    );
-    assert.equal((await call(`/v1/jobs/${id}`, alice)).body.status, "running");
-    // ...then an interactive request comes and waits too.
-    const second = holdSequence(url, alice, "tiny-llama-1", " a");
-    await until("both waiting", async () => (await concurrency("tiny-llama-1", alice)).waiting === 2);
-    releaseFirst();
-    // The interactive request generates first: while it does, the job has not had the sequence.
-    const releaseSecond = await second;
-    const during = await call(`/v1/jobs/${id}`, alice);
-    assert.equal(during.body.status, "running", JSON.stringify(during.body));
-    assert.equal((await concurrency("tiny-llama-1", alice)).waiting, 1);
-    releaseSecond();
-    const job = await final(id, alice);
-    assert.equal(job.status, "succeeded", JSON.stringify(job));
-    assert.equal((await result(id, alice)).response.choices[0].text, setup.golden.text);
-  });
+  sqliteOnly(
+    "a key may submit jobs only for the models it may use: the 404 of no model otherwise",
+    async () => {
+      const { carol } = setup.keys;
+      const job = await post("/v1/models/tiny-llama/jobs", carol, {
+        endpoint: "/v1/chat/completions",
+        body: chatBody,
+      });
+      assert.equal(job.status, 404);
+      assert.equal(job.body.error.code, "MP_ERR_MODEL_NOT_FOUND");
+      const chat = await post(
+        "/v1/chat/completions",
+        carol,
+        { model: "tiny-llama", ...chatBody },
+        { prefer: "respond-async" },
+      );
+      assert.equal(chat.status, 404);
+      const embed = await post(
+        "/v1/embeddings",
+        carol,
+        { model: "tiny-llama", input: "x" },
+        { prefer: "respond-async" },
+      );
+      assert.equal(embed.status, 404);
+      assert.equal(embed.body.error.code, "MP_ERR_MODEL_NOT_FOUND");
+      const own = await post(
+        "/v1/embeddings",
+        carol,
+        { model: "tiny-embed", input: "x" },
+        { prefer: "respond-async" },
+      );
+      assert.equal(own.status, 202);
+      assert.equal((await final(own.body.id, carol)).status, "succeeded");
+    },
+  );
+
+  sqliteOnly(
+    "a job's webhook carries the answer, its event stream ends with it, a large one comes from the blob store",
+    async () => {
+      const { alice } = setup.keys;
+      const deliveries: string[] = [];
+      const receiver = createServer((req, res) => {
+        let body = "";
+        req.on("data", (c) => {
+          body += c;
+        });
+        req.on("end", () => {
+          deliveries.push(body);
+          res.end("ok");
+        });
+      });
+      receiver.listen(0, "127.0.0.1");
+      await once(receiver, "listening");
+      try {
+        const hook = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+        const chat = await post("/v1/models/tiny-llama/jobs", alice, {
+          endpoint: "/v1/chat/completions",
+          body: chatBody,
+          callback_url: hook,
+        });
+        assert.equal(chat.status, 202, JSON.stringify(chat.body));
+        const events = await fetch(`${setup.server.url}/v1/jobs/${chat.body.id}/events`, {
+          headers: { authorization: `Bearer ${alice}` },
+        });
+        const stream = await events.text();
+        assert.match(stream, /"status":"succeeded"/);
+        assert.match(stream, /event: end/);
+        await until("the webhook delivered", () => deliveries.length === 1);
+        const payload = JSON.parse(deliveries[0]!);
+        assert.equal(payload.event, "job.finished");
+        assert.equal(payload.job.result.endpoint, "/v1/chat/completions");
+        assert.deepEqual(payload.job.result, await result(chat.body.id, alice));
+        // 16 inputs of tiny-embed: over jobs.inlineResultMaxBytes, so stored as a blob.
+        const input = Array.from({ length: 16 }, (_, i) => `the cat ${i}`);
+        const embed = await post("/v1/models/tiny-embed/jobs", alice, {
+          endpoint: "/v1/embeddings",
+          body: { input },
+        });
+        const done = await final(embed.body.id, alice);
+        assert.equal(done.status, "succeeded");
+        assert.ok(done.result_bytes > 1024, JSON.stringify(done));
+        const stored = await result(embed.body.id, alice);
+        assert.equal(stored.response.data.length, 16);
+        const sync = await post("/v1/embeddings", alice, { model: "tiny-embed", input });
+        assert.deepEqual(stored.response, sync.body);
+      } finally {
+        receiver.close();
+      }
+    },
+  );
+
+  sqliteOnly(
+    "a waiting interactive request gets the next free sequence before a job that waited longer",
+    async () => {
+      const { alice } = setup.keys;
+      const url = setup.server.url;
+      // A long interactive answer holds the only sequence of tiny-llama-1.
+      const releaseFirst = await holdSequence(url, alice, "tiny-llama-1", " the");
+      // A job (tiny-llama-1 runs one job at a time) claims its work and waits for the sequence...
+      const submitted = await post("/v1/models/tiny-llama-1/jobs", alice, {
+        endpoint: "/v1/completions",
+        body: { prompt: setup.golden.prompt!, max_tokens: setup.golden.max_tokens },
+      });
+      assert.equal(submitted.status, 202);
+      const id = submitted.body.id;
+      await until(
+        "the job waiting for the sequence",
+        async () => (await concurrency("tiny-llama-1", alice)).waiting === 1,
+      );
+      assert.equal((await call(`/v1/jobs/${id}`, alice)).body.status, "running");
+      // ...then an interactive request comes and waits too.
+      const second = holdSequence(url, alice, "tiny-llama-1", " a");
+      await until("both waiting", async () => (await concurrency("tiny-llama-1", alice)).waiting === 2);
+      releaseFirst();
+      // The interactive request generates first: while it does, the job has not had the sequence.
+      const releaseSecond = await second;
+      const during = await call(`/v1/jobs/${id}`, alice);
+      assert.equal(during.body.status, "running", JSON.stringify(during.body));
+      assert.equal((await concurrency("tiny-llama-1", alice)).waiting, 1);
+      releaseSecond();
+      const job = await final(id, alice);
+      assert.equal(job.status, "succeeded", JSON.stringify(job));
+      assert.equal((await result(id, alice)).response.choices[0].text, setup.golden.text);
+    },
+  );
 }
 
 describe("language-model jobs (SQLite store)", () => suite("sqlite", true));

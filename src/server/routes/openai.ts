@@ -23,8 +23,10 @@ import type { Principal } from "../../tenants/principal.js";
 import { checkAccess, mayUse } from "../../tenants/tenants.js";
 import { type AppContext, acquire, requestCancel } from "../context.js";
 import {
+  answerId,
   chatLogprobs,
   completionLogprobs,
+  countTokens,
   echoLength,
   generateAnswer,
   generateChoices,
@@ -89,19 +91,10 @@ class GenerationTimer {
       used.completionTokens += usage.completionTokens;
       used.computeMs += this.reply.elapsedTime;
     }
-    this.metrics.llmGeneratedTokens.inc(labels, usage.completionTokens);
-    this.metrics.llmPromptTokens.inc(labels, usage.promptTokens);
-    if (usage.cachedTokens !== undefined) {
-      this.metrics.llmCachedPromptTokens.inc(labels, usage.cachedTokens);
-      this.metrics.llmPrefixCacheRequests.inc({ ...labels, result: usage.cachedTokens > 0 ? "hit" : "miss" });
-    }
+    countTokens(this.metrics, this.model, usage);
     if (this.firstAt !== undefined)
       this.metrics.llmGenerationSeconds.inc(labels, (performance.now() - this.firstAt) / 1000);
   }
-}
-
-function completionId(kind: Kind, req: FastifyRequest): string {
-  return `${kind === "chat" ? "chatcmpl" : "cmpl"}-${req.id}`;
 }
 
 async function answer(
@@ -115,7 +108,7 @@ async function answer(
   const cancel = requestCancel(req);
   const timer = new GenerationTimer(ctx.metrics, model.name, reply);
   const created = Math.floor(Date.now() / 1000);
-  const id = completionId(kind, req);
+  const id = answerId(kind, req.id);
   if (parsed.stream) {
     // A streamed answer is a channel of its key: a revoked key's stops, its last event saying why.
     let revoked: ModelportError | undefined;
