@@ -359,6 +359,34 @@ export const ERRORS = {
     summary:
       "A job WebSocket already follows jobs.maxSubscriptionsPerSocket jobs; unsubscribe from some, or open another connection.",
   },
+  // Files and batches (the OpenAI Batch API, docs/Batch.md)
+  MP_ERR_FILE_NOT_FOUND: {
+    status: 404,
+    retryable: false,
+    summary:
+      "No file with that id that this key may see (it never existed, it was deleted, or another key uploaded it).",
+  },
+  MP_ERR_FILE_TOO_LARGE: {
+    status: 413,
+    retryable: false,
+    summary: "The uploaded file is larger than jobs.batches.maxFileBytes; split it into several batches.",
+  },
+  MP_ERR_FILE_INVALID: {
+    status: 400,
+    retryable: false,
+    summary:
+      'The uploaded batch file is not valid: a line is not a JSON object {custom_id, method: "POST", url, body} with a served url, a custom_id repeats, or it holds more than jobs.batches.maxFileLines lines; the message names the line.',
+  },
+  MP_ERR_BATCH_NOT_FOUND: {
+    status: 404,
+    retryable: false,
+    summary: "No batch with that id that this key may see (it never existed, or another key created it).",
+  },
+  MP_ERR_BATCH_FINISHED: {
+    status: 409,
+    retryable: false,
+    summary: "The batch already ended (completed, failed, expired or cancelled), so it cannot be cancelled.",
+  },
   MP_ERR_STREAM_LIMIT_REACHED: {
     status: 503,
     retryable: true,

@@ -496,6 +496,22 @@ const s3BlobsSchema = z
   })
   .strict();
 
+/** The OpenAI Batch API (docs/Batch.md): its files and batches, run as jobs. */
+export const batchesSchema = z
+  .object({
+    /** Largest file POST /v1/files takes (OpenAI's limit: 200 MB); beyond it 413 MP_ERR_FILE_TOO_LARGE. */
+    maxFileBytes: positiveInt.default(200 * 1024 * 1024),
+    /** Most requests (lines) in one batch file (OpenAI's limit: 50,000); beyond it 400 MP_ERR_FILE_INVALID. */
+    maxFileLines: positiveInt.max(1_000_000).default(50_000),
+    /** Priority of a batch's jobs: below interactive traffic and the default job priority (0). */
+    priority: z.number().int().min(-1000).max(1000).default(-100),
+    /** Requests submitted as jobs per turn of the event loop, so a large batch never blocks it. */
+    submitChunk: positiveInt.max(10_000).default(100),
+    /** How often each process looks at the batches still running (progress, expiry, a restart's leftovers). */
+    checkMs: positiveInt.min(50).max(600_000).default(5000),
+  })
+  .strict();
+
 export const jobsSchema = z
   .object({
     /** sqlite: an embedded file, created on first use; redis: shared by every process and machine. */
@@ -536,6 +552,7 @@ export const jobsSchema = z
     maxSubscriptionsPerSocket: positiveInt.max(100_000).default(1000),
     /** SQLite: how long a store call keeps retrying (asynchronously) while another process holds the write lock, then 503 MP_ERR_JOB_STORE_UNAVAILABLE. */
     storeBusyRetryMs: z.number().int().nonnegative().max(60_000).default(5000),
+    batches: batchesSchema.default(batchesSchema.parse({})),
     blobs: z
       .discriminatedUnion("backend", [fsBlobsSchema, s3BlobsSchema])
       .default({ backend: "fs", dir: ".modelport/blobs" }),

@@ -5,6 +5,10 @@
 import { hostname } from "node:os";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import { type Logger, pino } from "pino";
+import { BatchFiles } from "../batches/batch-files.js";
+import { BatchRunner } from "../batches/batch-runner.js";
+import type { BatchStore } from "../batches/batch-store.js";
+import { openBatchStore } from "../batches/open-batch-store.js";
 import { BodyBudget } from "../body-budget.js";
 import { registerCaptureHooks } from "../capture/hook.js";
 import type { CaptureQueue } from "../capture/queue.js";
@@ -52,7 +56,9 @@ import { metricsRoutes } from "./routes/metrics.js";
 import { nativeRoutes } from "./routes/native.js";
 import { oipRoutes } from "./routes/oip.js";
 import { openaiRoutes } from "./routes/openai.js";
+import { openAiBatchesRoutes } from "./routes/openai-batches.js";
 import { openAiEmbeddingsRoutes } from "./routes/openai-embeddings.js";
+import { openAiFilesRoutes } from "./routes/openai-files.js";
 import { openaiResponsesRoutes } from "./routes/openai-responses.js";
 import { repositoryRoutes } from "./routes/repository.js";
 import { sharedMemoryRoutes } from "./routes/shared-memory.js";
@@ -66,6 +72,8 @@ export interface BuildOptions {
   cwd?: string;
   jobStore?: JobStore;
   blobStore?: BlobStore;
+  /** Where the Batch API keeps its files' and batches' records; default: beside the job store. */
+  batchStore?: BatchStore;
   logger?: Logger;
   runnerFactory?: RunnerFactory;
   /** Payload capture (server.capture): a destination or S3 store of the caller's, a seeded sampler. */
@@ -82,6 +90,8 @@ export interface ModelportApp {
   /** Every served model, tensor and language. */
   readonly catalogue: Catalogue;
   readonly jobs: JobQueue;
+  /** The OpenAI Batch API's batches (docs/Batch.md). */
+  readonly batches: BatchRunner;
   readonly metrics: Metrics;
   readonly context: AppContext;
   /** The payload capture queue (docs/Capture.md), when server.capture is set. */
@@ -188,11 +198,24 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
       },
     }),
   });
+  const batchStore = options.batchStore ?? openBatchStore(config.jobs, cwd);
+  const files = new BatchFiles(batchStore, blobStore, config.jobs.batches);
+  const batches = new BatchRunner({
+    store: batchStore,
+    files,
+    blobs: blobStore,
+    jobs,
+    catalogue,
+    config: config.jobs,
+    log: logger,
+  });
   const context: AppContext = {
     config,
     catalogue,
     metrics,
     jobs,
+    files,
+    batches,
     streams: new StreamSlots(config.limits),
     channels: new KeyChannels((p) => tenants.isRevoked(p)),
     tenants,
@@ -361,6 +384,8 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     openaiRoutes,
     openaiResponsesRoutes,
     openAiEmbeddingsRoutes,
+    openAiFilesRoutes,
+    openAiBatchesRoutes,
     repositoryRoutes,
     sharedMemoryRoutes,
     usageRoutes,
@@ -379,6 +404,8 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     const deadline = Date.now() + config.server.drainTimeoutMs;
     drainDeadline = deadline;
     clearInterval(purgeTimer);
+    // Batches stop submitting first (the next process resumes them), then the jobs drain.
+    await batches.stop();
     await jobs.stop(config.server.drainTimeoutMs);
     const http = async () => {
       while (inFlight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
@@ -393,6 +420,7 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   app.addHook("onClose", () => catalogue.closeAll());
   app.addHook("onClose", async () => context.sharedMemory?.close());
   app.addHook("onClose", () => jobStore.close());
+  app.addHook("onClose", () => batchStore.close());
   app.addHook("onClose", () => blobStore.close());
   app.addHook("onClose", () => {
     stopRevoking();
@@ -409,6 +437,7 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     metrics,
     context,
     jobs,
+    batches,
     capture,
     async loadModels() {
       await catalogue.startAll();
@@ -417,6 +446,8 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
         jobs.start();
         catalogue.onAdded((m) => jobs.startModel(m));
       }
+      // Every tier drives batches (the API tier by the periodic check, as its runners run the jobs).
+      batches.start();
       for (const h of catalogue.all()) {
         const s = h.status();
         if (s.loadMs !== undefined) metrics.modelLoadSeconds.set({ model: s.name }, s.loadMs / 1000);

@@ -1,6 +1,9 @@
 // What every route needs: the models, the metrics and whether the server is draining; and
 // how a request's deadline and disconnect reach the model's queue.
+
 import type { FastifyReply, FastifyRequest } from "fastify";
+import type { BatchFiles } from "../batches/batch-files.js";
+import type { BatchRunner } from "../batches/batch-runner.js";
 import type { BodyBudget } from "../body-budget.js";
 import { CancelHandle } from "../cancel.js";
 import type { Catalogue } from "../catalogue/catalogue.js";
@@ -37,6 +40,10 @@ export interface AppContext {
   readonly catalogue: Catalogue;
   readonly metrics: Metrics;
   readonly jobs: JobQueue;
+  /** The OpenAI Files API's files (batch inputs and outputs). */
+  readonly files: BatchFiles;
+  /** The OpenAI Batch API's batches, run as jobs. */
+  readonly batches: BatchRunner;
   /** Long-lived connections held (job event streams, job WebSockets), total and per API key. */
   readonly streams: StreamSlots;
   /** The long-lived channels each key holds, ended when a key file reload revokes the key. */

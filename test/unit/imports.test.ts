@@ -35,6 +35,8 @@ const LAYERS: readonly (readonly string[])[] = [
   ["lifecycle/"],
   ["catalogue/"],
   ["jobs/"],
+  // The OpenAI Batch API: files and batches over the job queue and the blob store.
+  ["batches/"],
   // Payload capture (docs/Capture.md): reads the catalogue and writes to storage; the routes call it.
   ["capture/"],
   // Two surfaces over the same catalogue; neither imports the other (what both need lives lower).
