@@ -38,14 +38,21 @@ export function lazyJobStore(open: () => Promise<JobStore>, openNow: boolean): J
   };
   return {
     create: (job, now) => real().then((s) => s.create(job, now)),
+    createMany: (jobs, now) => real().then((s) => s.createMany(jobs, now)),
     get: (id) => ifOpen((s) => s.get(id), undefined),
     state: (id) => ifOpen((s) => s.state(id), undefined),
     queuedCount: (model) => ifOpen((s) => s.queuedCount(model), 0),
     activeCount: (owner) => ifOpen((s) => s.activeCount(owner), 0),
     list: (q) => ifOpen((s) => s.list(q), { jobs: [] }),
     claim: (w, models, lease, now) => ifOpen((s) => s.claim(w, models, lease, now), undefined),
+    claimMany: (w, models, max, lease, now) => ifOpen((s) => s.claimMany(w, models, max, lease, now), []),
     renew: (id, w, lease, now) => ifOpen((s) => s.renew(id, w, lease, now), false),
     complete: (id, w, r, now) => ifOpen((s) => s.complete(id, w, r, now), false),
+    completeMany: (items, now) =>
+      ifOpen(
+        (s) => s.completeMany(items, now),
+        items.map(() => false),
+      ),
     fail: (id, w, e, retryAt, now) => ifOpen((s) => s.fail(id, w, e, retryAt, now), false),
     release: (id, w, now) => ifOpen((s) => s.release(id, w, now), false),
     cancel: (id, now) => ifOpen((s) => s.cancel(id, now), undefined),

@@ -15,7 +15,16 @@ import { isModelportError, ModelportError } from "../../errors.js";
 import { ensurePrivateFile } from "../../private-files.js";
 import { openSqlite } from "../../sqlite.js";
 import { FINAL_STATUSES, type Job, type JobError, type JobStatus, type NewJob } from "../job.js";
-import type { CompleteResult, CreateResult, JobState, JobStore, ListPage, ListQuery } from "../job-store.js";
+import type {
+  CompleteResult,
+  Completion,
+  CreateManyResult,
+  CreateResult,
+  JobState,
+  JobStore,
+  ListPage,
+  ListQuery,
+} from "../job-store.js";
 import {
   DEFAULT_IDEMPOTENCY_TTL_MS,
   decodeCursor,
@@ -178,7 +187,15 @@ export class SqliteJobStore implements JobStore {
   #stmts = new Map<string, Stmt>();
   #tx: {
     create: (job: NewJob, now: number) => CreateResult;
-    claim: (worker: string, models: readonly string[], leaseMs: number, now: number) => Job | undefined;
+    createMany: (jobs: readonly NewJob[], now: number) => CreateManyResult[];
+    claimMany: (
+      worker: string,
+      models: readonly string[],
+      max: number,
+      leaseMs: number,
+      now: number,
+    ) => Job[];
+    completeMany: (completions: readonly Completion[], now: number) => boolean[];
     cancel: (id: string, now: number) => Job | undefined;
     retry: (id: string, now: number) => Job | undefined;
     purge: (before: number, limit: number) => Job[];
@@ -247,8 +264,21 @@ export class SqliteJobStore implements JobStore {
     this.#db = db;
     this.#tx = {
       create: this.#wrapTx((job: NewJob, now: number) => this.#create(job, now)),
-      claim: this.#wrapTx((worker: string, models: readonly string[], leaseMs: number, now: number) =>
-        this.#claim(worker, models, leaseMs, now),
+      createMany: this.#wrapTx((jobs: readonly NewJob[], now: number) => this.#createMany(jobs, now)),
+      claimMany: this.#wrapTx(
+        (worker: string, models: readonly string[], max: number, leaseMs: number, now: number) => {
+          // Each pick is claim()'s own: the same order, lapsed leases and all, in one transaction.
+          const claimed: Job[] = [];
+          while (claimed.length < max) {
+            const job = this.#claim(worker, models, leaseMs, now);
+            if (!job) break;
+            claimed.push(job);
+          }
+          return claimed;
+        },
+      ),
+      completeMany: this.#wrapTx((completions: readonly Completion[], now: number) =>
+        completions.map((c) => this.#complete(c, now)),
       ),
       cancel: this.#wrapTx((id: string, now: number) => this.#cancel(id, now)),
       retry: this.#wrapTx((id: string, now: number) => this.#retry(id, now)),
@@ -261,6 +291,11 @@ export class SqliteJobStore implements JobStore {
     return this.#run(() =>
       job.idempotencyKey === undefined ? this.#create(job, now) : this.#tx.create(job, now),
     );
+  }
+
+  async createMany(jobs: readonly NewJob[], now: number): Promise<CreateManyResult[]> {
+    if (jobs.length === 0) return [];
+    return this.#run(() => this.#tx.createMany(jobs, now));
   }
 
   async get(id: string): Promise<Job | undefined> {
@@ -309,7 +344,18 @@ export class SqliteJobStore implements JobStore {
     now: number,
   ): Promise<Job | undefined> {
     if (models.length === 0) return undefined;
-    return this.#run(() => this.#tx.claim(worker, models, leaseMs, now));
+    return (await this.claimMany(worker, models, 1, leaseMs, now))[0];
+  }
+
+  async claimMany(
+    worker: string,
+    models: readonly string[],
+    max: number,
+    leaseMs: number,
+    now: number,
+  ): Promise<Job[]> {
+    if (models.length === 0 || max < 1) return [];
+    return this.#run(() => this.#tx.claimMany(worker, models, Math.floor(max), leaseMs, now));
   }
 
   async renew(id: string, worker: string, leaseMs: number, now: number): Promise<boolean> {
@@ -325,14 +371,13 @@ export class SqliteJobStore implements JobStore {
   }
 
   async complete(id: string, worker: string, result: CompleteResult, now: number): Promise<boolean> {
-    return this.#run(
-      () =>
-        this.#stmt(
-          `UPDATE jobs SET status = 'succeeded', result = ?, result_key = ?, result_bytes = ?,
-            finished_at = ?, updated_at = ?, ${CLEAR_LEASE} WHERE ${HELD}`,
-        ).run(result.result ?? null, result.resultKey ?? null, result.resultBytes, now, now, id, worker)
-          .changes === 1,
-    );
+    // One UPDATE: atomic on its own.
+    return this.#run(() => this.#complete({ id, worker, result }, now));
+  }
+
+  async completeMany(completions: readonly Completion[], now: number): Promise<boolean[]> {
+    if (completions.length === 0) return [];
+    return this.#run(() => this.#tx.completeMany(completions, now));
   }
 
   async fail(
@@ -430,6 +475,28 @@ export class SqliteJobStore implements JobStore {
   }
 
   // --- transactions (run inside BEGIN IMMEDIATE) ---
+
+  #createMany(jobs: readonly NewJob[], now: number): CreateManyResult[] {
+    return jobs.map((job) => {
+      try {
+        return this.#create(job, now);
+      } catch (err) {
+        // This item's conflict or duplicate id; nothing of it was written, the others go on.
+        if (isModelportError(err)) return { error: err };
+        throw err;
+      }
+    });
+  }
+
+  #complete({ id, worker, result }: Completion, now: number): boolean {
+    return (
+      this.#stmt(
+        `UPDATE jobs SET status = 'succeeded', result = ?, result_key = ?, result_bytes = ?,
+          finished_at = ?, updated_at = ?, ${CLEAR_LEASE} WHERE ${HELD}`,
+      ).run(result.result ?? null, result.resultKey ?? null, result.resultBytes, now, now, id, worker)
+        .changes === 1
+    );
+  }
 
   #create(job: NewJob, now: number): CreateResult {
     let expiresAt: number | null = null;
