@@ -16,19 +16,12 @@ import { CompletionWriter } from "./completion-writer.js";
 import { FINAL_STATUSES, type Job, type NewJob } from "./job.js";
 import { JobEvents } from "./job-events.js";
 import { JobExecutor, type JobUsage } from "./job-execution.js";
-import type {
-  CompleteResult,
-  CreateManyResult,
-  CreateResult,
-  JobState,
-  JobStore,
-  ListPage,
-  ListQuery,
-} from "./job-store.js";
+import type { CreateManyResult, CreateResult, JobState, JobStore, ListPage, ListQuery } from "./job-store.js";
 import { prepareJob, type SubmitJob } from "./job-submission.js";
+import { JobWatch } from "./job-watch.js";
 import { notifyFinished, type WebhookDeps } from "./job-webhook.js";
 import { type LanguageWorkRunner, languageJobConcurrency } from "./language-work.js";
-import { recordOutcome } from "./record-outcome.js";
+import { type Outcome, recordOutcome, succeededJob } from "./record-outcome.js";
 
 export type { SubmitJob } from "./job-submission.js";
 
@@ -46,6 +39,8 @@ export interface JobQueueOptions {
   clock?: () => number;
   /** How often an idle worker looks at the store for work from other processes. */
   pollMs?: number;
+  /** How often the states of jobs waited on are read for other processes' changes (ms, default 1000). */
+  watchMs?: number;
 }
 
 export function isFinal(job: Job): boolean {
@@ -64,6 +59,10 @@ export class JobQueue {
   private readonly workerId = `${process.pid}-${randomUUID().slice(0, 8)}`;
   private readonly running = new Map<string, { cancel: CancelHandle; done: Promise<void>; owner: string }>();
   private readonly wakers = new Set<() => void>();
+  /** Long-polls and streams waiting now, woken when stop() begins. */
+  private readonly stopListeners = new Set<() => void>();
+  /** Finds other processes' changes to the jobs waited on here (job-watch.ts). */
+  readonly watch: JobWatch;
   private readonly executor: JobExecutor;
   private readonly completions: CompletionWriter;
   private loops: Promise<void>[] = [];
@@ -80,6 +79,7 @@ export class JobQueue {
     this.pollMs = options.pollMs ?? 250;
     this.executor = new JobExecutor(options);
     this.completions = new CompletionWriter(this.store, this.clock);
+    this.watch = new JobWatch(this.store, this.events, this.log, options.watchMs);
   }
 
   /**
@@ -198,36 +198,49 @@ export class JobQueue {
   /**
    * Resolves when the job is final, `ms` passed or `stop` is canceled, with the job as it is then.
    * `current` (the job as the caller last saw it) saves the first read. Changes made in this
-   * process arrive as events; those made by another process sharing the store are found by a
-   * cheap status read each second, and only then is the whole job read again.
+   * process arrive as events; those made by another process sharing the store are found by the
+   * shared watch (job-watch.ts: one status read per second for every waiter together).
+   * @throws MP_ERR_JOB_NOT_FOUND when the job left the store meanwhile (purged); the store's
+   * error when reading it for other processes' changes failed.
    */
   async waitFor(id: string, ms: number, current?: Job, stop?: CancelHandle): Promise<Job> {
     let job = current ?? (await this.require(id));
     const deadline = this.clock() + ms;
     // A draining server answers long-polls at once rather than holding its shutdown.
-    while (!isFinal(job) && this.clock() < deadline && !this.stopping && !stop?.canceled) {
-      const left = deadline - this.clock();
-      const changed = await new Promise<Job | undefined>((resolve) => {
-        let offStop: (() => void) | undefined;
-        const timer = setTimeout(() => done(undefined), Math.min(left, 1000));
-        const off = this.events.subscribe(id, done);
-        offStop = stop?.onCancel(() => done(undefined));
-        function done(j: Job | undefined) {
-          clearTimeout(timer);
-          off();
-          offStop?.();
-          resolve(j);
-        }
-      });
-      if (changed) {
-        job = changed;
-        continue;
+    const over = () => isFinal(job) || this.stopping || stop?.canceled === true;
+    if (over() || ms <= 0) return job;
+    let lost: { err?: unknown } | undefined;
+    let wake = () => {};
+    const off = this.events.subscribe(id, (changed) => {
+      job = changed;
+      wake();
+    });
+    const unfollow = this.watch.follow(job, (err) => {
+      lost = { err };
+      wake();
+    });
+    const offStop = stop?.onCancel(() => wake());
+    const onStopping = () => wake();
+    this.stopListeners.add(onStopping);
+    try {
+      while (!over() && !lost) {
+        const left = deadline - this.clock();
+        if (left <= 0) break;
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, left);
+          wake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
       }
-      if (stop?.canceled) break;
-      const state = await this.store.state(id);
-      if (!state) return this.require(id);
-      if (state.status !== job.status || state.updatedAt !== job.updatedAt) job = await this.require(id);
+    } finally {
+      off();
+      unfollow();
+      offStop?.();
+      this.stopListeners.delete(onStopping);
     }
+    if (lost) throw lost.err ?? this.notFound(id);
     return job;
   }
 
@@ -300,6 +313,7 @@ export class JobQueue {
     if (this.stopping) return;
     this.stopping = true;
     this.wake();
+    for (const w of [...this.stopListeners]) w();
     const drained = Promise.all([...this.running.values()].map((r) => r.done));
     await Promise.race([drained, new Promise((r) => setTimeout(r, drainMs).unref())]);
     for (const [id, r] of this.running) {
@@ -557,26 +571,4 @@ export class JobQueue {
       );
     }
   }
-}
-
-/** How an attempt ends in the store; `succeeded` gives the job as its result left it (no read back). */
-interface Outcome {
-  what: string;
-  write: () => Promise<boolean>;
-  final: boolean;
-  succeeded?: () => Job;
-}
-
-/** `job` (as claimed) once its result was written at `at`: what the store now holds for it. */
-function succeededJob(job: Job, stored: CompleteResult, at: number): Job {
-  const { leaseOwner: _owner, leaseExpiresAt: _expires, result: _r, resultKey: _k, ...rest } = job;
-  return {
-    ...rest,
-    status: "succeeded",
-    ...(stored.result !== undefined ? { result: stored.result } : {}),
-    ...(stored.resultKey !== undefined ? { resultKey: stored.resultKey } : {}),
-    resultBytes: stored.resultBytes,
-    finishedAt: at,
-    updatedAt: at,
-  };
 }

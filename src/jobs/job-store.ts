@@ -68,6 +68,11 @@ export interface JobStore {
   get(id: string): Promise<Job | undefined>;
   /** The job's status and updatedAt alone (a cheap read for pollers); undefined when unknown. */
   state(id: string): Promise<JobState | undefined>;
+  /**
+   * The status and updatedAt of each of `ids` that exists (a missing id has no entry), in one
+   * store call: how changes by other processes are found for every waiter at once.
+   */
+  states(ids: readonly string[]): Promise<Map<string, JobState>>;
   /** Jobs of `model` with status queued (including those waiting out a retry backoff). */
   queuedCount(model: string): Promise<number>;
   /** Jobs queued or running that the key name `owner` submitted (its queuedJobs limit). */

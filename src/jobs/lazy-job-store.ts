@@ -41,6 +41,7 @@ export function lazyJobStore(open: () => Promise<JobStore>, openNow: boolean): J
     createMany: (jobs, now) => real().then((s) => s.createMany(jobs, now)),
     get: (id) => ifOpen((s) => s.get(id), undefined),
     state: (id) => ifOpen((s) => s.state(id), undefined),
+    states: (ids) => ifOpen((s) => s.states(ids), new Map()),
     queuedCount: (model) => ifOpen((s) => s.queuedCount(model), 0),
     activeCount: (owner) => ifOpen((s) => s.activeCount(owner), 0),
     list: (q) => ifOpen((s) => s.list(q), { jobs: [] }),

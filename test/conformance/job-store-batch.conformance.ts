@@ -75,6 +75,21 @@ export function jobStoreBatchConformance(name: string, open: () => Promise<JobSt
       });
     });
 
+    describe("states", () => {
+      it("answers the status and updatedAt of each job that exists, in one call", async () => {
+        const a = await add(T0);
+        const b = await add(T0 + 1);
+        const [claimed] = await store.claimMany("w", ["m"], 1, LEASE, T0 + 5);
+        assert.equal(claimed?.id, a.id);
+        const many = Array.from({ length: 450 }, (_, i) => `missing-${i}`);
+        const states = await store.states([a.id, "nope", b.id, ...many]);
+        assert.equal(states.size, 2);
+        assert.deepEqual(states.get(a.id), { status: "running", updatedAt: T0 + 5 });
+        assert.deepEqual(states.get(b.id), { status: "queued", updatedAt: T0 + 1 });
+        assert.equal((await store.states([])).size, 0);
+      });
+    });
+
     describe("claimMany", () => {
       it("hands out up to max jobs in claim order: priority, then age; runAt respected", async () => {
         const low1 = await add(T0 + 1);

@@ -110,6 +110,7 @@ export function faultyJobStore(real: JobStore): FaultyJobStore {
     "create",
     "get",
     "state",
+    "states",
     "queuedCount",
     "list",
     "claim",
@@ -132,6 +133,8 @@ export function faultyJobStore(real: JobStore): FaultyJobStore {
       if (as === "complete" && as !== name)
         for (const c of args[0] as { id: string }[]) byJob.set(`${as} ${c.id}`, callsFor(as, c.id) + 1);
       if (typeof args[0] === "string") byJob.set(`${name} ${args[0]}`, callsFor(name, args[0]) + 1);
+      if (name === "states")
+        for (const id of args[0] as string[]) byJob.set(`states ${id}`, callsFor("states", id) + 1);
       if (failing.has(as)) {
         rejected.set(as, (rejected.get(as) ?? 0) + items);
         return Promise.reject(

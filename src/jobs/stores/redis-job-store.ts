@@ -218,6 +218,23 @@ export class RedisJobStore implements JobStore {
     return status ? { status: status as JobStatus, updatedAt: Number(updatedAt) } : undefined;
   }
 
+  async states(ids: readonly string[]): Promise<Map<string, JobState>> {
+    const found = new Map<string, JobState>();
+    if (ids.length === 0) return found;
+    const replies = await this.#call(async () => {
+      const pipeline = this.#redis.pipeline();
+      for (const id of ids) pipeline.hmget(`${this.prefix}job:${id}`, "status", "updatedAt");
+      return (await pipeline.exec()) ?? [];
+    });
+    replies.forEach(([err, value], i) => {
+      if (err)
+        throw new ModelportError("MP_ERR_JOB_STORE_UNAVAILABLE", `reading job states failed: ${err.message}`);
+      const [status, updatedAt] = value as [string | null, string | null];
+      if (status) found.set(ids[i]!, { status: status as JobStatus, updatedAt: Number(updatedAt) });
+    });
+    return found;
+  }
+
   async queuedCount(model: string): Promise<number> {
     return this.#call(() => this.#redis.zcard(`${this.prefix}lms:${model}:queued`));
   }

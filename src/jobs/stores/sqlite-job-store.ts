@@ -40,6 +40,8 @@ const column = (field: string) => field.replace(/[A-Z]/g, (c) => `_${c.toLowerCa
 const toJob = (row: JobRow) => jobFromFields((k) => row[column(k) as keyof JobRow]);
 
 const SCHEMA_VERSION = 1;
+/** Ids per statement of states(): one prepared statement per chunk size in use. */
+const STATES_CHUNK = 200;
 
 export interface SqliteJobStoreOptions {
   /**
@@ -308,6 +310,21 @@ export class SqliteJobStore implements JobStore {
         | { status: JobStatus; updated_at: number }
         | undefined;
       return row ? { status: row.status, updatedAt: row.updated_at } : undefined;
+    });
+  }
+
+  async states(ids: readonly string[]): Promise<Map<string, JobState>> {
+    return this.#run(() => {
+      const found = new Map<string, JobState>();
+      // Within SQLite's bound on parameters per statement.
+      for (let i = 0; i < ids.length; i += STATES_CHUNK) {
+        const chunk = ids.slice(i, i + STATES_CHUNK);
+        const rows = this.#stmt(
+          `SELECT id, status, updated_at FROM jobs WHERE id IN (${chunk.map(() => "?").join(", ")})`,
+        ).all(...chunk) as { id: string; status: JobStatus; updated_at: number }[];
+        for (const row of rows) found.set(row.id, { status: row.status, updatedAt: row.updated_at });
+      }
+      return found;
     });
   }
 
