@@ -57,7 +57,9 @@ for _ = 1, 10000 + max do
   local proceed = true
   if best.kind == 'q' then
     redis.call('ZREM', P .. 'q:' .. best.model, best.om)
-    local runAt = tonumber(redis.call('HGET', k, 'runAt'))
+    local f = redis.call('HMGET', k, 'runAt', 'owner')
+    best.owner = f[2]
+    local runAt = tonumber(f[1])
     if runAt > now then
       redis.call('ZADD', P .. 'dly:' .. best.model, runAt, best.id)
       proceed = false
@@ -80,7 +82,7 @@ for _ = 1, 10000 + max do
     redis.call('HINCRBY', k, 'attempts', 1)
     redis.call('HSET', k, 'leaseOwner', worker, 'leaseExpiresAt', n2s(exp), 'startedAt', ARGV[4], 'updatedAt', ARGV[4])
     redis.call('ZADD', P .. 'run:' .. best.model, exp, best.id)
-    if best.kind == 'q' then move(best.id, best.model, best.om, 'queued', 'running') end
+    if best.kind == 'q' then move(best.id, best.model, best.om, 'queued', 'running', best.owner) end
     out[#out + 1] = redis.call('HGETALL', k)
     if #out >= max then return out end
   end

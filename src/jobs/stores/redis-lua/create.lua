@@ -12,6 +12,9 @@
 -- Returns per job {'created'} | {'existing', job hash} | {'conflict', job id} | {'exists'}
 local now = ARGV[2]
 local function create(id, model, om, score, hasKey, key, hash, expiresAt, pxMs, fields)
+  -- The owner among the fields (they hold status 'queued' already).
+  local owner = false
+  for j = 1, #fields, 2 do if fields[j] == 'owner' then owner = fields[j + 1] end end
   if hasKey then
     local v = redis.call('GET', P .. 'idem:' .. key)
     if v then
@@ -27,9 +30,10 @@ local function create(id, model, om, score, hasKey, key, hash, expiresAt, pxMs, 
   redis.call('ZADD', P .. 'q:' .. model, score, om)
   redis.call('ZADD', P .. 'lall', 0, om)
   redis.call('ZADD', P .. 'lm:' .. model, 0, om)
-  local owner = redis.call('HGET', jk(id), 'owner')
   if owner then redis.call('ZADD', P .. 'lo:' .. owner, 0, om) end
-  move(id, model, om, false, 'queued')
+  redis.call('ZADD', P .. 'ls:queued', 0, om)
+  redis.call('ZADD', P .. 'lms:' .. model .. ':queued', 0, om)
+  if owner then redis.call('ZADD', P .. 'los:' .. owner .. ':queued', 0, om) end
   if hasKey then
     local d = {j = id, e = expiresAt}
     if hash then d.h = hash end
