@@ -161,28 +161,23 @@ export class RedisJobStore implements JobStore {
 
   async createMany(jobs: readonly NewJob[], now: number): Promise<CreateManyResult[]> {
     if (jobs.length === 0) return [];
-    const args: string[] = [String(now)];
-    const stored = jobs.map((job) => {
-      const fields = jobFields(job, now);
+    // One JSON argument for the whole batch: far cheaper to send than a dozen arguments a job.
+    const stored = jobs.map((job) => jobFields(job, now));
+    const batch = jobs.map((job, i) => {
       const ttl = job.idempotencyTtlMs ?? DEFAULT_IDEMPOTENCY_TTL_MS;
-      const flat = Object.entries(fields).flat();
-      args.push(
-        job.id,
-        job.model,
-        fields["om"]!,
-        String(-(job.priority ?? 0)),
-        job.idempotencyKey !== undefined ? "1" : "0",
-        job.idempotencyKey ?? "",
-        job.requestHash !== undefined ? "1" : "0",
-        job.requestHash ?? "",
-        String(now + ttl),
-        String(Math.max(1, Math.ceil(ttl)) + IDEMPOTENCY_GRACE_MS),
-        String(flat.length),
-        ...flat,
-      );
-      return fields;
+      return {
+        id: job.id,
+        model: job.model,
+        om: stored[i]!["om"],
+        score: String(-(job.priority ?? 0)),
+        ...(job.idempotencyKey !== undefined ? { key: job.idempotencyKey } : {}),
+        ...(job.requestHash !== undefined ? { hash: job.requestHash } : {}),
+        expiresAt: String(now + ttl),
+        pxMs: String(Math.max(1, Math.ceil(ttl)) + IDEMPOTENCY_GRACE_MS),
+        fields: stored[i],
+      };
     });
-    const replies = (await this.#eval(SCRIPTS.create, ...args)) as Reply[][];
+    const replies = (await this.#eval(SCRIPTS.create, String(now), JSON.stringify(batch))) as Reply[][];
     return replies.map((reply, i): CreateManyResult => {
       const job = jobs[i]!;
       switch (reply[0]) {

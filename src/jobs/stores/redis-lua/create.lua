@@ -3,12 +3,10 @@
 -- KEYS: none (see lib.lua)
 -- ARGV[1] prefix
 -- ARGV[2] now: ms since epoch
--- Then, per job, 11 values and its fields:
---   id, model, om (the order member "<zero-padded createdAt>:<id>"), score (-priority, the
---   queue's score), hasKey ("1" when the job has an idempotency key), key, hasHash ("1" when the
---   request hash is given), hash, expiresAt (when the key stops protecting, ms since epoch),
---   pxMs (the key's Redis expiry, ms), n (how many values follow), then n values: field, value,
---   ... (the job hash)
+-- ARGV[3] jobs: a JSON array, per job {id, model, om (the order member "<zero-padded
+--   createdAt>:<id>"), score (-priority, the queue's score), key? (the idempotency key), hash?
+--   (the request hash), expiresAt (when the key stops protecting, ms since epoch), pxMs (the key's
+--   Redis expiry, ms), fields (the job hash: field -> text)}
 -- Returns per job {'created'} | {'existing', job hash} | {'conflict', job id} | {'exists'}
 local now = ARGV[2]
 local function create(id, model, om, score, hasKey, key, hash, expiresAt, pxMs, fields)
@@ -42,15 +40,13 @@ local function create(id, model, om, score, hasKey, key, hash, expiresAt, pxMs, 
   return {'created'}
 end
 local out = {}
-local i = 3
-while i <= #ARGV do
-  local n = tonumber(ARGV[i + 10])
-  local hash = false
-  if ARGV[i + 6] == '1' then hash = ARGV[i + 7] end
+for _, j in ipairs(cjson.decode(ARGV[3])) do
   local fields = {}
-  for j = i + 11, i + 10 + n do fields[#fields + 1] = ARGV[j] end
-  out[#out + 1] = create(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4] == '1', ARGV[i + 5], hash,
-    ARGV[i + 8], ARGV[i + 9], fields)
-  i = i + 11 + n
+  for k, v in pairs(j.fields) do
+    fields[#fields + 1] = k
+    fields[#fields + 1] = v
+  end
+  out[#out + 1] = create(j.id, j.model, j.om, j.score, j.key ~= nil, j.key, j.hash or false, j.expiresAt, j.pxMs,
+    fields)
 end
 return out
