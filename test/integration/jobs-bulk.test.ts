@@ -50,9 +50,11 @@ describe("bulk job submission", () => {
     assert.equal(res.status, 202, JSON.stringify(res.body));
     assert.equal(res.body.jobs.length, 3);
     for (const [i, view] of res.body.jobs.entries()) {
-      assert.deepEqual(view.metadata, { i });
-      assert.equal(view.priority, i);
+      assert.equal(view.status, "queued");
       const done = await get(`/v1/jobs/${view.id}?wait=20`);
+      assert.deepEqual(done.body.metadata, { i });
+      assert.equal(done.body.priority, i);
+      assert.ok(done.body.owner, "the job belongs to the submitting key");
       assert.equal(done.body.status, "succeeded", JSON.stringify(done.body));
       const result = await get(`/v1/jobs/${view.id}/result`);
       const sync = await postJson(`${srv.url}/v1/models/tree/predict`, { rows: [rows[i]] }, auth(KEY_A));
