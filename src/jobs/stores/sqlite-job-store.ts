@@ -143,6 +143,9 @@ CREATE TABLE IF NOT EXISTS jobs (
 -- claim: per model and status in claim order; run_at rides along so the backoff filter needs no
 -- table lookup (it sits after the order columns so the order comes straight from the index).
 CREATE INDEX IF NOT EXISTS jobs_claim ON jobs (model, status, priority DESC, created_at, id, run_at);
+-- lapsed leases: running jobs by lease expiry, so a claim finds those past it without visiting
+-- every running job.
+CREATE INDEX IF NOT EXISTS jobs_lease ON jobs (model, lease_expires_at) WHERE status = 'running';
 -- list: newest first, id breaking ties (the cursor is (created_at, id)).
 CREATE INDEX IF NOT EXISTS jobs_list ON jobs (created_at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS jobs_list_status ON jobs (status, created_at DESC, id DESC);
@@ -594,7 +597,8 @@ export class SqliteJobStore implements JobStore {
   }
 
   #claim(worker: string, models: readonly string[], leaseMs: number, now: number): Job | undefined {
-    // One indexed LIMIT 1 probe per model and state (claim order straight from jobs_claim), then
+    // One indexed LIMIT 1 probe per model and state (queued: claim order straight from jobs_claim;
+    // running: only those whose lease lapsed, from jobs_lease), then
     // the best of those few candidates; a lapsed lease whose job has no attempt left ends it
     // failed and the search goes on.
     const queued = this.#stmt(
@@ -602,7 +606,7 @@ export class SqliteJobStore implements JobStore {
         ORDER BY priority DESC, created_at, id LIMIT 1`,
     );
     const lapsed = this.#stmt(
-      `SELECT * FROM jobs WHERE model = ? AND status = 'running' AND lease_expires_at <= ?
+      `SELECT * FROM jobs INDEXED BY jobs_lease WHERE model = ? AND status = 'running' AND lease_expires_at <= ?
         ORDER BY priority DESC, created_at, id LIMIT 1`,
     );
     for (;;) {
