@@ -1,7 +1,9 @@
 // The jobs suite's bars, verdicts, console summary and Markdown section. Tables, formatting, noise
 // detection and the machine come from report.ts.
+
 import type { Summary } from "./aggregate.js";
 import type { CpuReport } from "./cpu.js";
+import type { ThroughputResults } from "./jobs-throughput.js";
 import type { PointResult, Prediction } from "./load.js";
 import type { Provenance } from "./provenance.js";
 import {
@@ -156,6 +158,8 @@ export interface JobsResults {
   submitSummaries: SubmitSummary[];
   latency: LatencySummary;
   verdict: JobsVerdict;
+  /** Part 0: end-to-end throughput, bulk and single, SQLite and Redis, and BullMQ. */
+  throughput?: ThroughputResults;
   submitPoints: SubmitPoint[];
   latencyRuns: LatencyRun[];
 }

@@ -7,7 +7,9 @@
 //  2. Submit -> succeeded latency: on a fresh idle server, N sequential jobs (default 500, --jobs),
 //     each timed from sending the POST to the answer of GET /v1/jobs/{id}?wait=10 sent right after
 //     the 202, on one keep-alive connection.
-// Prints the tables, both verdicts and Markdown for docs/PERFORMANCE.md; writes JSON to bench/results/.
+//  0. First, end-to-end throughput with bulk and single submission on SQLite and Redis, and BullMQ
+//     on the same Redis (bench/jobs-throughput.ts).
+// Prints the tables, the verdicts and Markdown for docs/PERFORMANCE.md; writes JSON to bench/results/.
 import { mkdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import os from "node:os";
@@ -26,6 +28,7 @@ import {
   type SubmitPoint,
   type SubmitSummary,
 } from "./jobs-report.js";
+import { runThroughput, throughputMarkdown } from "./jobs-throughput.js";
 import { checkPrediction, measurePoint, type Prediction, predictionsAgree } from "./load.js";
 import { describeModel, servingLine } from "./provenance.js";
 import { type RunningServer, startModelportWithConfig } from "./servers.js";
@@ -53,17 +56,22 @@ interface RunDir {
 }
 
 /** The YAML each server runs with; `dir` is the run's folder, `modelDir` where the models are. */
-export function jobsConfig(dir: string, modelDir: string): Record<string, unknown> {
+export function jobsConfig(
+  dir: string,
+  modelDir: string,
+  jobs: Record<string, unknown> = {},
+): Record<string, unknown> {
   return {
     jobs: {
       sqlitePath: path.join(dir, "jobs.db"),
       blobs: { backend: "fs", dir: path.join(dir, "blobs") },
+      ...jobs,
     },
     models: [{ name: JOBS_MODEL, path: path.join(modelDir, WORKLOAD.modelFile) }],
   };
 }
 
-function makeRunDir(ctx: SuiteContext, label: string): RunDir {
+function makeRunDir(ctx: SuiteContext, label: string, jobs: Record<string, unknown> = {}): RunDir {
   // Inside the models' temporary folder, which run.ts removes on exit whatever happens.
   const dir = path.join(ctx.modelDir, `jobs-${label}`);
   rmSync(dir, { recursive: true, force: true });
@@ -71,7 +79,7 @@ function makeRunDir(ctx: SuiteContext, label: string): RunDir {
   const configFile = path.join(dir, "modelport.yaml");
   writeFileSync(
     configFile,
-    `# bench/jobs.ts: one server run, a fresh job store\n${stringify(jobsConfig(dir, ctx.modelDir))}`,
+    `# bench/jobs.ts: one server run, a fresh job store\n${stringify(jobsConfig(dir, ctx.modelDir, jobs))}`,
   );
   return { dir, configFile, dbFile: path.join(dir, "jobs.db") };
 }
@@ -210,7 +218,7 @@ interface JobAnswer {
 }
 
 /** The job result's outputs as a Prediction (one row each), for predictionsAgree. */
-function resultPrediction(text: string): Prediction {
+export function resultPrediction(text: string): Prediction {
   const outputs = (JSON.parse(text) as { outputs?: Record<string, unknown> }).outputs ?? {};
   const prediction: Prediction = {};
   for (const [name, value] of Object.entries(outputs)) {
@@ -391,6 +399,25 @@ export async function runJobs(ctx: SuiteContext, commandLine: string): Promise<J
       `${opts.latencyJobs} sequential jobs (+${LATENCY_WARMUP_JOBS} warm-up); ${opts.rounds} round(s), ` +
       `modelport log level ${opts.logLevel}; a fresh server and job store for each`,
   );
+  const throughput = await runThroughput(
+    ctx,
+    {
+      start: async (label, jobs) => {
+        const run = makeRunDir(ctx, label, jobs);
+        const server = await startServer(ctx, run);
+        return {
+          url: server.url,
+          reference: () => checkPrediction(server, WORKLOAD),
+          stop: async () => {
+            await server.child.stop();
+            rmSync(run.dir, { recursive: true, force: true });
+          },
+        };
+      },
+      resultPrediction,
+    },
+    opts.quick ? 4000 : 20_000,
+  );
   const submits: SubmitPoint[] = [];
   const latency: LatencyRun[] = [];
   let command = "";
@@ -444,6 +471,7 @@ export async function runJobs(ctx: SuiteContext, commandLine: string): Promise<J
     submitSummaries,
     latency: latencySummary,
     verdict,
+    throughput,
     submitPoints: submits,
     latencyRuns: latency,
   };
@@ -452,6 +480,8 @@ export async function runJobs(ctx: SuiteContext, commandLine: string): Promise<J
     jobsConsole(results, serving),
     "",
     "--- Markdown for docs/PERFORMANCE.md ---",
+    "",
+    throughputMarkdown(throughput),
     "",
     jobsMarkdown(results, serving, shownPath(outFile)),
     "",

@@ -347,6 +347,11 @@ export const ERRORS = {
     summary:
       "A job's input (jobs.maxInputBytes) or metadata (jobs.maxMetadataBytes) is larger than the limit, or its callback_url is longer than 2048 characters.",
   },
+  MP_ERR_JOB_BULK_TOO_LARGE: {
+    status: 413,
+    retryable: false,
+    summary: "A bulk submission holds more jobs than jobs.maxBulkJobs; split it into several requests.",
+  },
   MP_ERR_JOB_QUEUE_FULL: {
     status: 503,
     retryable: true,

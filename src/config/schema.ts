@@ -527,6 +527,13 @@ export const jobsSchema = z
     sqlitePath: z.string().min(1).default(".modelport/jobs.db"),
     /** Jobs run at once per model (each also goes through the model's batcher). */
     concurrency: positiveInt.max(1024).default(4),
+    /**
+     * Jobs one worker of a tensor model claims at once (one store call) and sends to the model
+     * together, so its batcher sees them as one batch; each is leased and recorded on its own.
+     */
+    claimBatch: positiveInt.max(1024).default(32),
+    /** Jobs one bulk submission (`{"jobs": [...]}`) may hold; beyond it 413 MP_ERR_JOB_BULK_TOO_LARGE. */
+    maxBulkJobs: positiveInt.max(100_000).default(1000),
     maxAttempts: positiveInt.max(100).default(3),
     /** Per-attempt limit. */
     timeoutMs: positiveInt.default(300_000),

@@ -2,53 +2,28 @@
 // language-model job stands for; idempotent), runs them with per-model workers through the same
 // batchers and sequences as synchronous requests (behind them), retries with backoff, stores
 // results inline or in the blob store, and notifies (events, webhooks).
-import { createHash, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import { CancelHandle } from "../cancel.js";
 import type { Catalogue } from "../catalogue/catalogue.js";
-import type { Capability, ServedModel } from "../catalogue/served-model.js";
+import type { ServedModel } from "../catalogue/served-model.js";
 import type { JobsConfig } from "../config/schema.js";
 import { isModelportError, ModelportError } from "../errors.js";
-import { checkCallbackUrl } from "../notify/webhook.js";
-import { decodeNative } from "../protocol/native-body.js";
 import type { BlobStore } from "../storage/blob-store.js";
-import { fromTraceHeaders, type TraceParent, traceHeaders } from "../telemetry/propagation.js";
+import { fromTraceHeaders, type TraceParent } from "../telemetry/propagation.js";
 import { ATTR, endSpan, KIND, parentOf, SPAN, type Span, startSpan, tracing } from "../telemetry/spans.js";
-import { FINAL_STATUSES, type FinishedJob, type Job } from "./job.js";
+import { CompletionWriter } from "./completion-writer.js";
+import { FINAL_STATUSES, type FinishedJob, type Job, type NewJob } from "./job.js";
 import { JobEvents } from "./job-events.js";
 import { JobExecutor, type JobUsage } from "./job-execution.js";
-import { checkJobSizes } from "./job-sizes.js";
-import type { CreateResult, JobState, JobStore, ListPage, ListQuery } from "./job-store.js";
+import type { CreateManyResult, CreateResult, JobState, JobStore, ListPage, ListQuery } from "./job-store.js";
+import { prepareJob, type SubmitJob } from "./job-submission.js";
+import { JobWatch } from "./job-watch.js";
 import { notifyFinished, type WebhookDeps } from "./job-webhook.js";
-import {
-  endpointCapability,
-  type LanguageWork,
-  type LanguageWorkRunner,
-  languageInput,
-  languageJobConcurrency,
-} from "./language-work.js";
-import { recordOutcome } from "./record-outcome.js";
+import { type LanguageWorkRunner, languageJobConcurrency } from "./language-work.js";
+import { type Outcome, recordOutcome, succeededJob } from "./record-outcome.js";
 
-export interface SubmitJob {
-  /** The model's name, or `name@version`. */
-  model: string;
-  /** The version to run (from the route's path or query); else the one after `@`, else the current one. */
-  version?: string;
-  /** The predict body ({rows} or {inputs}); job fields are taken out before it is stored. */
-  body: Record<string, unknown>;
-  /** A language model's work (an OpenAI request): stored instead of `body`. */
-  work?: LanguageWork;
-  idempotencyKey?: string;
-  callbackUrl?: string;
-  metadata?: Record<string, unknown>;
-  priority?: number;
-  /** The submitting key's name: its jobs are its own, and its idempotency keys too. */
-  owner?: string;
-  /** The owner's limit on jobs queued or running at once (its key's queuedJobs). */
-  maxActive?: number;
-  /** The submitting request's place in a trace, kept with the job: its attempts link to it. */
-  trace?: TraceParent;
-}
+export type { SubmitJob } from "./job-submission.js";
 
 export interface JobQueueOptions {
   store: JobStore;
@@ -64,13 +39,9 @@ export interface JobQueueOptions {
   clock?: () => number;
   /** How often an idle worker looks at the store for work from other processes. */
   pollMs?: number;
+  /** How often the states of jobs waited on are read for other processes' changes (ms, default 1000). */
+  watchMs?: number;
 }
-
-/**
- * The keys of a job body that are the model's input (what predict reads); they alone are stored.
- * Anything else (callback_url, metadata, priority, keys predict ignores) is not part of the input.
- */
-const INPUT_FIELDS = ["rows", "inputs"];
 
 export function isFinal(job: Job): boolean {
   return FINAL_STATUSES.includes(job.status);
@@ -88,7 +59,12 @@ export class JobQueue {
   private readonly workerId = `${process.pid}-${randomUUID().slice(0, 8)}`;
   private readonly running = new Map<string, { cancel: CancelHandle; done: Promise<void>; owner: string }>();
   private readonly wakers = new Set<() => void>();
+  /** Long-polls and streams waiting now, woken when stop() begins. */
+  private readonly stopListeners = new Set<() => void>();
+  /** Finds other processes' changes to the jobs waited on here (job-watch.ts). */
+  readonly watch: JobWatch;
   private readonly executor: JobExecutor;
+  private readonly completions: CompletionWriter;
   private loops: Promise<void>[] = [];
   /** True once stop() began: no new claims, long-polls and streams return. */
   stopping = false;
@@ -102,6 +78,8 @@ export class JobQueue {
     this.clock = options.clock ?? Date.now;
     this.pollMs = options.pollMs ?? 250;
     this.executor = new JobExecutor(options);
+    this.completions = new CompletionWriter(this.store, this.clock);
+    this.watch = new JobWatch(this.store, this.events, this.log, options.watchMs);
   }
 
   /**
@@ -109,107 +87,80 @@ export class JobQueue {
    * @throws ModelportError for bad input, a refused callback URL or an idempotency conflict.
    */
   async submit(req: SubmitJob): Promise<CreateResult> {
-    // Stored as name and version apart: workers claim by name, and run the version the job names.
-    const { name: model, version } = this.catalogue.reference(req.model, req.version);
-    const capability: Capability = req.work ? endpointCapability(req.work.endpoint) : "predict";
-    const host = this.catalogue.find(model, capability);
-    // A model that loads on demand starts loading now, so its workers can claim the job.
-    if (!host.ready) void (async () => this.catalogue.acquire(model, capability, version))().catch(() => {});
-    const target = version === undefined ? host : this.pinnedAtSubmit(host, version, capability);
-    let input: string;
-    if (req.work) {
-      const runner = this.options.languageWork;
-      if (!runner)
-        throw new ModelportError("MP_ERR_REQUEST_INVALID", "this server does not run language-model jobs");
-      // A loaded model is checked for the capability now (chat needs a template); the body always.
-      if (target.ready) this.catalogue.require(model, capability, version);
-      runner.validate(target, req.work);
-      input = languageInput(req.work);
-      checkJobSizes(input, req, this.config);
-    } else {
-      const body: Record<string, unknown> = {};
-      for (const [k, v] of Object.entries(req.body)) if (INPUT_FIELDS.includes(k)) body[k] = v;
-      input = JSON.stringify(body);
-      checkJobSizes(input, req, this.config);
-      // Validate now so bad input is a 400 at once, not a failed job later.
-      if (target.signature) decodeNative(body, target.signature, target.config.limits);
-    }
-    if (req.callbackUrl !== undefined) {
-      await checkCallbackUrl(req.callbackUrl, this.config.webhooks.allowPrivate, {
-        lookupTimeoutMs: this.config.webhooks.dnsTimeoutMs,
-      });
-    }
-    const queued = await this.store.queuedCount(model);
-    if (queued >= this.config.maxQueuedPerModel) {
-      throw new ModelportError(
-        "MP_ERR_JOB_QUEUE_FULL",
-        `model '${model}' already has ${queued} jobs queued (jobs.maxQueuedPerModel ${this.config.maxQueuedPerModel}); retry once some have run`,
-        { queued, limit: this.config.maxQueuedPerModel, retryAfterSeconds: 5 },
-      );
-    }
-    if (req.owner !== undefined && req.maxActive !== undefined) {
-      const active = await this.store.activeCount(req.owner);
-      if (active >= req.maxActive) {
-        throw new ModelportError(
-          "MP_ERR_RATE_LIMITED",
-          `key '${req.owner}' already has ${active} jobs queued or running (its queuedJobs limit is ${req.maxActive}); retry once some have run`,
-          { limit: "queuedJobs", retryAfterSeconds: 5 },
-        );
-      }
-    }
-    // The same Idempotency-Key for another version is another request (a conflict).
-    const requestHash = createHash("sha256")
-      .update(
-        `${version === undefined ? model : `${model}@${version}`}\n${input}\n${req.callbackUrl ?? ""}\n${JSON.stringify(req.metadata ?? null)}`,
-      )
-      .digest("hex");
-    const result = await this.store.create(
-      {
-        id: randomUUID(),
-        model,
-        ...(version !== undefined ? { version } : {}),
-        input,
-        priority: req.priority ?? 0,
-        maxAttempts: this.config.maxAttempts,
-        timeoutMs: this.config.timeoutMs,
-        ...(req.metadata ? { metadata: req.metadata } : {}),
-        ...(req.callbackUrl ? { callbackUrl: req.callbackUrl } : {}),
-        ...(req.owner !== undefined ? { owner: req.owner } : {}),
-        ...(req.trace ? { trace: traceHeaders(req.trace) } : {}),
-        // Per key: two keys using the same Idempotency-Key make two jobs (key names hold no '/').
-        ...(req.idempotencyKey
-          ? {
-              idempotencyKey:
-                req.owner !== undefined ? `${req.owner}/${req.idempotencyKey}` : req.idempotencyKey,
-              requestHash,
-              idempotencyTtlMs: this.config.idempotencyTtlMs,
-            }
-          : {}),
-      },
-      this.clock(),
-    );
-    if (result.created) {
-      this.events.publish(result.job);
-      this.wake();
-    }
+    const job = await prepareJob(req, this.options);
+    await this.checkRoom([job], req);
+    const result = await this.store.create(job, this.clock());
+    this.accepted([result]);
     return result;
   }
 
   /**
-   * The version a job is pinned to, as a synchronous predict at that version would find it: one
-   * the model does not have is refused now (MP_ERR_MODEL_VERSION_NOT_FOUND, 404), not left
-   * queued. A model that loads on demand, pinned to the version it loads, is taken as it is
-   * (its input is checked when it runs, as for an unpinned job).
+   * Validates and stores several jobs in one store call (one transaction or script), in order.
+   * Any invalid item refuses them all (the error's details.index names it, its message starts
+   * with `jobs[i]`); an idempotency conflict is that item's error alone. The queue limits count
+   * them all: a submission that would pass jobs.maxQueuedPerModel or the owner's queuedJobs is
+   * refused whole.
    */
-  private pinnedAtSubmit(host: ServedModel, version: string, capability: Capability): ServedModel {
-    if (!host.ready && host.status().loadable && version === host.config.version) return host;
-    const pinned = this.catalogue.find(host.name, capability, version);
-    // API tier: a copy pinned to a version no runner holds is not ready, and says so with that code.
-    if (!pinned.ready) {
-      const why = pinned.notReadyError();
-      if (why.code === "MP_ERR_MODEL_VERSION_NOT_FOUND") throw why;
+  async submitMany(reqs: readonly SubmitJob[]): Promise<CreateManyResult[]> {
+    const jobs: NewJob[] = [];
+    for (const [index, req] of reqs.entries()) {
+      try {
+        jobs.push(await prepareJob(req, this.options));
+      } catch (err) {
+        if (!isModelportError(err)) throw err;
+        throw new ModelportError(err.code, `jobs[${index}]: ${err.message}`, { ...err.details, index });
+      }
     }
-    return pinned;
+    const first = reqs[0];
+    if (!first) return [];
+    await this.checkRoom(jobs, first);
+    const results = await this.store.createMany(jobs, this.clock());
+    this.accepted(results);
+    return results;
+  }
+
+  /** Tells subscribers about new jobs and wakes the workers. */
+  private accepted(results: readonly CreateManyResult[]): void {
+    let any = false;
+    for (const r of results) {
+      if ("job" in r && r.created) {
+        this.events.publish(r.job);
+        any = true;
+      }
+    }
+    if (any) this.wake();
+  }
+
+  /**
+   * Refuses jobs that would pass their model's jobs.maxQueuedPerModel or their owner's
+   * queuedJobs (`limits` carries the owner and its limit: the same for every job of one call).
+   */
+  private async checkRoom(
+    jobs: readonly NewJob[],
+    limits: Pick<SubmitJob, "owner" | "maxActive">,
+  ): Promise<void> {
+    const perModel = new Map<string, number>();
+    for (const job of jobs) perModel.set(job.model, (perModel.get(job.model) ?? 0) + 1);
+    for (const [model, adding] of perModel) {
+      const queued = await this.store.queuedCount(model);
+      if (queued + adding > this.config.maxQueuedPerModel) {
+        throw new ModelportError(
+          "MP_ERR_JOB_QUEUE_FULL",
+          `model '${model}' already has ${queued} jobs queued (jobs.maxQueuedPerModel ${this.config.maxQueuedPerModel})${adding > 1 ? `, too many for ${adding} more` : ""}; retry once some have run`,
+          { queued, limit: this.config.maxQueuedPerModel, retryAfterSeconds: 5 },
+        );
+      }
+    }
+    if (limits.owner !== undefined && limits.maxActive !== undefined) {
+      const active = await this.store.activeCount(limits.owner);
+      if (active + jobs.length > limits.maxActive) {
+        throw new ModelportError(
+          "MP_ERR_RATE_LIMITED",
+          `key '${limits.owner}' already has ${active} jobs queued or running (its queuedJobs limit is ${limits.maxActive})${jobs.length > 1 ? `, too many for ${jobs.length} more` : ""}; retry once some have run`,
+          { limit: "queuedJobs", retryAfterSeconds: 5 },
+        );
+      }
+    }
   }
 
   get(id: string): Promise<Job | undefined> {
@@ -265,36 +216,49 @@ export class JobQueue {
   /**
    * Resolves when the job is final, `ms` passed or `stop` is canceled, with the job as it is then.
    * `current` (the job as the caller last saw it) saves the first read. Changes made in this
-   * process arrive as events; those made by another process sharing the store are found by a
-   * cheap status read each second, and only then is the whole job read again.
+   * process arrive as events; those made by another process sharing the store are found by the
+   * shared watch (job-watch.ts: one status read per second for every waiter together).
+   * @throws MP_ERR_JOB_NOT_FOUND when the job left the store meanwhile (purged); the store's
+   * error when reading it for other processes' changes failed.
    */
   async waitFor(id: string, ms: number, current?: Job, stop?: CancelHandle): Promise<Job> {
     let job = current ?? (await this.require(id));
     const deadline = this.clock() + ms;
     // A draining server answers long-polls at once rather than holding its shutdown.
-    while (!isFinal(job) && this.clock() < deadline && !this.stopping && !stop?.canceled) {
-      const left = deadline - this.clock();
-      const changed = await new Promise<Job | undefined>((resolve) => {
-        let offStop: (() => void) | undefined;
-        const timer = setTimeout(() => done(undefined), Math.min(left, 1000));
-        const off = this.events.subscribe(id, done);
-        offStop = stop?.onCancel(() => done(undefined));
-        function done(j: Job | undefined) {
-          clearTimeout(timer);
-          off();
-          offStop?.();
-          resolve(j);
-        }
-      });
-      if (changed) {
-        job = changed;
-        continue;
+    const over = () => isFinal(job) || this.stopping || stop?.canceled === true;
+    if (over() || ms <= 0) return job;
+    let lost: { err?: unknown } | undefined;
+    let wake = () => {};
+    const off = this.events.subscribe(id, (changed) => {
+      job = changed;
+      wake();
+    });
+    const unfollow = this.watch.follow(job, (err) => {
+      lost = { err };
+      wake();
+    });
+    const offStop = stop?.onCancel(() => wake());
+    const onStopping = () => wake();
+    this.stopListeners.add(onStopping);
+    try {
+      while (!over() && !lost) {
+        const left = deadline - this.clock();
+        if (left <= 0) break;
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, left);
+          wake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
       }
-      if (stop?.canceled) break;
-      const state = await this.store.state(id);
-      if (!state) return this.require(id);
-      if (state.status !== job.status || state.updatedAt !== job.updatedAt) job = await this.require(id);
+    } finally {
+      off();
+      unfollow();
+      offStop?.();
+      this.stopListeners.delete(onStopping);
     }
+    if (lost) throw lost.err ?? this.notFound(id);
     return job;
   }
 
@@ -367,6 +331,7 @@ export class JobQueue {
     if (this.stopping) return;
     this.stopping = true;
     this.wake();
+    for (const w of [...this.stopListeners]) w();
     const drained = Promise.all([...this.running.values()].map((r) => r.done));
     await Promise.race([drained, new Promise((r) => setTimeout(r, drainMs).unref())]);
     for (const [id, r] of this.running) {
@@ -417,33 +382,42 @@ export class JobQueue {
    * One of a model's `concurrency` loops. Each loop holds its leases under an owner of its own, so
    * a job whose lease lapsed while this loop ran it (a stalled process) and that another loop,
    * even of this process, claimed since, is no longer this loop's: its renewal and its outcome are
-   * refused by the store instead of both runs writing.
+   * refused by the store instead of both runs writing. A tensor model's loop claims up to
+   * jobs.claimBatch jobs in one store call and runs them at once, so their inputs reach the
+   * model's batcher together and go as one batch; a language model's loop claims one job at a
+   * time (its jobs' concurrency is its number of loops).
    */
   private async workLoop(host: ServedModel, slot: number): Promise<void> {
     const model = host.config.name;
     const owner = `${this.workerId}/${model}#${slot}`;
+    const max = host.kind === "tensor" ? this.config.claimBatch : 1;
     while (!this.stopping) {
-      let job: Job | undefined;
+      let jobs: Job[] = [];
       try {
-        job = host.ready
-          ? await this.store.claim(owner, [model], this.config.leaseMs, this.clock())
-          : undefined;
+        jobs = host.ready
+          ? await this.store.claimMany(owner, [model], max, this.config.leaseMs, this.clock())
+          : [];
       } catch (err) {
-        this.log.error({ err }, "claiming a job failed; retrying");
+        this.log.error({ err }, "claiming jobs failed; retrying");
       }
-      if (!job) {
+      if (jobs.length === 0) {
         await this.idle();
         continue;
       }
-      const cancel = new CancelHandle();
-      // run() handles its own failures; this catch only keeps a bug there from ending the loop.
-      const done = this.run(host, job, owner, cancel).catch((err) =>
-        this.log.error({ err, jobId: job.id }, "running a job failed unexpectedly"),
-      );
-      this.running.set(job.id, { cancel, done, owner });
-      await done;
-      this.running.delete(job.id);
+      await Promise.all(jobs.map((job) => this.begin(host, job, owner)));
     }
+  }
+
+  /** Runs one claimed job, known to stop() while it runs. */
+  private async begin(host: ServedModel, job: Job, owner: string): Promise<void> {
+    const cancel = new CancelHandle();
+    // run() handles its own failures; this catch only keeps a bug there from ending the loop.
+    const done = this.run(host, job, owner, cancel).catch((err) =>
+      this.log.error({ err, jobId: job.id }, "running a job failed unexpectedly"),
+    );
+    this.running.set(job.id, { cancel, done, owner });
+    await done;
+    this.running.delete(job.id);
   }
 
   /**
@@ -510,17 +484,25 @@ export class JobQueue {
         })(),
       Math.max(250, this.config.leaseMs / 3),
     );
-    let outcome: { what: string; write: () => Promise<boolean>; final: boolean };
+    let outcome: Outcome;
     try {
       const result = await this.executor.execute(host, job, cancel, trace);
       if (cancel.canceled) {
         outcome = this.canceledOutcome(job, owner);
       } else {
         const stored = await this.executor.storeResult(job, result);
+        // Written with the other results of this moment (group commit); the job as it now is
+        // needs no read back.
+        let at = 0;
         outcome = {
           what: "recording the result",
-          write: () => this.store.complete(job.id, owner, stored, this.clock()),
+          write: async () => {
+            const written = await this.completions.complete({ id: job.id, worker: owner, result: stored });
+            at = written.at;
+            return written.done;
+          },
           final: true,
+          succeeded: () => succeededJob(job, stored, at),
         };
       }
     } catch (err) {
@@ -560,17 +542,15 @@ export class JobQueue {
         log: this.log,
       });
       if (ok === false) lost();
-      if (ok && outcome.final) await this.finished(job.id, trace);
+      if (ok && outcome.succeeded) this.finishedAs(outcome.succeeded(), trace);
+      else if (ok && outcome.final) await this.finished(job.id, trace);
       else if (ok) await this.publishCurrent(job.id);
     } finally {
       clearInterval(renew);
     }
   }
 
-  private canceledOutcome(
-    job: Job,
-    owner: string,
-  ): { what: string; write: () => Promise<boolean>; final: boolean } {
+  private canceledOutcome(job: Job, owner: string): Outcome {
     return {
       what: "recording the cancellation",
       write: () => this.store.markCanceled(job.id, owner, this.clock()),
@@ -593,7 +573,17 @@ export class JobQueue {
   /** A job reached its final state: tell subscribers and the webhook. */
   private async finished(id: string, trace?: TraceParent): Promise<void> {
     const job = await this.publishCurrent(id);
-    if (job?.webhook) {
+    if (job) this.notify(job, trace);
+  }
+
+  /** Tells subscribers and the webhook about `job`, final as it is. */
+  private finishedAs(job: Job, trace?: TraceParent): void {
+    this.events.publish(job);
+    this.notify(job, trace);
+  }
+
+  private notify(job: Job, trace?: TraceParent): void {
+    if (job.webhook) {
       void notifyFinished(job, this.webhookDeps(), trace).catch((err) =>
         this.log.error({ err, jobId: job.id }, "preparing the webhook failed"),
       );

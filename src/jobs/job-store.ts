@@ -1,6 +1,7 @@
 // The JobStore interface: durable job records with leases. Every implementation (SQLite today,
 // Redis next) passes test/conformance/job-store.conformance.ts. All methods are atomic with
 // respect to each other, including across processes sharing the store.
+import type { ModelportError } from "../errors.js";
 import type { FinishedJob, Job, JobError, JobStatus, NewJob } from "./job.js";
 
 export interface CreateResult {
@@ -42,6 +43,16 @@ export interface CompleteResult {
   resultBytes: number;
 }
 
+/** One item of createMany: what create() would return, or the error it would throw for that item alone. */
+export type CreateManyResult = CreateResult | { error: ModelportError };
+
+/** One completion of completeMany: what complete() takes. */
+export interface Completion {
+  id: string;
+  worker: string;
+  result: CompleteResult;
+}
+
 export interface JobStore {
   /**
    * Creates a queued job. With an idempotency key still in force: the same requestHash returns the
@@ -59,9 +70,20 @@ export interface JobStore {
    * or it is queued or running (those are canceled, not deleted) and nothing changed.
    */
   remove(id: string): Promise<Job | undefined>;
+  /**
+   * Creates several jobs in one transaction (SQLite) or one script (Redis), each exactly as
+   * create() would, in order: a later item sees the idempotency keys of earlier ones. An item's
+   * idempotency conflict (or duplicate id) is that item's error; the others are stored.
+   */
+  createMany(jobs: readonly NewJob[], now: number): Promise<CreateManyResult[]>;
   get(id: string): Promise<Job | undefined>;
   /** The job's status and updatedAt alone (a cheap read for pollers); undefined when unknown. */
   state(id: string): Promise<JobState | undefined>;
+  /**
+   * The status and updatedAt of each of `ids` that exists (a missing id has no entry), in one
+   * store call: how changes by other processes are found for every waiter at once.
+   */
+  states(ids: readonly string[]): Promise<Map<string, JobState>>;
   /** Jobs of `model` with status queued (including those waiting out a retry backoff). */
   queuedCount(model: string): Promise<number>;
   /** Jobs queued or running that the key name `owner` submitted (its queuedJobs limit). */
@@ -74,10 +96,27 @@ export interface JobStore {
    * lapsed (their worker died). Increments attempts and sets status running.
    */
   claim(worker: string, models: readonly string[], leaseMs: number, now: number): Promise<Job | undefined>;
+  /**
+   * Leases up to `max` runnable jobs in one transaction (SQLite) or one script (Redis), in the
+   * order `max` calls of claim() would hand them out, with the same lease for each. A job is
+   * handed to one worker only. Returns fewer (or none) when fewer are runnable.
+   */
+  claimMany(
+    worker: string,
+    models: readonly string[],
+    max: number,
+    leaseMs: number,
+    now: number,
+  ): Promise<Job[]>;
   /** Extends the lease; false when `worker` no longer holds it (the job was reclaimed or ended). */
   renew(id: string, worker: string, leaseMs: number, now: number): Promise<boolean>;
   /** Records the one final result; false (and no change) when `worker` no longer holds the lease. */
   complete(id: string, worker: string, result: CompleteResult, now: number): Promise<boolean>;
+  /**
+   * Records many results in one transaction (SQLite) or one script (Redis), each as complete()
+   * would: answers in order, false (and no change) for each whose worker no longer holds its lease.
+   */
+  completeMany(completions: readonly Completion[], now: number): Promise<boolean[]>;
   /**
    * Records a failed attempt: back to queued with runAt = retryAt when given, else failed with
    * the error. false when `worker` no longer holds the lease.

@@ -1,7 +1,9 @@
 // Writing an attempt's outcome to the job store after the work was done: a failing store is
-// retried with backoff for up to one lease, since the work itself need not run again.
+// retried with backoff for up to one lease, since the work itself need not run again. Also what an
+// outcome is, and the job a recorded result leaves (published without reading it back).
 import type { Logger } from "pino";
 import type { Job } from "./job.js";
+import type { CompleteResult } from "./job-store.js";
 
 /** A store write that failed after the work was done is retried at this pace, within the lease. */
 const RECORD_RETRY_FIRST_MS = 100;
@@ -34,4 +36,26 @@ export async function recordOutcome(
       wait = Math.min(wait * 2, RECORD_RETRY_MAX_MS);
     }
   }
+}
+
+/** How an attempt ends in the store; `succeeded` gives the job as its result left it (no read back). */
+export interface Outcome {
+  what: string;
+  write: () => Promise<boolean>;
+  final: boolean;
+  succeeded?: () => Job;
+}
+
+/** `job` (as claimed) once its result was written at `at`: what the store now holds for it. */
+export function succeededJob(job: Job, stored: CompleteResult, at: number): Job {
+  const { leaseOwner: _owner, leaseExpiresAt: _expires, result: _r, resultKey: _k, ...rest } = job;
+  return {
+    ...rest,
+    status: "succeeded",
+    ...(stored.result !== undefined ? { result: stored.result } : {}),
+    ...(stored.resultKey !== undefined ? { resultKey: stored.resultKey } : {}),
+    resultBytes: stored.resultBytes,
+    finishedAt: at,
+    updatedAt: at,
+  };
 }

@@ -96,10 +96,21 @@ export function faultyJobStore(real: JobStore): FaultyJobStore {
     pausedClaims: false,
     heldRenewals: false,
   } as FaultyJobStore;
+  // A batch method counts as its single one (calls, failing, rejected), once per item, so a test
+  // says "complete" whether the queue wrote one result or a group.
+  const single: Partial<Record<keyof JobStore, keyof JobStore>> = {
+    createMany: "create",
+    claimMany: "claim",
+    completeMany: "complete",
+  };
   for (const name of [
+    "createMany",
+    "claimMany",
+    "completeMany",
     "create",
     "get",
     "state",
+    "states",
     "queuedCount",
     "list",
     "claim",
@@ -116,15 +127,22 @@ export function faultyJobStore(real: JobStore): FaultyJobStore {
     "close",
   ] as const) {
     (wrapper as unknown as Record<string, unknown>)[name] = (...args: unknown[]) => {
-      calls.set(name, (calls.get(name) ?? 0) + 1);
+      const as = single[name] ?? name;
+      const items = as === name ? 1 : as === "claim" ? 1 : (args[0] as unknown[]).length;
+      calls.set(as, (calls.get(as) ?? 0) + items);
+      if (as === "complete" && as !== name)
+        for (const c of args[0] as { id: string }[]) byJob.set(`${as} ${c.id}`, callsFor(as, c.id) + 1);
       if (typeof args[0] === "string") byJob.set(`${name} ${args[0]}`, callsFor(name, args[0]) + 1);
-      if (failing.has(name)) {
-        rejected.set(name, (rejected.get(name) ?? 0) + 1);
+      if (name === "states")
+        for (const id of args[0] as string[]) byJob.set(`states ${id}`, callsFor("states", id) + 1);
+      if (failing.has(as)) {
+        rejected.set(as, (rejected.get(as) ?? 0) + items);
         return Promise.reject(
-          new ModelportError("MP_ERR_JOB_STORE_UNAVAILABLE", `the job store is down (${name})`),
+          new ModelportError("MP_ERR_JOB_STORE_UNAVAILABLE", `the job store is down (${as})`),
         );
       }
       if (name === "claim" && wrapper.pausedClaims) return Promise.resolve(undefined);
+      if (name === "claimMany" && wrapper.pausedClaims) return Promise.resolve([]);
       const forward = () => (real[name] as (...a: unknown[]) => Promise<unknown>).apply(real, args);
       if (name === "renew" && wrapper.heldRenewals)
         return until(async () => !wrapper.heldRenewals, 120_000, 10).then(forward);

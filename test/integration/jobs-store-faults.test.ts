@@ -149,6 +149,7 @@ describe("job store and blob store outages", () => {
       const first = new TextDecoder().decode((await reader.read()).value);
       assert.match(first, /^event: status$/m);
       store.failing.add("state");
+      store.failing.add("states");
       store.failing.add("get");
       let text = first;
       for (;;) {

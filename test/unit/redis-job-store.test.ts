@@ -8,6 +8,7 @@ import { Redis } from "ioredis";
 import { isModelportError } from "../../src/errors.js";
 import { RedisJobStore } from "../../src/jobs/stores/redis-job-store.js";
 import { jobStoreConformance, newJob, T0 } from "../conformance/job-store.conformance.js";
+import { jobStoreBatchConformance } from "../conformance/job-store-batch.conformance.js";
 import { REDIS_URL, redisUrl } from "../helpers/redis.js";
 
 const URL = REDIS_URL;
@@ -42,6 +43,7 @@ after(async () => {
 });
 
 jobStoreConformance("RedisJobStore", () => RedisJobStore.open(URL, { prefix: freshPrefix() }));
+jobStoreBatchConformance("RedisJobStore", () => RedisJobStore.open(URL, { prefix: freshPrefix() }));
 
 describe("RedisJobStore", () => {
   it("two connections claiming from one prefix: each of 200 jobs claimed and completed exactly once", async () => {

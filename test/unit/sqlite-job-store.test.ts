@@ -15,6 +15,7 @@ import { isModelportError } from "../../src/errors.js";
 import { SqliteJobStore } from "../../src/jobs/stores/sqlite-job-store.js";
 import { openSqlite } from "../../src/sqlite.js";
 import { jobStoreConformance, newJob, T0 } from "../conformance/job-store.conformance.js";
+import { jobStoreBatchConformance } from "../conformance/job-store-batch.conformance.js";
 
 const CHILD_ENV = "MP_SQLITE_STORE_CHILD";
 
@@ -107,6 +108,7 @@ if (process.env[CHILD_ENV]) {
   });
 
   jobStoreConformance("sqlite", () => SqliteJobStore.open(tempFile()));
+  jobStoreBatchConformance("sqlite", () => SqliteJobStore.open(tempFile()));
 
   describe("SqliteJobStore", () => {
     it("creates the folder and the file on first use", async () => {

@@ -22,7 +22,16 @@ import {
   type JobStatus,
   type NewJob,
 } from "../job.js";
-import type { CompleteResult, CreateResult, JobState, JobStore, ListPage, ListQuery } from "../job-store.js";
+import type {
+  CompleteResult,
+  Completion,
+  CreateManyResult,
+  CreateResult,
+  JobState,
+  JobStore,
+  ListPage,
+  ListQuery,
+} from "../job-store.js";
 import {
   DEFAULT_IDEMPOTENCY_TTL_MS,
   decodeCursor,
@@ -38,6 +47,8 @@ const column = (field: string) => field.replace(/[A-Z]/g, (c) => `_${c.toLowerCa
 const toJob = (row: JobRow) => jobFromFields((k) => row[column(k) as keyof JobRow]);
 
 const SCHEMA_VERSION = 1;
+/** Ids per statement of states(): one prepared statement per chunk size in use. */
+const STATES_CHUNK = 200;
 
 export interface SqliteJobStoreOptions {
   /**
@@ -139,6 +150,9 @@ CREATE TABLE IF NOT EXISTS jobs (
 -- claim: per model and status in claim order; run_at rides along so the backoff filter needs no
 -- table lookup (it sits after the order columns so the order comes straight from the index).
 CREATE INDEX IF NOT EXISTS jobs_claim ON jobs (model, status, priority DESC, created_at, id, run_at);
+-- lapsed leases: running jobs by lease expiry, so a claim finds those past it without visiting
+-- every running job.
+CREATE INDEX IF NOT EXISTS jobs_lease ON jobs (model, lease_expires_at) WHERE status = 'running';
 -- list: newest first, id breaking ties (the cursor is (created_at, id)).
 CREATE INDEX IF NOT EXISTS jobs_list ON jobs (created_at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS jobs_list_status ON jobs (status, created_at DESC, id DESC);
@@ -191,7 +205,15 @@ export class SqliteJobStore implements JobStore {
   #stmts = new Map<string, Stmt>();
   #tx: {
     create: (job: NewJob, now: number) => CreateResult;
-    claim: (worker: string, models: readonly string[], leaseMs: number, now: number) => Job | undefined;
+    createMany: (jobs: readonly NewJob[], now: number) => CreateManyResult[];
+    claimMany: (
+      worker: string,
+      models: readonly string[],
+      max: number,
+      leaseMs: number,
+      now: number,
+    ) => Job[];
+    completeMany: (completions: readonly Completion[], now: number) => boolean[];
     cancel: (id: string, now: number) => Job | undefined;
     retry: (id: string, now: number) => Job | undefined;
     purge: (before: number, limit: number) => Job[];
@@ -261,8 +283,21 @@ export class SqliteJobStore implements JobStore {
     this.#db = db;
     this.#tx = {
       create: this.#wrapTx((job: NewJob, now: number) => this.#create(job, now)),
-      claim: this.#wrapTx((worker: string, models: readonly string[], leaseMs: number, now: number) =>
-        this.#claim(worker, models, leaseMs, now),
+      createMany: this.#wrapTx((jobs: readonly NewJob[], now: number) => this.#createMany(jobs, now)),
+      claimMany: this.#wrapTx(
+        (worker: string, models: readonly string[], max: number, leaseMs: number, now: number) => {
+          // Each pick is claim()'s own: the same order, lapsed leases and all, in one transaction.
+          const claimed: Job[] = [];
+          while (claimed.length < max) {
+            const job = this.#claim(worker, models, leaseMs, now);
+            if (!job) break;
+            claimed.push(job);
+          }
+          return claimed;
+        },
+      ),
+      completeMany: this.#wrapTx((completions: readonly Completion[], now: number) =>
+        completions.map((c) => this.#complete(c, now)),
       ),
       cancel: this.#wrapTx((id: string, now: number) => this.#cancel(id, now)),
       retry: this.#wrapTx((id: string, now: number) => this.#retry(id, now)),
@@ -306,6 +341,11 @@ export class SqliteJobStore implements JobStore {
     return this.#run(() => this.#tx.remove(id));
   }
 
+  async createMany(jobs: readonly NewJob[], now: number): Promise<CreateManyResult[]> {
+    if (jobs.length === 0) return [];
+    return this.#run(() => this.#tx.createMany(jobs, now));
+  }
+
   async get(id: string): Promise<Job | undefined> {
     return this.#run(() => this.#get(id));
   }
@@ -316,6 +356,21 @@ export class SqliteJobStore implements JobStore {
         | { status: JobStatus; updated_at: number }
         | undefined;
       return row ? { status: row.status, updatedAt: row.updated_at } : undefined;
+    });
+  }
+
+  async states(ids: readonly string[]): Promise<Map<string, JobState>> {
+    return this.#run(() => {
+      const found = new Map<string, JobState>();
+      // Within SQLite's bound on parameters per statement.
+      for (let i = 0; i < ids.length; i += STATES_CHUNK) {
+        const chunk = ids.slice(i, i + STATES_CHUNK);
+        const rows = this.#stmt(
+          `SELECT id, status, updated_at FROM jobs WHERE id IN (${chunk.map(() => "?").join(", ")})`,
+        ).all(...chunk) as { id: string; status: JobStatus; updated_at: number }[];
+        for (const row of rows) found.set(row.id, { status: row.status, updatedAt: row.updated_at });
+      }
+      return found;
     });
   }
 
@@ -352,7 +407,18 @@ export class SqliteJobStore implements JobStore {
     now: number,
   ): Promise<Job | undefined> {
     if (models.length === 0) return undefined;
-    return this.#run(() => this.#tx.claim(worker, models, leaseMs, now));
+    return (await this.claimMany(worker, models, 1, leaseMs, now))[0];
+  }
+
+  async claimMany(
+    worker: string,
+    models: readonly string[],
+    max: number,
+    leaseMs: number,
+    now: number,
+  ): Promise<Job[]> {
+    if (models.length === 0 || max < 1) return [];
+    return this.#run(() => this.#tx.claimMany(worker, models, Math.floor(max), leaseMs, now));
   }
 
   async renew(id: string, worker: string, leaseMs: number, now: number): Promise<boolean> {
@@ -368,14 +434,13 @@ export class SqliteJobStore implements JobStore {
   }
 
   async complete(id: string, worker: string, result: CompleteResult, now: number): Promise<boolean> {
-    return this.#run(
-      () =>
-        this.#stmt(
-          `UPDATE jobs SET status = 'succeeded', result = ?, result_key = ?, result_bytes = ?,
-            finished_at = ?, updated_at = ?, ${CLEAR_LEASE} WHERE ${HELD}`,
-        ).run(result.result ?? null, result.resultKey ?? null, result.resultBytes, now, now, id, worker)
-          .changes === 1,
-    );
+    // One UPDATE: atomic on its own.
+    return this.#run(() => this.#complete({ id, worker, result }, now));
+  }
+
+  async completeMany(completions: readonly Completion[], now: number): Promise<boolean[]> {
+    if (completions.length === 0) return [];
+    return this.#run(() => this.#tx.completeMany(completions, now));
   }
 
   async fail(
@@ -474,6 +539,28 @@ export class SqliteJobStore implements JobStore {
 
   // --- transactions (run inside BEGIN IMMEDIATE) ---
 
+  #createMany(jobs: readonly NewJob[], now: number): CreateManyResult[] {
+    return jobs.map((job) => {
+      try {
+        return this.#create(job, now);
+      } catch (err) {
+        // This item's conflict or duplicate id; nothing of it was written, the others go on.
+        if (isModelportError(err)) return { error: err };
+        throw err;
+      }
+    });
+  }
+
+  #complete({ id, worker, result }: Completion, now: number): boolean {
+    return (
+      this.#stmt(
+        `UPDATE jobs SET status = 'succeeded', result = ?, result_key = ?, result_bytes = ?,
+          finished_at = ?, updated_at = ?, ${CLEAR_LEASE} WHERE ${HELD}`,
+      ).run(result.result ?? null, result.resultKey ?? null, result.resultBytes, now, now, id, worker)
+        .changes === 1
+    );
+  }
+
   #create(job: NewJob, now: number): CreateResult {
     let expiresAt: number | null = null;
     if (job.idempotencyKey !== undefined) {
@@ -553,7 +640,8 @@ export class SqliteJobStore implements JobStore {
   }
 
   #claim(worker: string, models: readonly string[], leaseMs: number, now: number): Job | undefined {
-    // One indexed LIMIT 1 probe per model and state (claim order straight from jobs_claim), then
+    // One indexed LIMIT 1 probe per model and state (queued: claim order straight from jobs_claim;
+    // running: only those whose lease lapsed, from jobs_lease), then
     // the best of those few candidates; a lapsed lease whose job has no attempt left ends it
     // failed and the search goes on.
     const queued = this.#stmt(
@@ -561,7 +649,7 @@ export class SqliteJobStore implements JobStore {
         ORDER BY priority DESC, created_at, id LIMIT 1`,
     );
     const lapsed = this.#stmt(
-      `SELECT * FROM jobs WHERE model = ? AND status = 'running' AND lease_expires_at <= ?
+      `SELECT * FROM jobs INDEXED BY jobs_lease WHERE model = ? AND status = 'running' AND lease_expires_at <= ?
         ORDER BY priority DESC, created_at, id LIMIT 1`,
     );
     for (;;) {

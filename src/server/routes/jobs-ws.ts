@@ -24,8 +24,6 @@ export const MAX_FRAME_BYTES = 64 * 1024;
  * frame it sends can cause an answer, so an unread queue would otherwise grow without bound).
  */
 export const MAX_UNREAD_BYTES = 1024 * 1024;
-/** Changes made by another process sharing the store are found by a status read at this pace. */
-const POLL_MS = 1000;
 /** The close code of a connection whose key was revoked: 1008, policy violation (RFC 6455). */
 export const CLOSE_KEY_REVOKED = 1008;
 
@@ -40,12 +38,10 @@ const frameSchema = z
 const USAGE = 'send {"subscribe": ["<job id>", ...]} or {"unsubscribe": ["<job id>", ...]}';
 
 interface Subscription {
-  /** Removes the event listener; unset while the first read is in flight. */
+  /** Removes the event listener and stops following; unset while the first read is in flight. */
   off?: () => void;
   /** The last view sent, so an unchanged job is not sent twice. */
   last: string;
-  status?: string;
-  updatedAt?: number;
 }
 
 export const jobsWebSocketRoute: FastifyPluginAsync = async (app) => {
@@ -103,8 +99,6 @@ export const jobsWebSocketRoute: FastifyPluginAsync = async (app) => {
     const push = (job: Job) => {
       const sub = subs.get(job.id);
       if (!sub?.off) return;
-      sub.status = job.status;
-      sub.updatedAt = job.updatedAt;
       const data = JSON.stringify(jobView(job));
       if (data === sub.last) return;
       sub.last = data;
@@ -138,7 +132,13 @@ export const jobsWebSocketRoute: FastifyPluginAsync = async (app) => {
         subs.delete(id);
         return sendError("MP_ERR_JOB_NOT_FOUND", `no job '${id}'`, id);
       }
-      sub.off = queue.events.subscribe(id, push);
+      // In-process changes as events; another process's found by the queue's shared watch.
+      const off = queue.events.subscribe(id, push);
+      const unfollow = queue.watch.follow(job);
+      sub.off = () => {
+        off();
+        unfollow();
+      };
       push(job);
     };
     const onFrame = (raw: unknown, isBinary: boolean) => {
@@ -167,26 +167,6 @@ export const jobsWebSocketRoute: FastifyPluginAsync = async (app) => {
       }
     });
 
-    // Changes made in another process: a status read per followed job, the whole job only when
-    // it changed. One round at a time, however slow the store.
-    let polling = false;
-    const poll = setInterval(() => {
-      if (polling) return;
-      polling = true;
-      void (async () => {
-        for (const [id, sub] of subs) {
-          if (closed) break;
-          if (!sub.off) continue;
-          const state = await queue.state(id).catch(() => undefined);
-          if (!state || (state.status === sub.status && state.updatedAt === sub.updatedAt)) continue;
-          const job = await queue.get(id).catch(() => undefined);
-          if (job) push(job);
-        }
-      })().finally(() => {
-        polling = false;
-      });
-    }, POLL_MS);
-
     // A client that stops answering pings is dropped, and its slot and listeners go with it.
     let alive = true;
     socket.on("pong", () => {
@@ -212,7 +192,6 @@ export const jobsWebSocketRoute: FastifyPluginAsync = async (app) => {
     socket.on("close", () => {
       closed = true;
       closeChannel();
-      clearInterval(poll);
       clearInterval(heartbeat);
       for (const sub of subs.values()) sub.off?.();
       subs.clear();

@@ -8,7 +8,7 @@ import { CancelHandle } from "../../cancel.js";
 import type { ServedModel } from "../../catalogue/served-model.js";
 import { isModelportError, ModelportError } from "../../errors.js";
 import type { Job, JobStatus } from "../../jobs/job.js";
-import { isFinal, type JobQueue } from "../../jobs/job-queue.js";
+import { isFinal, type JobQueue, type SubmitJob } from "../../jobs/job-queue.js";
 import { jobView } from "../../jobs/job-view.js";
 import { checkEndpoint, type LanguageWork } from "../../jobs/language-work.js";
 import { checkAccess } from "../../tenants/tenants.js";
@@ -168,6 +168,7 @@ export async function submitJob(
   version?: string,
 ) {
   const body = requireObject(req.body);
+  if (body.jobs !== undefined) return submitBulk(ctx, model, req, reply, body.jobs, version);
   const language = languageModel(ctx, model, version);
   if (!language && body.endpoint !== undefined) {
     throw new ModelportError(
@@ -178,6 +179,93 @@ export async function submitJob(
   }
   const work = language ? languageWork(language, body) : undefined;
   return enqueue(ctx, model, req, reply, body, envelopeOf(body), work, version);
+}
+
+/**
+ * Accepts `{"jobs": [item, ...]}`: each item a job body as POST /v1/models/{m}/jobs takes one,
+ * plus its own optional `idempotency_key`, stored together in one store call. Answers
+ * `{"jobs": [...]}` in the items' order: `{id, status}` (with `idempotent_replayed: true` for a
+ * replay), or `{"error": {...}}` for an item whose idempotency key was used with another request. A
+ * malformed item refuses the whole request (400, naming `jobs[i]`), as do the limits.
+ */
+async function submitBulk(
+  ctx: AppContext,
+  model: string,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  items: unknown,
+  version?: string,
+) {
+  if (!Array.isArray(items) || items.length === 0) {
+    throw new ModelportError("MP_ERR_REQUEST_INVALID", '"jobs" must be a non-empty array of job bodies', {
+      param: "jobs",
+    });
+  }
+  const max = ctx.config.jobs.maxBulkJobs;
+  if (items.length > max) {
+    throw new ModelportError(
+      "MP_ERR_JOB_BULK_TOO_LARGE",
+      `"jobs" holds ${items.length} jobs; at most ${max} per request (jobs.maxBulkJobs): split it`,
+      { param: "jobs", count: items.length, limit: max },
+    );
+  }
+  if (req.headers["idempotency-key"] !== undefined) {
+    throw new ModelportError(
+      "MP_ERR_REQUEST_INVALID",
+      'a bulk submission takes an "idempotency_key" per job, not an Idempotency-Key header',
+      { param: "Idempotency-Key" },
+    );
+  }
+  const language = languageModel(ctx, model, version);
+  const owner = ctx.tenants.required ? req.principal?.name : undefined;
+  const maxActive = req.principal?.limits.queuedJobs;
+  const submissions = items.map((item, i): SubmitJob => {
+    const at = (err: unknown): never => {
+      if (!isModelportError(err)) throw err;
+      throw new ModelportError(err.code, `jobs[${i}]: ${err.message}`, { ...err.details, index: i });
+    };
+    try {
+      const body = requireObject(item);
+      if (!language && body.endpoint !== undefined) {
+        throw new ModelportError(
+          "MP_ERR_REQUEST_INVALID",
+          `"endpoint" is for language models; model '${model}' takes {"rows": […]} or {"inputs": {…}}`,
+          { param: `jobs[${i}].endpoint` },
+        );
+      }
+      const key = body.idempotency_key;
+      if (key !== undefined && (typeof key !== "string" || !KEY.test(key))) {
+        throw new ModelportError(
+          "MP_ERR_REQUEST_INVALID",
+          '"idempotency_key" must be 1 to 255 visible ASCII characters',
+          { param: `jobs[${i}].idempotency_key` },
+        );
+      }
+      return {
+        model,
+        ...(version !== undefined ? { version } : {}),
+        body,
+        ...(language ? { work: languageWork(language, body) } : {}),
+        ...(owner !== undefined ? { owner } : {}),
+        ...(owner !== undefined && maxActive !== undefined ? { maxActive } : {}),
+        ...(key !== undefined ? { idempotencyKey: key } : {}),
+        ...envelopeOf(body),
+        ...(req.trace ? { trace: req.trace } : {}),
+      };
+    } catch (err) {
+      return at(err);
+    }
+  });
+  const results = await ctx.jobs.submitMany(submissions);
+  reply.code(results.some((r) => "job" in r && r.created) ? 202 : 200);
+  // Ids and states only: a thousand whole job views would be most of the work of the request.
+  return {
+    jobs: results.map((r) =>
+      "error" in r
+        ? r.error.toJSON()
+        : { id: r.job.id, status: r.job.status, ...(r.created ? {} : { idempotent_replayed: true }) },
+    ),
+  };
 }
 
 /**

@@ -1,4 +1,5 @@
--- Hands the best runnable job of the given models to one worker with a lease: delayed jobs
+-- Hands the best runnable jobs (up to max, each as one claim would pick it) of the given models to
+-- one worker with a lease: delayed jobs
 -- that are due move to the queue first; a running job whose lease lapsed competes too (it is
 -- re-run, or failed/canceled when it has no attempt left or a cancel was asked for).
 -- KEYS: none (see lib.lua)
@@ -6,11 +7,13 @@
 -- ARGV[2] worker: the worker id that will hold the lease
 -- ARGV[3] leaseMs
 -- ARGV[4] now: ms since epoch
--- ARGV[5..] model: the models the worker serves
--- Returns the claimed job's hash, or false when none is runnable
-local worker, leaseMs, now = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+-- ARGV[5] max: how many jobs at most
+-- ARGV[6..] model: the models the worker serves
+-- Returns the claimed jobs' hashes in claim order (an empty list when none is runnable)
+local worker, leaseMs, now, max = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local models = {}
-for i = 5, #ARGV do models[#models + 1] = ARGV[i] end
+for i = 6, #ARGV do models[#models + 1] = ARGV[i] end
+local out = {}
 for _, m in ipairs(models) do
   local dk = P .. 'dly:' .. m
   local due = redis.call('ZRANGEBYSCORE', dk, '-inf', now, 'LIMIT', 0, 500)
@@ -26,7 +29,7 @@ local function better(a, b)
   if a.created ~= b.created then return a.created < b.created end
   return a.id < b.id
 end
-for _ = 1, 10000 do
+for _ = 1, 10000 + max do
   local best = false
   for _, m in ipairs(models) do
     local top = redis.call('ZRANGE', P .. 'q:' .. m, 0, 0, 'WITHSCORES')
@@ -49,12 +52,14 @@ for _ = 1, 10000 do
       end
     end
   end
-  if not best then return false end
+  if not best then return out end
   local k = jk(best.id)
   local proceed = true
   if best.kind == 'q' then
     redis.call('ZREM', P .. 'q:' .. best.model, best.om)
-    local runAt = tonumber(redis.call('HGET', k, 'runAt'))
+    local f = redis.call('HMGET', k, 'runAt', 'owner')
+    best.owner = f[2]
+    local runAt = tonumber(f[1])
     if runAt > now then
       redis.call('ZADD', P .. 'dly:' .. best.model, runAt, best.id)
       proceed = false
@@ -77,8 +82,9 @@ for _ = 1, 10000 do
     redis.call('HINCRBY', k, 'attempts', 1)
     redis.call('HSET', k, 'leaseOwner', worker, 'leaseExpiresAt', n2s(exp), 'startedAt', ARGV[4], 'updatedAt', ARGV[4])
     redis.call('ZADD', P .. 'run:' .. best.model, exp, best.id)
-    if best.kind == 'q' then move(best.id, best.model, best.om, 'queued', 'running') end
-    return redis.call('HGETALL', k)
+    if best.kind == 'q' then move(best.id, best.model, best.om, 'queued', 'running', best.owner) end
+    out[#out + 1] = redis.call('HGETALL', k)
+    if #out >= max then return out end
   end
 end
-return false
+return out

@@ -4,13 +4,10 @@
 -- ARGV[2] id
 -- ARGV[3] worker: must be the lease owner
 -- ARGV[4] now: ms since epoch
--- ARGV[5] op: renew | complete | fail | release | markCanceled
+-- ARGV[5] op: renew | fail | release | markCanceled (results: complete.lua)
 -- The rest by op (release and markCanceled take none):
--- ARGV[6] renew: leaseMs; complete: hasResult ("1"); fail: lastError (JSON)
--- ARGV[7] complete: result (inline); fail: runAt ("" = final failure, else retry at that time)
--- ARGV[8] complete: hasResultKey ("1")
--- ARGV[9] complete: resultKey (the blob holding the result)
--- ARGV[10] complete: resultBytes
+-- ARGV[6] renew: leaseMs; fail: lastError (JSON)
+-- ARGV[7] fail: runAt ("" = final failure, else retry at that time)
 -- Returns 1 when done, 0 when the job is not running under this worker
 local id, worker, now, op = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local k = jk(id)
@@ -21,11 +18,6 @@ if op == 'renew' then
   local exp = tonumber(now) + tonumber(ARGV[6])
   redis.call('HSET', k, 'leaseExpiresAt', n2s(exp), 'updatedAt', now)
   redis.call('ZADD', P .. 'run:' .. model, exp, id)
-elseif op == 'complete' then
-  if ARGV[6] == '1' then redis.call('HSET', k, 'result', ARGV[7]) else redis.call('HDEL', k, 'result') end
-  if ARGV[8] == '1' then redis.call('HSET', k, 'resultKey', ARGV[9]) else redis.call('HDEL', k, 'resultKey') end
-  redis.call('HSET', k, 'resultBytes', ARGV[10])
-  finish(id, model, om, 'running', 'succeeded', now)
 elseif op == 'fail' then
   redis.call('HSET', k, 'lastError', ARGV[6])
   if ARGV[7] == '' then

@@ -5,8 +5,9 @@
 local P = ARGV[1]
 local function jk(id) return P .. 'job:' .. id end
 local function n2s(x) return string.format('%.0f', x) end
-local function move(id, model, om, old, new)
-  local owner = redis.call('HGET', jk(id), 'owner')
+-- owner: the job's owner when the caller read it already (false: none); nil: read here
+local function move(id, model, om, old, new, owner)
+  if owner == nil then owner = redis.call('HGET', jk(id), 'owner') end
   if old then
     redis.call('ZREM', P .. 'ls:' .. old, om)
     redis.call('ZREM', P .. 'lms:' .. model .. ':' .. old, om)
@@ -17,14 +18,14 @@ local function move(id, model, om, old, new)
   if owner then redis.call('ZADD', P .. 'los:' .. owner .. ':' .. new, 0, om) end
   redis.call('HSET', jk(id), 'status', new)
 end
-local function finish(id, model, om, old, status, now)
+local function finish(id, model, om, old, status, now, owner)
   redis.call('ZREM', P .. 'run:' .. model, id)
   redis.call('ZREM', P .. 'q:' .. model, om)
   redis.call('ZREM', P .. 'dly:' .. model, id)
   redis.call('HSET', jk(id), 'finishedAt', now, 'updatedAt', now)
   redis.call('HDEL', jk(id), 'leaseOwner', 'leaseExpiresAt')
   redis.call('ZADD', P .. 'fin', now, id)
-  move(id, model, om, old, status)
+  move(id, model, om, old, status, owner)
 end
 -- Deletes a job's hash, its list entries and its idempotency key (when still its own); returns
 -- the hash as it was. The job's queue and purge entries are the caller's.
