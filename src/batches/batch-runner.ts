@@ -10,7 +10,7 @@ import type { Catalogue } from "../catalogue/catalogue.js";
 import type { JobsConfig } from "../config/schema.js";
 import { isModelportError, ModelportError } from "../errors.js";
 import { FINAL_STATUSES, type Job, type JobStatus } from "../jobs/job.js";
-import type { JobQueue } from "../jobs/job-queue.js";
+import type { JobQueue, SubmitJob } from "../jobs/job-queue.js";
 import { checkEndpoint } from "../jobs/language-work.js";
 import type { BlobStore } from "../storage/blob-store.js";
 import type { BatchFiles } from "./batch-files.js";
@@ -350,26 +350,46 @@ export class BatchRunner {
     while (next < lines.length && !this.stopped) {
       const current = await this.store.getBatch(batch.id);
       if (current?.status !== "in_progress" || this.clock() >= current.expiresAt) return;
-      const done: BatchRequest[] = [];
+      const chunk = lines.slice(next, next + this.settings.submitChunk);
+      const submission = (l: BatchLine): SubmitJob => ({
+        model: l.body.model as string,
+        body: {},
+        work: { endpoint: l.url, body: l.body },
+        ...(owner !== undefined ? { owner } : {}),
+        ...(owner !== undefined && batch.maxActive !== undefined ? { maxActive: batch.maxActive } : {}),
+        // A restart while submitting submits the same line again: the same job comes back.
+        idempotencyKey: `${batch.id}/${l.customId}`,
+        metadata: { batch_id: batch.id, custom_id: l.customId },
+        priority: this.settings.priority,
+      });
+      let done: BatchRequest[] = [];
       let paused = false;
-      // A chunk ends after submitChunk lines or one time slice, whichever comes first: each
-      // submission is a job store write on this thread.
+      // The chunk in one store write (bulk submission). A line at fault, or a queue with room for
+      // only some of the chunk, makes the chunk go line by line: each line its own answer.
+      try {
+        const results = await this.jobs.submitMany(chunk.map(submission));
+        done = results.map((r, i) => {
+          const l = chunk[i]!;
+          return "job" in r
+            ? { line: next + i, customId: l.customId, jobId: r.job.id }
+            : {
+                line: next + i,
+                customId: l.customId,
+                error: { code: r.error.code, message: r.error.message },
+              };
+        });
+      } catch (err) {
+        if (!isModelportError(err))
+          this.log.warn({ err, batchId: batch.id }, "submitting a batch chunk failed");
+      }
+      // Line by line, a chunk ends after one time slice: each submission is a job store write on
+      // this thread.
       const slice = new TimeSlice();
-      for (const l of lines.slice(next, next + this.settings.submitChunk)) {
+      for (const l of done.length ? [] : chunk) {
         if (done.length > 0 && slice.spent()) break;
         const line = next + done.length;
         try {
-          const { job } = await this.jobs.submit({
-            model: l.body.model as string,
-            body: {},
-            work: { endpoint: l.url, body: l.body },
-            ...(owner !== undefined ? { owner } : {}),
-            ...(owner !== undefined && batch.maxActive !== undefined ? { maxActive: batch.maxActive } : {}),
-            // A restart while submitting submits the same line again: the same job comes back.
-            idempotencyKey: `${batch.id}/${l.customId}`,
-            metadata: { batch_id: batch.id, custom_id: l.customId },
-            priority: this.settings.priority,
-          });
+          const { job } = await this.jobs.submit(submission(l));
           done.push({ line, customId: l.customId, jobId: job.id });
         } catch (err) {
           // A full queue, the key's queuedJobs limit, a model still loading, a store outage: wait
