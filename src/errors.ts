@@ -172,23 +172,26 @@ export const ERRORS = {
     status: 503,
     retryable: true,
     tryElsewhere: true,
-    summary: "The model is loading, or failed its integrity or golden check; /readyz says why.",
+    summary:
+      "The model is loading, restarting, or not loaded yet; /readyz says why. A model that failed for good answers its failure's code instead (checksum, load, golden).",
   },
   MP_ERR_MODEL_LOAD_FAILED: {
     status: 503,
     retryable: false,
-    summary: "The model could not be loaded (file missing, unreadable, or rejected by the backend).",
+    summary:
+      "The model could not be loaded (file missing, unreadable, or rejected by the backend); its predict routes answer this until a fixed model is loaded.",
   },
   MP_ERR_MODEL_CHECKSUM_MISMATCH: {
     status: 503,
     retryable: false,
     summary:
-      "The model file's sha256 differs from the one in config or manifest: the file is not the one expected.",
+      "The model file's sha256 differs from the one in config or manifest: the file is not the one expected; its predict routes answer this until the right file is loaded.",
   },
   MP_ERR_MODEL_GOLDEN_MISMATCH: {
     status: 503,
     retryable: false,
-    summary: "The model loaded but its golden example scored outside tolerance.",
+    summary:
+      "The model loaded but its golden example scored outside tolerance; its predict routes answer this until a fixed model is loaded.",
   },
   MP_ERR_MODEL_VERSION_REFUSED: {
     status: 409,
@@ -241,7 +244,13 @@ export const ERRORS = {
     status: 504,
     retryable: true,
     summary:
-      "The request's deadline (X-Request-Timeout-Ms or limits.timeoutMs) could not be met: dropped before inference, or answered at the deadline while the model still computed.",
+      "The request's deadline (X-Request-Timeout-Ms or limits.timeoutMs) could not be met because of work ahead of it: dropped before inference, or answered at the deadline while the model still computed. A retry when the model is less busy can succeed.",
+  },
+  MP_ERR_DEADLINE_TOO_SHORT: {
+    status: 504,
+    retryable: false,
+    summary:
+      "The request's deadline (X-Request-Timeout-Ms or limits.timeoutMs) is shorter than the model's own run for these rows, even with nothing queued (details.runMs); refused at once. The same request fails the same way: raise the deadline or send fewer rows.",
   },
   MP_ERR_REQUEST_CANCELED: {
     status: 499,
