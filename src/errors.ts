@@ -452,6 +452,13 @@ export const ERRORS = {
     retryable: true,
     summary: "An unexpected failure inside modelport; the log line with the request id has the details.",
   },
+  // The command line (reported by `modelport`, not over HTTP)
+  MP_ERR_CLI_USAGE: {
+    status: 400,
+    retryable: false,
+    summary:
+      "A command was given what it cannot take: an unknown command or option, a missing argument, a file it cannot read, or a model of a kind the command does not handle; the message says what to give instead.",
+  },
   // Configuration (reported at start-up, not over HTTP)
   MP_ERR_CONFIG_INVALID: {
     status: 500,
