@@ -326,6 +326,12 @@ export const ERRORS = {
     retryable: false,
     summary: "The job ended failed or canceled, so it has no result; GET /v1/jobs/{id} shows the last error.",
   },
+  MP_ERR_JOB_RETRY_REFUSED: {
+    status: 409,
+    retryable: false,
+    summary:
+      "Only a failed or canceled job can be retried; this one is queued, running or succeeded (details.status). A succeeded job's result stays at GET /v1/jobs/{id}/result; submit a new job to run it again.",
+  },
   MP_ERR_JOB_TIMEOUT: {
     status: 504,
     retryable: true,

@@ -8,6 +8,7 @@ import { isModelportError, ModelportError } from "../../errors.js";
 import type { Job, JobStatus } from "../../jobs/job.js";
 import { isFinal, type JobQueue } from "../../jobs/job-queue.js";
 import { jobView } from "../../jobs/job-view.js";
+import { retryRefusal } from "../../jobs/retry-refusal.js";
 import type { AppContext } from "../context.js";
 
 interface ModelParams {
@@ -164,6 +165,8 @@ export const jobRoutes: FastifyPluginAsync = async (app) => {
 
   app.post<{ Params: JobParams }>("/v1/jobs/:id/retry", async (req) => {
     const job = await ownJob(queue, req.params.id, jobScope(ctx, req));
+    const refused = retryRefusal(job);
+    if (refused) throw refused;
     const retried = await queue.retry(job.id);
     audited(req, job, "job.retry");
     return jobView(retried);
