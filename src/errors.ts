@@ -356,6 +356,12 @@ export const ERRORS = {
     summary:
       "A job's input (jobs.maxInputBytes) or metadata (jobs.maxMetadataBytes) is larger than the limit, or its callback_url is longer than 2048 characters.",
   },
+  MP_ERR_BLOB_STORE_UNAVAILABLE: {
+    status: 503,
+    retryable: true,
+    summary:
+      "The blob store for job results (jobs.blobs) cannot be used: an S3 bucket that does not exist or refuses the credentials, an endpoint that does not answer, or a folder that cannot be written. Checked at start (logged) and by /readyz (jobs.blobs); a job attempt that cannot store its result fails with it and is retried.",
+  },
   MP_ERR_JOB_QUEUE_FULL: {
     status: 503,
     retryable: true,
