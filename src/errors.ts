@@ -162,6 +162,12 @@ export const ERRORS = {
   },
   // Routing and models
   MP_ERR_ROUTE_NOT_FOUND: { status: 404, retryable: false, summary: "No route matches the method and path." },
+  MP_ERR_METHOD_NOT_ALLOWED: {
+    status: 405,
+    retryable: false,
+    summary:
+      "A route serves the path, but not with this method (GET on a predict route, for example); the Allow header lists the methods it takes.",
+  },
   MP_ERR_MODEL_NOT_FOUND: { status: 404, retryable: false, summary: "No model is served under that name." },
   MP_ERR_MODEL_VERSION_NOT_FOUND: {
     status: 404,
