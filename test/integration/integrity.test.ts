@@ -162,6 +162,12 @@ describe("integrity and golden checks", () => {
         body.models["on-gpu"].reason,
         /device cuda: onnxruntime's CUDA execution provider could not start.*use device: cpu/,
       );
+      // It names the GPU install command README gives, word for word.
+      const gpuInstall = /ONNXRUNTIME_NODE_INSTALL=\S+ MODELPORT_INSTALL=\S+ npm install modelport/.exec(
+        readFileSync(join(REPO_ROOT, "README.md"), "utf8"),
+      )?.[0];
+      assert.ok(gpuInstall, "README gives the GPU install command");
+      assert.ok(body.models["on-gpu"].reason.includes(gpuInstall), body.models["on-gpu"].reason);
       const res = await postJson(`${s.url}/v1/models/on-gpu/predict`, { rows: [[0, 0, 0, 0]] });
       assert.equal(res.status, 503, "no answer computed on the CPU instead");
       assert.equal(res.body.error.code, "MP_ERR_MODEL_LOAD_FAILED");
