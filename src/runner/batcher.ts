@@ -242,7 +242,7 @@ export class Batcher {
   /**
    * Queues `inputs` and resolves to their outputs. A request larger than a batch is split
    * and its pieces reassembled in order.
-   * @throws ModelportError MP_ERR_MODEL_OVERLOADED, MP_ERR_DEADLINE_EXCEEDED, MP_ERR_REQUEST_CANCELED.
+   * @throws ModelportError MP_ERR_MODEL_OVERLOADED, MP_ERR_DEADLINE_EXCEEDED, MP_ERR_DEADLINE_TOO_SHORT, MP_ERR_REQUEST_CANCELED.
    */
   submit(inputs: TensorMap, opts: SubmitOptions = {}): Promise<TensorMap> {
     try {

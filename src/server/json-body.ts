@@ -76,28 +76,30 @@ export function registerJsonParser(app: FastifyInstance, options: JsonParserOpti
       );
       return;
     }
+    // Fastify's parser decides (a byte-order mark, poisoned keys, an empty body); a body that is
+    // not JSON is then said here, once, with where.
+    const fastifyParse = () =>
+      parse(request, text, (err, value) => {
+        if (!err || text.trim() === "") return done(err, value);
+        try {
+          JSON.parse(text.replace(/^\uFEFF/, ""));
+        } catch (syntax) {
+          return done(malformedJson(text, syntax), undefined);
+        }
+        // Valid JSON that Fastify refused: a poisoned key, worded by Fastify.
+        done(err, value);
+      });
     if (!text.includes("\\") && !text.includes("__proto__") && !text.includes("constructor")) {
       let value: unknown;
       try {
         value = JSON.parse(text);
-      } catch (err) {
-        // Empty: Fastify's parser words that; anything else is said here, with where.
-        if (text.trim() === "") parse(request, text, done);
-        else done(malformedJson(text, err), undefined);
+      } catch {
+        fastifyParse();
         return;
       }
       done(null, value);
       return;
     }
-    parse(request, text, (err, value) => {
-      if (!err || text.trim() === "") return done(err, value);
-      try {
-        JSON.parse(text);
-      } catch (syntax) {
-        return done(malformedJson(text, syntax), undefined);
-      }
-      // Valid JSON that Fastify refused: a poisoned key, worded by Fastify.
-      done(err, value);
-    });
+    fastifyParse();
   });
 }
