@@ -26,7 +26,7 @@ ARG ONNXRUNTIME_NODE_INSTALL=skip
 # never loads: llama.cpp's GPU and other-platform builds, onnxruntime's other-platform binaries and
 # onnxruntime-web's browser bundles. MODELPORT_INSTALL (cuda, vulkan, full) keeps them.
 ARG MODELPORT_INSTALL=
-COPY package.json package-lock.json .npmrc ./
+COPY package.json package-lock.json ./
 COPY bin/lean-install.js ./bin/
 RUN npm ci --no-audit --no-fund
 COPY . .

@@ -162,6 +162,12 @@ export const ERRORS = {
   },
   // Routing and models
   MP_ERR_ROUTE_NOT_FOUND: { status: 404, retryable: false, summary: "No route matches the method and path." },
+  MP_ERR_METHOD_NOT_ALLOWED: {
+    status: 405,
+    retryable: false,
+    summary:
+      "A route serves the path, but not with this method (GET on a predict route, for example); the Allow header lists the methods it takes.",
+  },
   MP_ERR_MODEL_NOT_FOUND: { status: 404, retryable: false, summary: "No model is served under that name." },
   MP_ERR_MODEL_VERSION_NOT_FOUND: {
     status: 404,
@@ -172,23 +178,26 @@ export const ERRORS = {
     status: 503,
     retryable: true,
     tryElsewhere: true,
-    summary: "The model is loading, or failed its integrity or golden check; /readyz says why.",
+    summary:
+      "The model is loading, restarting, or not loaded yet; /readyz says why. A model that failed for good answers its failure's code instead (checksum, load, golden).",
   },
   MP_ERR_MODEL_LOAD_FAILED: {
     status: 503,
     retryable: false,
-    summary: "The model could not be loaded (file missing, unreadable, or rejected by the backend).",
+    summary:
+      "The model could not be loaded (file missing, unreadable, or rejected by the backend); its predict routes answer this until a fixed model is loaded.",
   },
   MP_ERR_MODEL_CHECKSUM_MISMATCH: {
     status: 503,
     retryable: false,
     summary:
-      "The model file's sha256 differs from the one in config or manifest: the file is not the one expected.",
+      "The model file's sha256 differs from the one in config or manifest: the file is not the one expected; its predict routes answer this until the right file is loaded.",
   },
   MP_ERR_MODEL_GOLDEN_MISMATCH: {
     status: 503,
     retryable: false,
-    summary: "The model loaded but its golden example scored outside tolerance.",
+    summary:
+      "The model loaded but its golden example scored outside tolerance; its predict routes answer this until a fixed model is loaded.",
   },
   MP_ERR_MODEL_VERSION_REFUSED: {
     status: 409,
@@ -241,7 +250,13 @@ export const ERRORS = {
     status: 504,
     retryable: true,
     summary:
-      "The request's deadline (X-Request-Timeout-Ms or limits.timeoutMs) could not be met: dropped before inference, or answered at the deadline while the model still computed.",
+      "The request's deadline (X-Request-Timeout-Ms or limits.timeoutMs) could not be met because of work ahead of it: dropped before inference, or answered at the deadline while the model still computed. A retry when the model is less busy can succeed.",
+  },
+  MP_ERR_DEADLINE_TOO_SHORT: {
+    status: 504,
+    retryable: false,
+    summary:
+      "The request's deadline (X-Request-Timeout-Ms or limits.timeoutMs) is shorter than the model's own run for these rows, even with nothing queued (details.runMs); refused at once. The same request fails the same way: raise the deadline or send fewer rows.",
   },
   MP_ERR_REQUEST_CANCELED: {
     status: 499,
@@ -323,6 +338,12 @@ export const ERRORS = {
     retryable: false,
     summary: "The job ended failed or canceled, so it has no result; GET /v1/jobs/{id} shows the last error.",
   },
+  MP_ERR_JOB_RETRY_REFUSED: {
+    status: 409,
+    retryable: false,
+    summary:
+      "Only a failed or canceled job can be retried; this one is queued, running or succeeded (details.status). A succeeded job's result stays at GET /v1/jobs/{id}/result; submit a new job to run it again.",
+  },
   MP_ERR_JOB_TIMEOUT: {
     status: 504,
     retryable: true,
@@ -351,6 +372,12 @@ export const ERRORS = {
     status: 413,
     retryable: false,
     summary: "A bulk submission holds more jobs than jobs.maxBulkJobs; split it into several requests.",
+  },
+  MP_ERR_BLOB_STORE_UNAVAILABLE: {
+    status: 503,
+    retryable: true,
+    summary:
+      "The blob store for job results (jobs.blobs) cannot be used: an S3 bucket that does not exist or refuses the credentials, an endpoint that does not answer, or a folder that cannot be written. Checked at start (logged) and by /readyz (jobs.blobs); a job attempt that cannot store its result fails with it and is retried.",
   },
   MP_ERR_JOB_QUEUE_FULL: {
     status: 503,
@@ -481,6 +508,13 @@ export const ERRORS = {
     status: 500,
     retryable: true,
     summary: "An unexpected failure inside modelport; the log line with the request id has the details.",
+  },
+  // The command line (reported by `modelport`, not over HTTP)
+  MP_ERR_CLI_USAGE: {
+    status: 400,
+    retryable: false,
+    summary:
+      "A command was given what it cannot take: an unknown command or option, a missing argument, a file it cannot read, or a model of a kind the command does not handle; the message says what to give instead.",
   },
   // Configuration (reported at start-up, not over HTTP)
   MP_ERR_CONFIG_INVALID: {

@@ -3,6 +3,7 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { basename, dirname, extname, join, resolve } from "node:path";
 import { backendForPath } from "../config/backends.js";
+import { isModelportError, ModelportError } from "../errors.js";
 import type { GoldenFile, GoldenTensor } from "../golden.js";
 import { toJsonArray } from "../protocol/json-data.js";
 import { decodeNative } from "../protocol/native-body.js";
@@ -26,6 +27,27 @@ function toGolden(tensors: TensorMap): Record<string, GoldenTensor> {
   return out;
 }
 
+/** The --inputs file as JSON; a missing file or bad JSON is one clear error naming the file. */
+function readInputs(file: string): { inputs?: unknown } {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    throw new ModelportError(
+      "MP_ERR_CLI_USAGE",
+      `--inputs ${file}: cannot read it (${(err as { code?: string }).code ?? (err as Error).message}); give a JSON file holding a predict body`,
+    );
+  }
+  try {
+    return JSON.parse(text) as { inputs?: unknown };
+  } catch (err) {
+    throw new ModelportError(
+      "MP_ERR_REQUEST_MALFORMED_JSON",
+      `--inputs ${file} is not valid JSON (${(err as Error).message}); it must hold a predict body such as {"rows": [[...]]}`,
+    );
+  }
+}
+
 export async function golden(args: string[]): Promise<number> {
   const { values, positionals } = parse(args, {
     inputs: { type: "string" },
@@ -42,9 +64,14 @@ export async function golden(args: string[]): Promise<number> {
   const modelArg = positionals[1];
   if (!modelArg || !values.inputs) throw new UsageError("golden record needs MODEL and --inputs FILE");
   const path = resolve(modelArg);
-  const backend = (values.backend ?? backendForPath(path) ?? "onnx") as "onnx" | "custom";
+  const backend = values.backend ?? backendForPath(path) ?? "onnx";
+  if (backend !== "onnx" && backend !== "custom")
+    throw new ModelportError(
+      "MP_ERR_CLI_USAGE",
+      `golden record scores tensor models (.onnx, a custom handler), not a ${backend} model: for ${basename(path)} write ${basename(path, extname(path))}.golden.json by hand as {"prompt": "...", "max_tokens": N, "text": "<the greedy answer>"} (docs/LLM.md, Loading)`,
+    );
   const name = basename(path, extname(path));
-  const body = JSON.parse(readFileSync(values.inputs, "utf8")) as { inputs?: unknown };
+  const body = readInputs(values.inputs);
   const runner = new WorkerRunner({
     name,
     backend,
@@ -56,9 +83,17 @@ export async function golden(args: string[]): Promise<number> {
   try {
     const { signature } = await runner.start();
     const limits = { maxBatchRows: Number.MAX_SAFE_INTEGER };
-    const inputs = Array.isArray(body.inputs)
-      ? decodeOip(body, signature, limits)
-      : decodeNative(body, signature, limits);
+    let inputs: TensorMap;
+    try {
+      inputs = Array.isArray(body.inputs)
+        ? decodeOip(body, signature, limits)
+        : decodeNative(body, signature, limits);
+    } catch (err) {
+      // The input's own code (shape, datatype…), saying which file holds it.
+      if (isModelportError(err))
+        throw new ModelportError(err.code, `--inputs ${values.inputs}: ${err.message}`);
+      throw err;
+    }
     const outputs = await runner.predict(inputs);
     const file: GoldenFile = {
       description: `recorded by modelport golden record from ${basename(values.inputs)} on ${new Date().toISOString()}`,

@@ -8,6 +8,7 @@ import type { JobStatus } from "../jobs/job.js";
 import type { JobStore } from "../jobs/job-store.js";
 import { jobView } from "../jobs/job-view.js";
 import { purgeExpired } from "../jobs/open-job-store.js";
+import { retryRefusal } from "../jobs/retry-refusal.js";
 import { createBlobStore } from "../storage/create-blob-store.js";
 import { parse, UsageError } from "./args.js";
 import { createLogger } from "./logger.js";
@@ -119,7 +120,11 @@ export async function jobs(args: string[]): Promise<number> {
         return 0;
       }
       case "retry": {
-        const job = await store.retry(needId(), Date.now());
+        const current = await store.get(needId());
+        if (!current) return notFound(id!);
+        const refused = retryRefusal(current);
+        if (refused) throw refused;
+        const job = await store.retry(current.id, Date.now());
         if (!job) return notFound(id!);
         print(jobView(job), `${job.id} is ${job.status}\n`);
         return 0;

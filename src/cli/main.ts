@@ -1,6 +1,7 @@
 // The modelport command line: one file per command; this one only dispatches.
 import { VERSION } from "../version.js";
 import { UsageError } from "./args.js";
+import { formatCliError } from "./cli-error.js";
 
 const HELP = `modelport ${VERSION}: serve ONNX models and TypeScript handlers over HTTP.
 
@@ -19,7 +20,8 @@ Commands:
   types [URL] > models.ts   TypeScript types of a server's models, for the typed client (docs/Client.md)
   version                   print the version
 
-Run 'modelport <command> --help' for a command's options. Docs: docs/ in the repository.
+Run 'modelport <command> --help' for a command's options. An error is one line with its code
+(docs/Errors.md); --verbose, with any command, adds the stack trace. Docs: docs/ in the repository.
 `;
 
 type Command = (args: string[]) => Promise<number>;
@@ -41,8 +43,13 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   types: async () => (await import("./types.js")).types,
 };
 
-/** Runs the CLI; resolves to the exit code (serve resolves only when the process stops). */
-export async function main(argv: string[]): Promise<number> {
+/**
+ * Runs the CLI; resolves to the exit code (serve resolves only when the process stops). An error
+ * is printed as one line with its code (stack with --verbose): 2 for usage, 1 otherwise.
+ */
+export async function main(args: string[]): Promise<number> {
+  const verbose = args.includes("--verbose");
+  const argv = args.filter((a) => a !== "--verbose");
   const [command, ...rest] = argv;
   try {
     const load = COMMANDS[command ?? ""];
@@ -63,10 +70,7 @@ export async function main(argv: string[]): Promise<number> {
         throw new UsageError(`unknown command '${command}'`);
     }
   } catch (err) {
-    if (err instanceof UsageError) {
-      process.stderr.write(`modelport: ${err.message}\nRun 'modelport --help'.\n`);
-      return 2;
-    }
-    throw err;
+    process.stderr.write(formatCliError(err, verbose));
+    return err instanceof UsageError ? 2 : 1;
   }
 }

@@ -355,6 +355,30 @@ function frozenCapture(c: CaptureConfig): Readonly<CaptureConfig> {
 }
 
 /**
+ * For a config the schema refused: the model files it names that do not exist, read from the raw
+ * entries (as resolveModel checks them once the schema passes), so one run lists every problem.
+ */
+function missingModelFiles(
+  raw: Record<string, unknown>,
+  source: string,
+  baseDir: string,
+  problems: string[],
+): void {
+  const server = raw.server as { role?: unknown } | undefined;
+  if (server?.role === "api" || !Array.isArray(raw.models)) return;
+  (raw.models as unknown[]).forEach((entry, i) => {
+    const m = entry as { path?: unknown; backend?: unknown; golden?: unknown } | null;
+    if (!m || typeof m !== "object" || m.backend === "upstream") return;
+    for (const key of ["path", "golden"] as const) {
+      const value = m[key];
+      if (typeof value !== "string" || value === "" || /^[a-z][a-z0-9+.-]*:\/\//i.test(value)) continue;
+      const path = resolve(baseDir, value);
+      if (!existsSync(path)) problems.push(`${source}: models[${i}].${key}: ${path} does not exist`);
+    }
+  });
+}
+
+/**
  * Loads and validates the configuration.
  * @returns a deeply frozen Config.
  * @throws ConfigError listing every problem found.
@@ -421,6 +445,8 @@ export function loadConfig(opts: LoadConfigOptions): Config {
   if (!result.success) {
     for (const issue of result.error.issues)
       problems.push(`${source}: ${formatKey(issue.path)}: ${issue.message}`);
+    // Every problem at once: a schema error elsewhere must not hide a model file that is missing.
+    missingModelFiles(raw, source, baseDir, problems);
     throw new ConfigError(problems);
   }
   const parsed = result.data;

@@ -73,9 +73,12 @@ export class JobExecutor {
         timeout,
       ]);
     } catch (err) {
-      // The batcher refuses work that cannot finish in time before running it: for a job that
-      // is this attempt's timeout.
-      if (isModelportError(err) && err.code === "MP_ERR_DEADLINE_EXCEEDED") {
+      // The batcher refuses work that cannot finish in time before running it (behind a queue, or
+      // shorter than the model's own run): for a job that is this attempt's timeout.
+      if (
+        isModelportError(err) &&
+        (err.code === "MP_ERR_DEADLINE_EXCEEDED" || err.code === "MP_ERR_DEADLINE_TOO_SHORT")
+      ) {
         throw new ModelportError(
           "MP_ERR_JOB_TIMEOUT",
           `attempt ${job.attempts} cannot finish within ${job.timeoutMs} ms: ${err.message}`,

@@ -15,7 +15,7 @@
 // fresh engine passes its golden check the model is ready again and the queue runs on it.
 import type { Logger } from "pino";
 import type { ModelState, ModelStatus } from "../catalogue/served-model.js";
-import { type ErrorCode, isModelportError, ModelportError } from "../errors.js";
+import { ERRORS, type ErrorCode, isModelportError, ModelportError } from "../errors.js";
 import { fileDigest } from "./file-digest.js";
 
 /** What a backend supplies: load, close, and for runners, crash and recycle signals. */
@@ -236,11 +236,22 @@ export class ModelLifecycle<I extends EngineLoadInfo = EngineLoadInfo> {
     }
   }
 
-  /** MP_ERR_SERVER_SHUTTING_DOWN once closed; MP_ERR_MODEL_NOT_READY with the reason otherwise. */
+  /**
+   * MP_ERR_SERVER_SHUTTING_DOWN once closed; the failure's own code (checksum, golden, load) when
+   * the model failed for good, since a retry cannot help until a fixed file is loaded; else
+   * MP_ERR_MODEL_NOT_READY (loading, restarting), which a retry after Retry-After can cure.
+   */
   notReadyError(): ModelportError {
     const name = this.spec.name;
     if (this.state === "closed") {
       return new ModelportError("MP_ERR_SERVER_SHUTTING_DOWN", `model '${name}' is closed`, { model: name });
+    }
+    if (this.state === "failed" && this.code && !ERRORS[this.code].retryable) {
+      return new ModelportError(
+        this.code,
+        `model '${name}' failed and will not become ready by itself: ${this.reason ?? "failed"}. A retry cannot help; fix the model and load it again (POST /v2/repository/models/${name}/load) or restart the server`,
+        { model: name, state: this.state, cause: this.code },
+      );
     }
     return new ModelportError(
       "MP_ERR_MODEL_NOT_READY",

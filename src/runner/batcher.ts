@@ -242,7 +242,7 @@ export class Batcher {
   /**
    * Queues `inputs` and resolves to their outputs. A request larger than a batch is split
    * and its pieces reassembled in order.
-   * @throws ModelportError MP_ERR_MODEL_OVERLOADED, MP_ERR_DEADLINE_EXCEEDED, MP_ERR_REQUEST_CANCELED.
+   * @throws ModelportError MP_ERR_MODEL_OVERLOADED, MP_ERR_DEADLINE_EXCEEDED, MP_ERR_DEADLINE_TOO_SHORT, MP_ERR_REQUEST_CANCELED.
    */
   submit(inputs: TensorMap, opts: SubmitOptions = {}): Promise<TensorMap> {
     try {
@@ -265,7 +265,13 @@ export class Batcher {
       // Feasible on an idle model but not behind this backlog: that is overload, say when to retry.
       const idleFeasible = now + this.safeCost(Math.min(rows, max)) <= deadline;
       this.observer.rejected(idleFeasible ? "overloaded" : "deadline");
-      return Promise.reject(idleFeasible ? this.overloaded(rows, now) : deadlineError(deadline - now));
+      return Promise.reject(
+        idleFeasible
+          ? this.overloaded(rows, now)
+          : deadline <= now
+            ? deadlineError(deadline - now)
+            : tooShortError(deadline - now, this.safeCost(Math.min(rows, max))),
+      );
     }
     if (rows <= max && this.inlineAdmits(rows, now)) return this.runInline(inputs, rows, now, opts);
     if (rows <= max) return this.enqueue(inputs, rows, now, deadline, opts);
@@ -867,7 +873,16 @@ function inputBytes(inputs: TensorMap): number {
 function deadlineError(budgetMs: number): ModelportError {
   return new ModelportError(
     "MP_ERR_DEADLINE_EXCEEDED",
-    `the request's deadline (${Math.max(0, Math.round(budgetMs))} ms) cannot be met; it was dropped before inference. Raise X-Request-Timeout-Ms or retry when the model is less busy`,
+    `the request's deadline (${Math.max(0, Math.round(budgetMs))} ms) cannot be met; it was dropped before inference while work queued ahead of it ran. Retry when the model is less busy, or raise X-Request-Timeout-Ms`,
+  );
+}
+
+/** The deadline is shorter than the model's own run on an idle model: waiting cannot help. */
+function tooShortError(budgetMs: number, runMs: number): ModelportError {
+  return new ModelportError(
+    "MP_ERR_DEADLINE_TOO_SHORT",
+    `the request's deadline (${Math.max(0, Math.round(budgetMs))} ms) is shorter than the model's own run for it (about ${Math.ceil(runMs)} ms, even with nothing queued): a retry with the same deadline fails the same way. Raise X-Request-Timeout-Ms (or limits.timeoutMs) above ${Math.ceil(runMs)} ms, or send fewer rows`,
+    { deadlineMs: Math.max(0, Math.round(budgetMs)), runMs: Math.ceil(runMs) },
   );
 }
 

@@ -216,6 +216,7 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     jobs,
     files,
     batches,
+    blobs: blobStore,
     streams: new StreamSlots(config.limits),
     channels: new KeyChannels((p) => tenants.isRevoked(p)),
     tenants,
@@ -261,6 +262,18 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
   tracingStarted.catch(() => {});
   app.addHook("onReady", async () => {
     await tracingStarted;
+  });
+  // A misconfigured blob store (a wrong bucket, refused credentials) is said at start, not found
+  // when the first large job result fails to store; /readyz repeats it (routes/health.ts).
+  app.addHook("onReady", async () => {
+    // Never fails the start: a store that cannot be used is reported, as /readyz reports it.
+    Promise.resolve()
+      .then(() => blobStore.check())
+      .then(
+        () => logger.debug({ backend: config.jobs.blobs.backend }, "blob store usable"),
+        (err: { code?: string; message?: string }) =>
+          logger.error({ code: err.code ?? "MP_ERR_BLOB_STORE_UNAVAILABLE" }, String(err.message)),
+      );
   });
   // Every field a request may be given later (context.ts) is declared up front, so that all
   // requests share one object shape whichever of them a route sets: V8's optimized code for the

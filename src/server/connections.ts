@@ -17,7 +17,7 @@ const LINGER_MS = 2000;
 function rawAnswer(code: ErrorCode, message: string): string {
   const err = new ModelportError(code, message);
   const body = JSON.stringify(err.toJSON());
-  const retry = err.status === 503 ? "Retry-After: 1\r\n" : "";
+  const retry = err.status === 503 && err.retryable ? "Retry-After: 1\r\n" : "";
   return (
     `HTTP/1.1 ${err.status} ${STATUS_CODES[err.status]}\r\n` +
     `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +

@@ -14,6 +14,7 @@ import type { Metrics } from "../metrics/metrics.js";
 import { COLD_START_HEADER, TIMEOUT_HEADER } from "../protocol/headers.js";
 import { requestTimeoutMs } from "../protocol/request-timeout.js";
 import type { SharedMemoryRegions } from "../shared-memory/regions.js";
+import type { BlobStore } from "../storage/blob-store.js";
 import type { TraceParent } from "../telemetry/propagation.js";
 import { ATTR, SPAN, type Span, stage, tracing } from "../telemetry/spans.js";
 import type { KeyLimiter } from "../tenants/key-limits.js";
@@ -44,6 +45,8 @@ export interface AppContext {
   readonly files: BatchFiles;
   /** The OpenAI Batch API's batches, run as jobs. */
   readonly batches: BatchRunner;
+  /** Where large job results go (jobs.blobs): checked at start and by /readyz. */
+  readonly blobs: BlobStore;
   /** Long-lived connections held (job event streams, job WebSockets), total and per API key. */
   readonly streams: StreamSlots;
   /** The long-lived channels each key holds, ended when a key file reload revokes the key. */

@@ -11,6 +11,7 @@
 import type { FastifyInstance } from "fastify";
 import { ModelportError } from "../errors.js";
 import { jsonDepthExceeds } from "../protocol/json-depth.js";
+import { jsonErrorOffset } from "../protocol/json-error-offset.js";
 
 export interface JsonParserOptions {
   /** Bodies nested deeper are refused (limits.maxJsonDepth). */
@@ -19,6 +20,32 @@ export interface JsonParserOptions {
   bodyLimit?: number;
   /** An empty or all-blank body is `{}`, not a 400 (management calls: clients send none). */
   emptyIsObject?: boolean;
+}
+
+/**
+ * MP_ERR_REQUEST_MALFORMED_JSON for `text`, which JSON.parse refused with `err`: what is wrong and
+ * where (line and column), said once.
+ */
+export function malformedJson(text: string, err: unknown): ModelportError {
+  const raw = err instanceof Error ? err.message : String(err);
+  // V8 words it "… in JSON at position N", "… after JSON at position N" or "Unexpected token 'x',
+  // "<the text>" is not valid JSON": the what is kept, the where computed once as line and column.
+  const what = raw
+    .replace(/, (\.\.\.)?".*is not valid JSON$/s, "")
+    .replace(/\s*(in|after) JSON at position \d+.*$/s, (m) =>
+      m.includes("after") ? " after the JSON value" : "",
+    )
+    .replace(/\s*\(line \d+ column \d+\)$/, "");
+  const pos = jsonErrorOffset(text);
+  const before = text.slice(0, pos);
+  const line = before.split("\n").length;
+  const column = pos - before.lastIndexOf("\n");
+  const where = pos >= text.length ? "; the body ends too soon" : ` at line ${line}, column ${column}`;
+  return new ModelportError("MP_ERR_REQUEST_MALFORMED_JSON", `the body is not valid JSON: ${what}${where}`, {
+    position: pos,
+    line,
+    column,
+  });
 }
 
 /**
@@ -49,18 +76,30 @@ export function registerJsonParser(app: FastifyInstance, options: JsonParserOpti
       );
       return;
     }
+    // Fastify's parser decides (a byte-order mark, poisoned keys, an empty body); a body that is
+    // not JSON is then said here, once, with where.
+    const fastifyParse = () =>
+      parse(request, text, (err, value) => {
+        if (!err || text.trim() === "") return done(err, value);
+        try {
+          JSON.parse(text.replace(/^\uFEFF/, ""));
+        } catch (syntax) {
+          return done(malformedJson(text, syntax), undefined);
+        }
+        // Valid JSON that Fastify refused: a poisoned key, worded by Fastify.
+        done(err, value);
+      });
     if (!text.includes("\\") && !text.includes("__proto__") && !text.includes("constructor")) {
       let value: unknown;
       try {
         value = JSON.parse(text);
       } catch {
-        // Not JSON (or empty): Fastify's parser words the error.
-        parse(request, text, done);
+        fastifyParse();
         return;
       }
       done(null, value);
       return;
     }
-    parse(request, text, done);
+    fastifyParse();
   });
 }

@@ -1,9 +1,11 @@
 // Builds the OpenAPI 3.1 document from the models actually served, so each model's predict
-// and infer operations show its real input names, datatypes and shapes.
+// and infer operations show its real input names, datatypes and shapes; every other route comes
+// from the one-line-per-route table in openapi-routes.ts.
 import type { ServedModel } from "../catalogue/served-model.js";
 import type { Datatype, TensorSpec } from "../tensor.js";
 import { managementPaths } from "./openapi-management.js";
 import { openaiPaths } from "./openapi-openai.js";
+import { addRouteTable } from "./openapi-routes.js";
 import { sharedMemoryPaths } from "./openapi-shared-memory.js";
 
 type Schema = Record<string, unknown>;
@@ -158,18 +160,7 @@ export function buildOpenApi(
       },
     };
   }
-  for (const [path, summary] of [
-    ["/v1/models", "List served models with status"],
-    ["/livez", "Liveness probe"],
-    ["/readyz", "Readiness probe: 503 with reasons until every model passed its golden check"],
-    ["/metrics", "Prometheus metrics"],
-    [
-      "/v1/usage",
-      "Usage and cost per API key and model for a period: ?from=&to= (ISO 8601 or ms), &group_by=key,model,hour,day (docs/Multi-tenant.md)",
-    ],
-  ] as const) {
-    paths[path] = { get: { summary, responses: { 200: { description: "OK" } } } };
-  }
+  addRouteTable(paths, { sharedMemory });
   return {
     openapi: "3.1.0",
     info: { title: "modelport", version, description: "Models served by this modelport instance." },

@@ -11,6 +11,12 @@ export interface BlobStore {
    * URL), or undefined when the store has none (filesystem: modelport serves the bytes itself).
    */
   url(key: string, ttlSeconds: number): Promise<string | undefined>;
+  /**
+   * Whether the store can be used at all (the folder can be written; the bucket exists and takes
+   * the credentials), without writing a blob: checked at start and by /readyz.
+   * @throws ModelportError MP_ERR_BLOB_STORE_UNAVAILABLE saying what is wrong.
+   */
+  check(): Promise<void>;
   /** Idempotent: removing a missing key is not an error. */
   delete(key: string): Promise<void>;
   /** Idempotent. */

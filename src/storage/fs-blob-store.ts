@@ -2,7 +2,8 @@
 // small JSON sidecar holding its content type; both are written to temp files and renamed into
 // place, so a reader never sees a half-written blob. url() has none: modelport serves the bytes.
 import { randomBytes } from "node:crypto";
-import { readFile, rename, rm } from "node:fs/promises";
+import { constants } from "node:fs";
+import { access, readFile, rename, rm } from "node:fs/promises";
 import { dirname, join, resolve, sep } from "node:path";
 import { ModelportError } from "../errors.js";
 import { makePrivateDirAsync, openPrivate } from "../private-files.js";
@@ -61,6 +62,12 @@ export interface FsBlobStoreOptions {
   dir: string;
 }
 
+const exists = (path: string) =>
+  access(path).then(
+    () => true,
+    () => false,
+  );
+
 export class FsBlobStore implements BlobStore {
   readonly root: string;
 
@@ -86,6 +93,22 @@ export class FsBlobStore implements BlobStore {
     } catch (err) {
       await Promise.all([rm(dataTmp, { force: true }), rm(metaTmp, { force: true })]);
       throw err;
+    }
+  }
+
+  async check(): Promise<void> {
+    try {
+      // The folder is created on first use: until then the nearest folder that exists must let
+      // it be created. Nothing is written by the check.
+      let dir = this.root;
+      while (!(await exists(dir)) && dirname(dir) !== dir) dir = dirname(dir);
+      await access(dir, constants.W_OK | constants.X_OK);
+    } catch (err) {
+      throw new ModelportError(
+        "MP_ERR_BLOB_STORE_UNAVAILABLE",
+        `the blob folder ${this.root} (jobs.blobs.dir) cannot be written: ${(err as Error).message}; fix its permissions or choose another folder`,
+        { backend: "fs", dir: this.root },
+      );
     }
   }
 

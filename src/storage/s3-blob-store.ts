@@ -93,6 +93,42 @@ export class S3BlobStore implements BlobStore {
     });
   }
 
+  async check(): Promise<void> {
+    const where = `s3://${this.bucket}${this.options.endpoint ? ` at ${this.options.endpoint}` : ""}`;
+    let sdk: Sdk;
+    try {
+      sdk = await this.load();
+    } catch (err) {
+      throw this.unavailable(where, `the AWS SDK could not be loaded (${(err as Error).message})`);
+    }
+    try {
+      await sdk.client.send(new sdk.s3.HeadBucketCommand({ Bucket: this.bucket }));
+    } catch (err) {
+      const status = (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+      const name = (err as { name?: string }).name ?? "Error";
+      const why =
+        status === 404 || name === "NotFound" || name === "NoSuchBucket"
+          ? "the bucket does not exist; create it or fix jobs.blobs.bucket"
+          : status === 403 || status === 401
+            ? "the credentials were refused; check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or the role) and the bucket's policy"
+            : status === undefined
+              ? `no answer (${name}: ${(err as Error).message}); check jobs.blobs.endpoint and region, and that the service is up`
+              : `HTTP ${status} (${name}); check jobs.blobs`;
+      throw this.unavailable(where, why);
+    }
+  }
+
+  private unavailable(where: string, why: string): ModelportError {
+    return new ModelportError(
+      "MP_ERR_BLOB_STORE_UNAVAILABLE",
+      `the blob store ${where} cannot be used: ${why}`,
+      {
+        backend: "s3",
+        bucket: this.bucket,
+      },
+    );
+  }
+
   async delete(key: string): Promise<void> {
     const Key = this.objectKey(key);
     const { client, s3 } = await this.load();
@@ -157,7 +193,7 @@ export class S3BlobStore implements BlobStore {
     const name = (err as { name?: string } | undefined)?.name ?? "Error";
     const message = err instanceof Error ? err.message : String(err);
     const e = new ModelportError(
-      "MP_ERR_SERVER_INTERNAL",
+      "MP_ERR_BLOB_STORE_UNAVAILABLE",
       `S3 ${op} of s3://${this.bucket}/${this.prefix}${key} failed: ${name}: ${message}`,
       { bucket: this.bucket, key: this.prefix + key },
     );

@@ -51,6 +51,12 @@ export function blobStoreConformance(name: string, make: () => Promise<BlobStore
       await fixture?.cleanup?.();
     });
 
+    it("check(): a usable store passes, before and after a write", async () => {
+      await assert.doesNotReject(store.check());
+      await store.put(`${ns}/checked`, Buffer.from("x"), "text/plain");
+      await assert.doesNotReject(store.check());
+    });
+
     it("round-trips binary data and its content type", async () => {
       const data = Buffer.from(Array.from({ length: 512 }, (_, i) => i % 256));
       await store.put(`${ns}/bin/every-byte.bin`, data, "application/octet-stream");

@@ -210,7 +210,7 @@ export function styleOf(path: string): WireStyle {
 
 /**
  * 5xx answers a client can cause and that are allowed: 503 only with an overload code (the
- * request is fine, the server is full), and 504 MP_ERR_DEADLINE_EXCEEDED when the client itself
+ * request is fine, the server is full), and 504 MP_ERR_DEADLINE_EXCEEDED or _TOO_SHORT when the client itself
  * set a deadline (X-Request-Timeout-Ms) too short to meet.
  */
 const OVERLOAD_CODES = new Set<string>(["MP_ERR_MODEL_OVERLOADED"]);
@@ -260,7 +260,9 @@ export function checkAnswer(res: Answer, style: WireStyle, options: CheckOptions
   if (res.status >= 500) {
     const allowed =
       (res.status === 503 && OVERLOAD_CODES.has(code as string)) ||
-      (res.status === 504 && code === "MP_ERR_DEADLINE_EXCEEDED" && options.clientDeadline === true) ||
+      (res.status === 504 &&
+        (code === "MP_ERR_DEADLINE_EXCEEDED" || code === "MP_ERR_DEADLINE_TOO_SHORT") &&
+        options.clientDeadline === true) ||
       (options.allowed5xx?.includes(code as ErrorCode) ?? false);
     assert.ok(allowed, `a 5xx for client input${what}`);
   }

@@ -126,6 +126,43 @@ describe("bad input", () => {
 
   it("malformed JSON", () => expectError(TREE, '{"rows": [[1,2', 400, "MP_ERR_REQUEST_MALFORMED_JSON"));
 
+  it("malformed JSON says what and where once: line and column, never 'not valid JSON' twice", async () => {
+    for (const [body, where] of [
+      ['{"rows": [[1,2', /; the body ends too soon$/],
+      ['{"rows": x}', /Unexpected token 'x' at line 1, column 10$/],
+      ['{\n  "rows": [[1, 2, 3, 4, 5, 6]],\n  "outputs": [label]\n}', /at line 3, column 15$/],
+      ['{"rows": [[1, 2, 3, 4, 5, 6]]}}', /after the JSON value at line 1, column 31$/],
+      ['{"rows": [[1, 2, 3, 4, 5, 6]], "a\\q": 1}', /Bad escaped character at line 1, column 35$/],
+    ] as const) {
+      const res = await postJson(`${srv.url}${TREE}`, body);
+      assert.equal(res.status, 400, body);
+      const { code, message, details } = res.body.error;
+      assert.equal(code, "MP_ERR_REQUEST_MALFORMED_JSON");
+      assert.match(message, where, body);
+      assert.equal(message.match(/not valid JSON/g)?.length, 1, message);
+      assert.doesNotMatch(message, /content-type/i);
+      assert.equal(typeof details.position, "number");
+    }
+  });
+
+  it("a route served under another method answers 405 with Allow, not 404", async () => {
+    const get = await fetch(`${srv.url}${TREE}`);
+    assert.equal(get.status, 405);
+    assert.equal(get.headers.get("allow"), "POST");
+    const body = (await get.json()) as any;
+    assert.equal(body.error.code, "MP_ERR_METHOD_NOT_ALLOWED");
+    assert.match(body.error.message, /GET is not served on \/v1\/models\/tree\/predict; it takes POST/);
+    const infer = await fetch(`${srv.url}/v2/models/tree/infer`);
+    assert.equal(infer.status, 405);
+    assert.equal(infer.headers.get("allow"), "POST");
+    assert.equal(((await infer.json()) as any).code, "MP_ERR_METHOD_NOT_ALLOWED", "in the OIP shape");
+    const models = await fetch(`${srv.url}/v1/models`, { method: "DELETE" });
+    assert.equal(models.status, 405);
+    assert.equal(models.headers.get("allow"), "GET, HEAD");
+    // A path no route serves under any method stays 404.
+    assert.equal((await fetch(`${srv.url}/v1/models/tree/nothing`)).status, 404);
+  });
+
   it("an empty JSON body", () => expectError(TREE, "", 400, "MP_ERR_REQUEST_MALFORMED_JSON"));
 
   it("a wrong content type", async () => {

@@ -261,6 +261,7 @@ describe("a destination that fails or stalls", () => {
       },
       get: async () => undefined,
       url: async () => undefined,
+      check: async () => {},
       delete: async () => {},
       close: async () => {},
     };

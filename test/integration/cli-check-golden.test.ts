@@ -1,5 +1,7 @@
 // `modelport check` verifies models without serving and fails on any mismatch;
-// `modelport golden record` writes a golden file that a later check reproduces.
+// `modelport golden record` writes a golden file that a later check reproduces, and reports a
+// bad input, a model it cannot take or a missing file as one line with a code, no stack trace
+// unless --verbose.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { copyFileSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
@@ -71,5 +73,55 @@ describe("modelport golden record", () => {
     const bad = run("check", join(dir, "mio.onnx"));
     assert.equal(bad.status, 1);
     assert.match(bad.stdout, /FAIL\s+MP_ERR_MODEL_GOLDEN_MISMATCH/);
+  });
+
+  it("a bad input, a broken or missing inputs file and a GGUF are one line each, with a code and what to do", () => {
+    const model = join(models, "churn-tree.onnx");
+    const file = (name: string, text: string) => {
+      writeFileSync(join(dir, name), text);
+      return join(dir, name);
+    };
+    const cases: [string[], RegExp][] = [
+      [
+        ["--inputs", file("short.json", '{"rows": [[1, 2]]}')],
+        /^modelport: MP_ERR_INPUT_SHAPE: --inputs .*short\.json: input 'features' has shape \[1, 2\]; the model expects \[-1, 6\]/,
+      ],
+      [
+        ["--inputs", file("broken.json", '{"rows": [[1, 2')],
+        /^modelport: MP_ERR_REQUEST_MALFORMED_JSON: --inputs .*broken\.json is not valid JSON \(.*\); it must hold a predict body/,
+      ],
+      [
+        ["--inputs", join(dir, "absent.json")],
+        /^modelport: MP_ERR_CLI_USAGE: --inputs .*absent\.json: cannot read it \(ENOENT\); give a JSON file/,
+      ],
+    ];
+    for (const [args, expected] of cases) {
+      const r = run("golden", "record", model, "-o", join(dir, "never.golden.json"), ...args);
+      assert.equal(r.status, 1, r.stderr);
+      assert.match(r.stderr, expected);
+      assert.equal(r.stderr.trimEnd().split("\n").length, 1, `one line:\n${r.stderr}`);
+      assert.doesNotMatch(r.stderr, /\n\s+at /);
+    }
+    const gguf = run(
+      "golden",
+      "record",
+      join(models, "tiny-llama.gguf"),
+      "--inputs",
+      join(dir, "short.json"),
+    );
+    assert.equal(gguf.status, 1, gguf.stderr);
+    assert.match(
+      gguf.stderr,
+      /^modelport: MP_ERR_CLI_USAGE: golden record scores tensor models .*not a llama-cpp model: .*tiny-llama\.golden\.json by hand/,
+    );
+    assert.equal(gguf.stderr.trimEnd().split("\n").length, 1, gguf.stderr);
+    const usage = run("golden", "record", model);
+    assert.equal(usage.status, 2);
+    assert.match(usage.stderr, /^modelport: MP_ERR_CLI_USAGE: golden record needs MODEL and --inputs FILE/);
+    // The stack trace, for a bug report, only when asked for.
+    const verbose = run("golden", "record", model, "--inputs", join(dir, "short.json"), "--verbose");
+    assert.equal(verbose.status, 1);
+    assert.match(verbose.stderr, /^modelport: MP_ERR_INPUT_SHAPE: /);
+    assert.match(verbose.stderr, /\n\s+at .*golden\.js/);
   });
 });

@@ -1,5 +1,7 @@
 // A changed model file or a model that no longer reproduces its golden example must show up
-// as "not ready, because …", with predict answering 503 and a retryable code, not as wrong answers.
+// as "not ready, because …", with predict answering 503 and the failure's own code, not as wrong
+// answers. Such a model stays unready until someone fixes it, so the answer is not retryable and
+// carries no Retry-After (docs/Errors.md, "Does a retry help?").
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { copyFileSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
@@ -37,7 +39,7 @@ async function serveOne(path: string, flags = {}): Promise<InProcessServer> {
 }
 
 describe("integrity and golden checks", () => {
-  it("a model file whose bytes changed is not ready, says why, and predict answers 503 retryable", async () => {
+  it("a model file whose bytes changed is not ready, says why, and predict answers 503 with its code, not retryable", async () => {
     const path = copyModel("churn-tree", "tampered");
     const bytes = readFileSync(path);
     const at = bytes.length - 20; // one flipped byte inside the tree weights
@@ -57,10 +59,10 @@ describe("integrity and golden checks", () => {
 
     const res = await postJson(`${s.url}/v1/models/tampered/predict`, { rows: [[3, 95, 4, 1, 0, 20]] });
     assert.equal(res.status, 503);
-    assert.equal(res.body.error.code, "MP_ERR_MODEL_NOT_READY");
-    assert.equal(res.body.error.retryable, true);
-    assert.ok(res.headers.get("retry-after"));
-    assert.match(res.body.error.message, /sha256/);
+    assert.equal(res.body.error.code, "MP_ERR_MODEL_CHECKSUM_MISMATCH");
+    assert.equal(res.body.error.retryable, false);
+    assert.equal(res.headers.get("retry-after"), null);
+    assert.match(res.body.error.message, /sha256.*A retry cannot help/);
     assert.equal((await fetch(`${s.url}/v2/models/tampered/ready`)).status, 503);
     assert.equal((await fetch(`${s.url}/livez`)).status, 200, "still alive");
   });
@@ -93,6 +95,20 @@ describe("integrity and golden checks", () => {
     const info = (await (await fetch(`${s.url}/v1/models/swapped`)).json()) as any;
     assert.equal(info.status.golden, "failed");
     assert.equal(info.status.golden_diff[0].output, "probabilities");
+    // A retry cannot cure a golden mismatch: every surface says so, none asks to retry.
+    const row = [0.5, 0.5, 0.5, 0.5];
+    const res = await postJson(`${s.url}/v1/models/swapped/predict`, { rows: [row] });
+    assert.equal(res.status, 503);
+    assert.equal(res.body.error.code, "MP_ERR_MODEL_GOLDEN_MISMATCH");
+    assert.equal(res.body.error.retryable, false);
+    assert.equal(res.headers.get("retry-after"), null);
+    assert.match(res.body.error.message, /golden.*A retry cannot help/s);
+    const oip = await postJson(`${s.url}/v2/models/swapped/infer`, {
+      inputs: [{ name: "features", shape: [1, 4], datatype: "FP32", data: row }],
+    });
+    assert.equal(oip.status, 503);
+    assert.equal(oip.body.code, "MP_ERR_MODEL_GOLDEN_MISMATCH");
+    assert.equal(oip.headers.get("retry-after"), null);
   });
 
   it("a tolerance loose enough for the difference lets it pass", async () => {
@@ -146,9 +162,16 @@ describe("integrity and golden checks", () => {
         body.models["on-gpu"].reason,
         /device cuda: onnxruntime's CUDA execution provider could not start.*use device: cpu/,
       );
+      // It names the GPU install command README gives, word for word.
+      const gpuInstall = /ONNXRUNTIME_NODE_INSTALL=\S+ MODELPORT_INSTALL=\S+ npm install modelport/.exec(
+        readFileSync(join(REPO_ROOT, "README.md"), "utf8"),
+      )?.[0];
+      assert.ok(gpuInstall, "README gives the GPU install command");
+      assert.ok(body.models["on-gpu"].reason.includes(gpuInstall), body.models["on-gpu"].reason);
       const res = await postJson(`${s.url}/v1/models/on-gpu/predict`, { rows: [[0, 0, 0, 0]] });
       assert.equal(res.status, 503, "no answer computed on the CPU instead");
-      assert.equal(res.body.error.code, "MP_ERR_MODEL_NOT_READY");
+      assert.equal(res.body.error.code, "MP_ERR_MODEL_LOAD_FAILED");
+      assert.equal(res.headers.get("retry-after"), null);
     }
   });
 });

@@ -1,15 +1,18 @@
 // Documented job behaviours through a real listening server, with a handler the test holds at a
 // gate so states are certain rather than timed: `?wait=N` on an unfinished job, `409
 // MP_ERR_JOB_NOT_FINISHED`, `priority` (higher first while the worker is busy), WebSocket
-// `unsubscribe`; and, for synchronous predicts, `MP_ERR_HANDLER_FAILED` and `requestLogging`.
+// `unsubscribe`, retry only of a failed or canceled job (409 MP_ERR_JOB_RETRY_REFUSED otherwise), a
+// webhook for a result in the filesystem blob store (links.result, no result or result_url); and,
+// for synchronous predicts, `MP_ERR_HANDLER_FAILED` and `requestLogging`.
 import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import WebSocket from "ws";
 import { writeControlHandler } from "../fixtures/handlers.js";
-import { type InProcessServer, postJson, startInProcess } from "../helpers/server.js";
+import { type InProcessServer, postJson, REPO_ROOT, startInProcess } from "../helpers/server.js";
 
 let srv: InProcessServer;
 let dir: string;
@@ -167,6 +170,98 @@ describe("jobs API: waiting, results of unfinished jobs, priority", () => {
       seen.filter((m) => m.id === b).map((m) => m.status),
       ["queued", "running", "succeeded"],
     );
+  });
+});
+
+describe("jobs API: retry and webhooks as docs/Jobs.md says", () => {
+  it("retry: a succeeded, queued or running job is refused with 409 MP_ERR_JOB_RETRY_REFUSED and left as it was", async () => {
+    const done = await submit(21);
+    await waitStatus(done, ["succeeded"]);
+    const before = (await get(`/v1/jobs/${done}`)).body;
+    const res = await postJson(`${srv.url}/v1/jobs/${done}/retry`, {});
+    assert.equal(res.status, 409, JSON.stringify(res.body));
+    assert.equal(res.body.error.code, "MP_ERR_JOB_RETRY_REFUSED");
+    assert.equal(res.body.error.retryable, false);
+    assert.equal(res.headers.get("retry-after"), null);
+    assert.match(res.body.error.message, /succeeded; its result is at GET \/v1\/jobs\/.*\/result/);
+    assert.deepEqual((await get(`/v1/jobs/${done}`)).body, before, "the job is untouched");
+    assert.equal((await get(`/v1/jobs/${done}/result`)).status, 200, "its result is still there");
+
+    const running = await submit(-4);
+    await waitStatus(running, ["running"]);
+    const queued = await submit(22);
+    for (const [id, status] of [
+      [running, "running"],
+      [queued, "queued"],
+    ] as const) {
+      const r = await postJson(`${srv.url}/v1/jobs/${id}/retry`, {});
+      assert.equal(r.status, 409, `${status}: ${JSON.stringify(r.body)}`);
+      assert.equal(r.body.error.code, "MP_ERR_JOB_RETRY_REFUSED");
+      assert.equal(r.body.error.details.status, status);
+    }
+    release(4);
+    await waitStatus(queued, ["succeeded"]);
+    // A canceled job still goes back to the queue.
+    const blocker = await submit(-5);
+    await waitStatus(blocker, ["running"]);
+    const canceled = await submit(23);
+    assert.equal((await fetch(`${srv.url}/v1/jobs/${canceled}`, { method: "DELETE" })).status, 200);
+    const retried = await postJson(`${srv.url}/v1/jobs/${canceled}/retry`, {});
+    assert.equal(retried.status, 200, JSON.stringify(retried.body));
+    assert.equal(retried.body.status, "queued");
+    release(5);
+    await waitStatus(canceled, ["succeeded"]);
+  });
+
+  it("webhook for a result in the filesystem blob store: links.result fetches it; neither result nor result_url", async () => {
+    const deliveries: string[] = [];
+    const receiver = createServer((req, res) => {
+      let body = "";
+      req.on("data", (c) => (body += c));
+      req.on("end", () => {
+        deliveries.push(body);
+        res.writeHead(200).end("ok");
+      });
+    });
+    await new Promise<void>((r) => receiver.listen(0, "127.0.0.1", r));
+    const hook = `http://127.0.0.1:${(receiver.address() as { port: number }).port}/hook`;
+    const file = join(dir, "blobs.yaml");
+    writeFileSync(
+      file,
+      [
+        "jobs:",
+        `  sqlitePath: ${join(dir, "blobs.db")}`,
+        `  blobs: {backend: fs, dir: ${join(dir, "fs-blobs")}}`,
+        "  inlineResultMaxBytes: 16",
+        '  webhooks: {allowPrivate: ["127.0.0.1"]}',
+        "models:",
+        `  - {name: ctl, backend: custom, path: ${join(dir, "control-handler.mjs")}, options: {dir: ${dir}, log: ${calls}}}`,
+      ].join("\n"),
+    );
+    const blobs = await startInProcess({ file });
+    try {
+      const sub = await postJson(`${blobs.url}/v1/models/ctl/jobs`, { rows: [[31]], callback_url: hook });
+      assert.equal(sub.status, 202, JSON.stringify(sub.body));
+      // Bounded by count, generously: a busy machine may take seconds to deliver.
+      for (let i = 0; i < 3000 && deliveries.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+      assert.equal(deliveries.length, 1, "one webhook delivery");
+      const payload = JSON.parse(deliveries[0]!);
+      assert.equal(payload.job.status, "succeeded");
+      assert.ok(payload.job.result_bytes > 16, "the result went to the blob store");
+      assert.equal(payload.job.result, undefined);
+      assert.equal(payload.job.result_url, undefined);
+      assert.equal(payload.job.links.result, `/v1/jobs/${sub.body.id}/result`);
+      const result = await fetch(`${blobs.url}${payload.job.links.result}`);
+      assert.equal(result.status, 200);
+      assert.deepEqual(((await result.json()) as any).outputs, { y: [[62]] });
+      // docs/Jobs.md says so, where the payload is described.
+      const doc = readFileSync(join(REPO_ROOT, "docs", "Jobs.md"), "utf8");
+      const payloadDoc = doc.slice(doc.indexOf("### Payload"), doc.indexOf("### Headers"));
+      assert.match(payloadDoc, /filesystem blob store[\s\S]*links\.result/);
+    } finally {
+      await blobs.close();
+      receiver.close();
+    }
   });
 });
 

@@ -156,7 +156,7 @@ export function faultyJobStore(real: JobStore): FaultyJobStore {
 export function faultyBlobStore(real: BlobStore): BlobStore & { failing: Set<keyof BlobStore> } {
   const failing = new Set<keyof BlobStore>();
   const wrapper = { failing } as BlobStore & { failing: Set<keyof BlobStore> };
-  for (const name of ["put", "get", "url", "delete", "close"] as const) {
+  for (const name of ["put", "get", "url", "check", "delete", "close"] as const) {
     (wrapper as unknown as Record<string, unknown>)[name] = (...args: unknown[]) =>
       failing.has(name)
         ? Promise.reject(new Error(`the blob store is down (${name})`))

@@ -67,7 +67,7 @@ describe("jobs on Redis", () => {
 
   it("/readyz reports the store's reachability; an unreachable Redis shows there but does not fail readiness", async () => {
     const ok = (await (await fetch(`${a.url}/readyz`)).json()) as { ready: boolean; jobs: unknown };
-    assert.deepEqual(ok.jobs, { store: "redis", reachable: true });
+    assert.deepEqual(ok.jobs, { store: "redis", reachable: true, blobs: { backend: "fs", reachable: true } });
     const models = await testModels();
     const dir = mkdtempSync(join(tmpdir(), "modelport-jobs-redis-down-"));
     const file = join(dir, "down.yaml");

@@ -595,7 +595,7 @@ describe("llama-cpp readiness", () => {
         (err: unknown) => {
           assert.ok(err instanceof OpenAI.APIError);
           assert.equal(err.status, 503);
-          assert.equal(err.code, "MP_ERR_MODEL_NOT_READY");
+          assert.equal(err.code, "MP_ERR_MODEL_GOLDEN_MISMATCH");
           return true;
         },
       );

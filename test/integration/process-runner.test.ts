@@ -287,7 +287,7 @@ describe("placement process: a supervised child process", () => {
     assert.match(out, /above maxRssMb 1; it will be recycled at most once per 30 s/);
   });
 
-  it("a recycle whose golden check fails makes the model not ready with the reason; waiting requests get 503 retryable", async () => {
+  it("a recycle whose golden check fails makes the model not ready with the reason; later requests get its code, not retryable", async () => {
     const dir = mkdtempSync(join(tmpdir(), "modelport-recycle-"));
     for (const ext of [".onnx", ".manifest.json", ".golden.json"])
       copyFileSync(join(models, `churn-tree${ext}`), join(dir, `churn-tree${ext}`));
@@ -321,15 +321,22 @@ describe("placement process: a supervised child process", () => {
     const ready = await fetch(`${server.url}/readyz`);
     assert.equal(ready.status, 503);
     assert.match(JSON.stringify(await ready.json()), /recycling the runner failed/);
-    // Answers before the recycle are right; any request that waited through it, and every
-    // one after, gets a retryable 503: none is lost or left hanging.
+    // Answers before the recycle are right; a request that waited through it gets a retryable
+    // 503 (the model was restarting), and every one after the failure the failure's own code,
+    // not retryable and without Retry-After (only a fixed model cures it): none is lost or left hanging.
     for (const a of answers) {
       if (a.status === 200) continue;
       assert.equal(a.status, 503, JSON.stringify(a.body));
-      assert.equal(a.body.error.code, "MP_ERR_MODEL_NOT_READY");
-      assert.equal(a.body.error.retryable, true);
-      assert.ok(a.retryAfter !== null);
+      if (a.body.error.code === "MP_ERR_MODEL_NOT_READY") {
+        assert.equal(a.body.error.retryable, true);
+        assert.ok(a.retryAfter !== null);
+      } else {
+        assert.equal(a.body.error.code, "MP_ERR_MODEL_GOLDEN_MISMATCH", JSON.stringify(a.body));
+        assert.equal(a.body.error.retryable, false);
+        assert.equal(a.retryAfter, null);
+      }
     }
+    assert.equal(answers.at(-1)!.body.error.code, "MP_ERR_MODEL_GOLDEN_MISMATCH");
     assert.equal(answers.at(-1)!.status, 503);
   });
 });

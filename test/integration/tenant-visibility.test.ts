@@ -303,7 +303,7 @@ describe("/readyz and /v2/health/ready", () => {
       assert.deepEqual(json(answers[who]), {
         ready: true,
         counts: { models: 4, ready: 2 },
-        jobs: { store: "sqlite", reachable: true },
+        jobs: { store: "sqlite", reachable: true, blobs: { backend: "fs", reachable: true } },
       });
     }
     assert.deepEqual(Object.keys(json(answers.alpha).models).sort(), ["churn-tree", "tiny-llama"]);

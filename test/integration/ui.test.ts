@@ -16,6 +16,7 @@ import { parse, stringify } from "yaml";
 import { parsePrometheus } from "../../src/cli/cost.js";
 import { createKey } from "../../src/tenants/key-file.js";
 import { defaultText, predictBody, type TensorSpec } from "../../ui/src/forms.js";
+import { costs, isDashboardRoute, parseMetrics, total } from "../../ui/src/metrics.js";
 import {
   launchChromium,
   shownNumber as number,
@@ -74,6 +75,151 @@ function examplesConfig(models: string, dir: string): string {
 }
 
 const open = (url: string) => openDashboard(browser, url);
+
+/** A shown number read back: a whole count exactly, a rounded figure to within its last digit. */
+function sameNumber(
+  where: string,
+  shown: string,
+  value: number | undefined,
+  digits: number,
+  out: string[],
+): void {
+  if (value === undefined || !Number.isFinite(value)) {
+    if (shown.trim() !== "–") out.push(`${where}: shows ${JSON.stringify(shown)}, the server has no figure`);
+    return;
+  }
+  const n = Number(shown.trim());
+  const close =
+    Number.isInteger(value) && digits === 0 ? n === value : Math.abs(n - value) <= 0.51 * 10 ** -digits;
+  if (!close) out.push(`${where}: shows ${JSON.stringify(shown)}, the server says ${value}`);
+}
+
+/** "12.5 ms" / "1.5 s" back to milliseconds, "10 KiB" back to bytes. */
+const UNIT: Record<string, number> = { ms: 1, s: 1000, B: 1, KiB: 1024, MiB: 1024 ** 2, GiB: 1024 ** 3 };
+function sameQuantity(where: string, shown: string, value: number | undefined, out: string[]): void {
+  const m = /^(\S+) (ms|s|B|KiB|MiB|GiB)$/.exec(shown.trim());
+  if (value === undefined) {
+    if (shown.trim() !== "–") out.push(`${where}: shows ${JSON.stringify(shown)}, the server has no figure`);
+    return;
+  }
+  if (!m) return void out.push(`${where}: shows ${JSON.stringify(shown)} for ${value}`);
+  const scale = UNIT[m[2]!]!;
+  const decimals = m[2] === "s" ? 2 : 1;
+  sameNumber(where, String(Number(m[1]) * scale), value, 0, []);
+  if (Math.abs(Number(m[1]) - value / scale) > 0.51 * 10 ** -decimals)
+    out.push(`${where}: shows ${JSON.stringify(shown)}, the server says ${value}`);
+}
+
+/**
+ * Every number the page shows outside the charts, read back and compared with what the server
+ * answers the same key now: the request counter and the cost table with GET /metrics, the model
+ * table (load time, memory, threads, batching) with GET /v1/models. Empty when all agree.
+ */
+async function disagreements(p: Page, headers: Record<string, string>): Promise<string[]> {
+  const out: string[] = [];
+  const samples = parseMetrics(await (await fetch(`${srv.url}/metrics`, { headers })).text());
+  const counted = total(samples, "modelport_requests_total", (l) => !isDashboardRoute(l.route));
+  sameNumber(
+    "requests so far",
+    (await p.locator("[data-test=requests-total]").textContent()) ?? "",
+    counted,
+    0,
+    out,
+  );
+
+  const expected = new Map(costs(samples).map((c) => [c.model, c]));
+  const rows = await p
+    .locator("[data-test=cost] tbody tr")
+    .evaluateAll((trs) => trs.map((tr) => [...tr.querySelectorAll("td")].map((td) => td.textContent ?? "")));
+  if (rows.length !== expected.size)
+    out.push(`cost table: ${rows.length} rows, /metrics has ${expected.size} models`);
+  for (const [model = "", requests = "", compute = "", tokens = "", per1000 = "", dollars = ""] of rows) {
+    const c = expected.get(model);
+    if (!c) {
+      out.push(`cost table: ${model} is not in /metrics`);
+      continue;
+    }
+    const [inTokens = "", outTokens = ""] = tokens.split(" / ");
+    sameNumber(`${model} requests`, requests, c.requests, 0, out);
+    sameNumber(`${model} compute s`, compute, c.computeSeconds, 3, out);
+    sameNumber(`${model} input tokens`, inTokens, c.inputTokens, 0, out);
+    sameNumber(`${model} output tokens`, outTokens, c.outputTokens, 0, out);
+    sameNumber(`${model} $ / 1,000 requests`, per1000, c.per1000, 8, out);
+    sameNumber(`${model} $ total`, dollars, c.dollars, 8, out);
+  }
+
+  const list = (await (await fetch(`${srv.url}/v1/models`, { headers })).json()) as {
+    data: { id: string }[];
+    models: Record<string, any>[];
+  };
+  const native = new Map(list.models.map((m) => [m.name as string, m]));
+  for (const { id } of list.data) {
+    const d =
+      native.get(id) ??
+      ((await (await fetch(`${srv.url}/v1/models/${encodeURIComponent(id)}`, { headers })).json()) as Record<
+        string,
+        any
+      >);
+    const cells = await p
+      .locator(`[data-test=models] tr[data-model="${id}"] td`)
+      .evaluateAll((tds) => tds.map((td) => td.textContent ?? ""));
+    const [, , , version = "", , load = "", memory = "", threads = "", batching = ""] = cells;
+    if (version !== String(d.version ?? "–"))
+      out.push(`${id} version: shows ${version}, the server says ${d.version}`);
+    sameQuantity(`${id} load time`, load, d.load_ms, out);
+    sameQuantity(`${id} memory`, memory, d.memory_bytes, out);
+    sameNumber(`${id} threads`, threads, d.threads, 0, out);
+    const figures = (batching.match(/\d+(\.\d+)?/g) ?? []).map(Number);
+    const b = d.batching;
+    const c = d.concurrency;
+    const want = b
+      ? b.enabled
+        ? [b.maxBatchRows, b.maxDelayMs, b.queuedRows ?? 0]
+        : [b.queuedRows ?? 0]
+      : c
+        ? [c.active ?? 0, c.limit, c.waiting ?? 0]
+        : [];
+    if (JSON.stringify(figures) !== JSON.stringify(want))
+      out.push(`${id} batching: shows ${JSON.stringify(batching)}, the server says ${JSON.stringify(want)}`);
+  }
+  return out;
+}
+
+/** Waits until every number on the page agrees with the server (the page polls every 2 and 5 s). */
+async function numbersAgree(p: Page, headers: Record<string, string>): Promise<void> {
+  let last: string[] = [];
+  await until(
+    "every number on the dashboard to agree with /metrics and /v1/models",
+    async () => {
+      last = await disagreements(p, headers);
+      return last.length === 0;
+    },
+    WAIT,
+  ).catch((e) => {
+    throw new Error(`${(e as Error).message}:\n${last.join("\n")}`);
+  });
+}
+
+/** Requests to churn-tree until its cost counter reaches the next multiple of 10 at least `least` higher. */
+async function predictUpToRound(headers: Record<string, string>, least: number): Promise<number> {
+  const samples = parseMetrics(await (await fetch(`${srv.url}/metrics`, { headers })).text());
+  const now = total(samples, "modelport_cost_requests_total", (l) => l.model === "churn-tree");
+  const target = Math.ceil((now + least) / 10) * 10;
+  for (let i = now; i < target; i++)
+    assert.equal(
+      (await postJson(`${srv.url}/v1/models/churn-tree/predict`, { rows: [[3, 95, 4, 1, 0, 20]] }, headers))
+        .status,
+      200,
+    );
+  return target;
+}
+
+/** The cost table's request count of churn-tree, as shown. */
+const churnRequests = async (p: Page) =>
+  (await p
+    .locator('[data-test=cost] tbody tr:has(td:first-child:text-is("churn-tree")) td')
+    .nth(1)
+    .textContent()) ?? "";
 
 before(async () => {
   browser = await launchChromium();
@@ -160,15 +306,16 @@ describe("dashboard at /ui", () => {
       WAIT,
     );
     const before = await number(page, "[data-test=requests-total]");
-    for (let i = 0; i < 20; i++)
-      assert.equal(
-        (await postJson(`${srv.url}/v1/models/churn-tree/predict`, { rows: [[3, 95, 4, 1, 0, 20]] }, auth))
-          .status,
-        200,
-      );
+    // At least 20 more requests, ending on a round count: a whole number must show all its digits.
+    const target = await predictUpToRound(auth, 20);
     await until(
       "the counter to count the 20 requests",
       async () => (await number(page, "[data-test=requests-total]")) >= before + 20,
+      WAIT,
+    );
+    await until(
+      "churn-tree's round request count in the cost table",
+      async () => (await churnRequests(page)) === String(target),
       WAIT,
     );
     // Some point of the rate chart (the last 3 minutes) is above zero.
@@ -233,6 +380,7 @@ describe("dashboard at /ui", () => {
     );
     assert.equal(job.status, 202, JSON.stringify(job.body));
     await page.locator(`[data-test=jobs-list] tr[data-job="${job.body.id}"] .status.succeeded`).waitFor();
+    await numbersAgree(page, auth);
     // docs/ui.png is rewritten only when asked (UPDATE_SCREENSHOT=1), so a test run leaves the tree clean.
     const shot = process.env.UPDATE_SCREENSHOT
       ? join(REPO_ROOT, "docs", "ui.png")
@@ -257,15 +405,15 @@ describe("dashboard for a key limited to one model", () => {
     );
     const before = await number(p, "[data-test=requests-total]");
     const scoped = { authorization: `Bearer ${scopedKey}` };
-    for (let i = 0; i < 10; i++)
-      assert.equal(
-        (await postJson(`${srv.url}/v1/models/churn-tree/predict`, { rows: [[3, 95, 4, 1, 0, 20]] }, scoped))
-          .status,
-        200,
-      );
+    const target = await predictUpToRound(scoped, 10);
     await until(
       "the counter to count the 10 requests",
       async () => (await number(p, "[data-test=requests-total]")) >= before + 10,
+      WAIT,
+    );
+    await until(
+      "churn-tree's round request count in the cost table",
+      async () => (await churnRequests(p)) === String(target),
       WAIT,
     );
     await until("a request rate above zero", async () => (await peak(p, "chart-rps")) > 0, WAIT);
@@ -279,6 +427,7 @@ describe("dashboard for a key limited to one model", () => {
     await p.locator("[data-test=cost] tbody tr").first().waitFor();
     const models = await p.locator("[data-test=cost] tbody tr td:first-child").allTextContents();
     assert.deepEqual(models, ["churn-tree"]);
+    await numbersAgree(p, scoped);
     assert.deepEqual(errors, []);
   });
 });

@@ -124,7 +124,7 @@ describe("Batcher", () => {
     for (let i = 0; i < 5; i++) await b.submit(rowsOf([i])); // learn the ~30 ms cost
     await assert.rejects(
       b.submit(rowsOf([1]), { deadline: performance.now() + 5 }),
-      code("MP_ERR_DEADLINE_EXCEEDED"),
+      code("MP_ERR_DEADLINE_TOO_SHORT"),
     );
   });
 

@@ -124,6 +124,31 @@ describe("config", () => {
     assert.match(text, /files\.yaml: models\[1\]\.name: 'a' is already used by models\[0\]/);
   });
 
+  it("schema errors and missing model files are listed together, in one run", () => {
+    const file = yaml(
+      "mixed.yaml",
+      [
+        "server: {port: -1}",
+        "models:",
+        "  - {name: a, path: missing.onnx, threads: 0}",
+        "  - {name: b, path: also-missing.onnx, golden: nope.golden.json}",
+        `  - {name: c, path: ${join(models, "churn-tree.onnx")}}`,
+        "  - {name: up, backend: upstream, upstream: {url: 'http://127.0.0.1:1/v1', model: m}}",
+      ].join("\n"),
+    );
+    const text = problems(() => loadConfig({ file, env: {} })).join("\n");
+    assert.match(text, /mixed\.yaml: server\.port: /);
+    assert.match(text, /mixed\.yaml: models\[0\]\.threads: /);
+    assert.match(text, /mixed\.yaml: models\[0\]\.path: .*missing\.onnx does not exist/);
+    assert.match(text, /mixed\.yaml: models\[1\]\.path: .*also-missing\.onnx does not exist/);
+    assert.match(text, /mixed\.yaml: models\[1\]\.golden: .*nope\.golden\.json does not exist/);
+    assert.doesNotMatch(
+      text,
+      /models\[2\]|models\[3\]/,
+      "a file that exists, or an upstream URL, is no problem",
+    );
+  });
+
   it("role api: needs runners, checks their URLs, and needs no model files on its machine", () => {
     const file = yaml(
       "api.yaml",

@@ -1,5 +1,6 @@
 // docs/Errors.md and the error table in src/errors.ts must list the same codes with the same
-// HTTP status, retryability and "another runner" (tryElsewhere).
+// HTTP status, retryability and "another runner" (tryElsewhere); its "Does a retry help?" section
+// gives each code once, under the answer its retryable flag gives.
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -45,6 +46,26 @@ describe("docs/Errors.md", () => {
     for (const [code, spec] of Object.entries(ERRORS)) {
       assert.match(code, /^MP_ERR_[A-Z]+_[A-Z_]+$/);
       assert.ok(spec.status >= 400 && spec.status < 600, code);
+    }
+  });
+
+  it('"Does a retry help?" lists every code once, under Yes exactly when it is retryable', () => {
+    const section = doc.slice(doc.indexOf("## Does a retry help?"));
+    const yesAt = section.indexOf("### Yes");
+    const noAt = section.indexOf("### No");
+    assert.ok(yesAt > 0 && noAt > yesAt, "the section has a Yes and a No part");
+    const codes = (text: string) => [...text.matchAll(/`(MP_ERR_[A-Z_]+)`/g)].map((m) => m[1]!);
+    const yes = codes(section.slice(yesAt, noAt));
+    const no = codes(section.slice(noAt));
+    const listed = [...yes, ...no];
+    assert.equal(new Set(listed).size, listed.length, "no code is listed twice");
+    for (const [code, spec] of Object.entries(ERRORS) as [string, ErrorSpec][]) {
+      assert.ok(listed.includes(code), `${code} is missing from "Does a retry help?"`);
+      assert.equal(
+        yes.includes(code),
+        spec.retryable,
+        `${code} is listed under ${yes.includes(code) ? "Yes" : "No"}`,
+      );
     }
   });
 });

@@ -1,9 +1,11 @@
-// The dashboard's pure helpers (ui/src/metrics.ts, ui/src/forms.ts): Prometheus text parsing,
+// The dashboard's pure helpers (ui/src/metrics.ts, ui/src/forms.ts, ui/src/format.ts): the number
+// formats (whole numbers keep their zeros), Prometheus text parsing,
 // scrape differencing into rates (counter resets, the dashboard's own polls left out), histogram
 // quantiles as Prometheus computes them, cost per model, the chart path, the "try it" form's
 // defaults and bodies, and the SSE splitter of the chat.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { fmt, fmtBytes, fmtMs } from "../../ui/src/format.js";
 import {
   batchable,
   choices,
@@ -63,6 +65,51 @@ modelport_llm_generated_tokens_total{model="tiny-llama"} 140
 modelport_llm_time_to_first_token_seconds_sum{model="tiny-llama"} 0.9
 modelport_llm_time_to_first_token_seconds_count{model="tiny-llama"} 7
 `;
+
+describe("ui number formats", () => {
+  it("whole numbers keep their trailing zeros; only decimal zeros are dropped", () => {
+    const cases: [number, number, string][] = [
+      [0, 0, "0"],
+      [0, 2, "0"],
+      [10, 0, "10"],
+      [20, 0, "20"],
+      [330, 0, "330"],
+      [1000, 0, "1000"],
+      [1e6, 0, "1000000"],
+      [10, 2, "10"],
+      [100, 3, "100"],
+      [1000, 8, "1000"],
+      [0.5, 2, "0.5"],
+      [1.5, 2, "1.5"],
+      [1.5, 0, "2"],
+      [1.05, 2, "1.05"],
+      [2.1, 3, "2.1"],
+      [10.25, 1, "10.3"],
+      [-20, 0, "-20"],
+      [-0.0001, 2, "-1.0e-4"],
+      [0.00012345, 3, "1.2e-4"],
+      [0.001, 3, "0.001"],
+    ];
+    for (const [n, digits, text] of cases) assert.equal(fmt(n, digits), text, `fmt(${n}, ${digits})`);
+    assert.equal(fmt(20), "20");
+    for (const n of [undefined, Number.NaN, Number.POSITIVE_INFINITY]) assert.equal(fmt(n), "–");
+  });
+
+  it("bytes and milliseconds keep whole numbers whole", () => {
+    assert.equal(fmtBytes(0), "0 B");
+    assert.equal(fmtBytes(10), "10 B");
+    assert.equal(fmtBytes(1000), "1000 B");
+    assert.equal(fmtBytes(10 * 1024), "10 KiB");
+    assert.equal(fmtBytes(1.5 * 1024 * 1024), "1.5 MiB");
+    assert.equal(fmtBytes(20 * 1024 ** 3), "20 GiB");
+    assert.equal(fmtMs(10), "10 ms");
+    assert.equal(fmtMs(250.04), "250 ms");
+    assert.equal(fmtMs(12.34), "12.3 ms");
+    assert.equal(fmtMs(10_000), "10 s");
+    assert.equal(fmtMs(1500), "1.5 s");
+    assert.equal(fmtMs(undefined), "–");
+  });
+});
 
 describe("ui metrics helpers", () => {
   it("parses names, labels (escapes included), values and skips comments", () => {

@@ -121,7 +121,7 @@ export class OnnxBackend implements Backend {
       if (options.device === "cuda") {
         throw new ModelportError(
           "MP_ERR_MODEL_LOAD_FAILED",
-          `device cuda: onnxruntime's CUDA execution provider could not start (${message}). It needs an NVIDIA GPU, its driver, CUDA 12 and cuDNN 9, and onnxruntime-node installed with its CUDA files (ONNXRUNTIME_NODE_INSTALL_CUDA=v12); use device: cpu otherwise`,
+          `device cuda: onnxruntime's CUDA execution provider could not start (${message}). It needs an NVIDIA GPU, its driver, CUDA 12 and cuDNN 9, and onnxruntime-node installed with its CUDA files (ONNXRUNTIME_NODE_INSTALL=cuda12 MODELPORT_INSTALL=cuda npm install modelport); use device: cpu otherwise`,
         );
       }
       throw new ModelportError(

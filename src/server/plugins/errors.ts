@@ -7,6 +7,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { ModelportError } from "../../errors.js";
 import { REQUEST_ID_HEADER } from "../../protocol/headers.js";
 import { urlPath } from "../../protocol/url-path.js";
+import { AllowedMethods } from "../allowed-methods.js";
 
 /** What a 413 advises by default: the limit of predict and infer bodies, and how to keep under it. */
 const ROWS_ADVICE = "send fewer rows per request or raise limits.maxBodyBytes";
@@ -163,18 +164,40 @@ export function errorHandler(
   };
 }
 
-/** The root's native error handler, and 404 for a path no route serves. */
+/**
+ * The root's native error handler; 405 with `Allow` for a path served under other methods, and
+ * 404 for a path no route serves. Registered before the surfaces, so it sees every route.
+ */
 export function registerErrorHandling(app: FastifyInstance, maxBodyBytes: number): void {
   app.setErrorHandler(errorHandler("native", maxBodyBytes));
-  app.setNotFoundHandler((request, reply) =>
-    sendError(
+  const allowed = new AllowedMethods();
+  app.addHook("onRoute", (route) => allowed.add(route.method, route.url));
+  app.setNotFoundHandler((request, reply) => {
+    // The path as the client sent it: what the message repeats, not what decides anything.
+    const shown = urlPath(request.url);
+    // The path as the router matched it: no dot segments resolved, only unreserved escapes decoded.
+    const path = urlPath(request.url).replace(/%([0-9A-Fa-f]{2})/g, (escaped, hex) => {
+      const char = String.fromCharCode(Number.parseInt(hex, 16));
+      return UNRESERVED.test(char) ? char : escaped;
+    });
+    const methods = allowed.of(path);
+    // A method the pattern takes did not reach it: a spelling the router does not match, so 404.
+    if (methods.length && !methods.includes(request.method)) {
+      reply.header("allow", methods.join(", "));
+      return sendError(
+        reply,
+        new ModelportError(
+          "MP_ERR_METHOD_NOT_ALLOWED",
+          `${request.method} is not served on ${shown}; it takes ${methods.join(", ")} (see /docs)`,
+          { allow: methods },
+        ),
+        errorStyleOfPath(request.url),
+      );
+    }
+    return sendError(
       reply,
-      new ModelportError(
-        "MP_ERR_ROUTE_NOT_FOUND",
-        // The path as the client sent it: what the message repeats, not what decides anything.
-        `no route for ${request.method} ${urlPath(request.url)}; see /docs`,
-      ),
+      new ModelportError("MP_ERR_ROUTE_NOT_FOUND", `no route for ${request.method} ${shown}; see /docs`),
       "native",
-    ),
-  );
+    );
+  });
 }

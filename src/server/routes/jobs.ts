@@ -11,6 +11,7 @@ import type { Job, JobStatus } from "../../jobs/job.js";
 import { isFinal, type JobQueue, type SubmitJob } from "../../jobs/job-queue.js";
 import { jobView } from "../../jobs/job-view.js";
 import { checkEndpoint, type LanguageWork } from "../../jobs/language-work.js";
+import { retryRefusal } from "../../jobs/retry-refusal.js";
 import { checkAccess } from "../../tenants/tenants.js";
 import type { AppContext } from "../context.js";
 
@@ -372,6 +373,8 @@ export const jobRoutes: FastifyPluginAsync = async (app) => {
 
   app.post<{ Params: JobParams }>("/v1/jobs/:id/retry", async (req) => {
     const job = await ownJob(queue, req.params.id, jobScope(ctx, req));
+    const refused = retryRefusal(job);
+    if (refused) throw refused;
     const retried = await queue.retry(job.id);
     audited(req, job, "job.retry");
     return jobView(retried);

@@ -84,14 +84,29 @@ export const nativeRoutes: FastifyPluginAsync = async (app) => {
   // `models`: the native description of each tensor model (as before); `object` and `data`: every
   // served model, tensor and language, in OpenAI's list shape, so OpenAI clients can list them too.
   const created = Math.floor(Date.now() / 1000);
-  app.get("/v1/models", async (req) => ({
-    object: "list",
-    data: openaiModelList(ctx, created, req.principal),
-    models: ctx.catalogue
+  // A tensor model's `data` entry also carries what README promises of every listed model: its
+  // inputs, outputs, file sha256, load time and memory, as in its `models` entry.
+  app.get("/v1/models", async (req) => {
+    const models = ctx.catalogue
       .all()
       .filter((m) => m.kind === "tensor" && (!req.principal || mayUse(req.principal, m.name)))
-      .map(describeModel),
-  }));
+      .map(describeModel);
+    const native = new Map(models.map((m) => [m.name, m]));
+    const data = openaiModelList(ctx, created, req.principal).map((entry) => {
+      const m = native.get(entry.id as string);
+      if (!m) return entry;
+      const file = m.file as { sha256?: string };
+      return {
+        ...entry,
+        inputs: m.inputs,
+        outputs: m.outputs,
+        sha256: file.sha256,
+        load_ms: m.load_ms,
+        memory_bytes: m.memory_bytes,
+      };
+    });
+    return { object: "list", data, models };
+  });
 
   app.get<{ Params: ModelParams }>("/v1/models/:model", async (req) => {
     const model = ctx.catalogue.get(req.params.model);
