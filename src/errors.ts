@@ -300,6 +300,12 @@ export const ERRORS = {
     summary:
       "No job with that id (it never existed, or it finished and was purged after the retention time).",
   },
+  MP_ERR_RESPONSE_NOT_FOUND: {
+    status: 404,
+    retryable: false,
+    summary:
+      "No stored response with that id for this key (never stored, sent with store: false, deleted, or purged after the jobs' retention time).",
+  },
   MP_ERR_JOB_IDEMPOTENCY_CONFLICT: {
     status: 409,
     retryable: false,

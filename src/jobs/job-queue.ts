@@ -13,7 +13,7 @@ import { decodeNative, encodeNative } from "../protocol/native-body.js";
 import type { BlobStore } from "../storage/blob-store.js";
 import { fromTraceHeaders, type TraceParent, traceHeaders } from "../telemetry/propagation.js";
 import { ATTR, endSpan, KIND, parentOf, SPAN, type Span, startSpan, tracing } from "../telemetry/spans.js";
-import { FINAL_STATUSES, type Job } from "./job.js";
+import { FINAL_STATUSES, type FinishedJob, type Job } from "./job.js";
 import { JobEvents } from "./job-events.js";
 import type { CreateResult, JobState, JobStore, ListPage, ListQuery } from "./job-store.js";
 import { jobView } from "./job-view.js";
@@ -191,6 +191,24 @@ export class JobQueue {
 
   get(id: string): Promise<Job | undefined> {
     return this.store.get(id);
+  }
+
+  /**
+   * Keeps work answered at once (a stored /v1/responses answer) as a succeeded job of its model:
+   * read, listed, owned and purged after jobs.retentionMs as any job; no worker runs it.
+   */
+  record(job: FinishedJob): Promise<Job> {
+    return this.store.record(job, this.clock());
+  }
+
+  /**
+   * Deletes a finished job and its result blob; @returns the job deleted, undefined when there is
+   * none or it has not finished (nothing changed).
+   */
+  async remove(id: string): Promise<Job | undefined> {
+    const job = await this.store.remove(id);
+    if (job?.resultKey) await this.blobs.delete(job.resultKey);
+    return job;
   }
 
   /** Status and updatedAt alone: a cheap read for pollers, which re-read the job only when it changed. */

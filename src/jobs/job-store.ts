@@ -1,7 +1,7 @@
 // The JobStore interface: durable job records with leases. Every implementation (SQLite today,
 // Redis next) passes test/conformance/job-store.conformance.ts. All methods are atomic with
 // respect to each other, including across processes sharing the store.
-import type { Job, JobError, JobStatus, NewJob } from "./job.js";
+import type { FinishedJob, Job, JobError, JobStatus, NewJob } from "./job.js";
 
 export interface CreateResult {
   job: Job;
@@ -48,6 +48,17 @@ export interface JobStore {
    * existing job (created: false); another requestHash throws MP_ERR_JOB_IDEMPOTENCY_CONFLICT.
    */
   create(job: NewJob, now: number): Promise<CreateResult>;
+  /**
+   * Records work already done as a succeeded job (created, started and finished at `now`, one
+   * attempt, the result inline); it is never claimed. @throws MP_ERR_SERVER_INTERNAL when the id exists.
+   */
+  record(job: FinishedJob, now: number): Promise<Job>;
+  /**
+   * Deletes a final job (succeeded, failed or canceled) with its idempotency key, at once;
+   * @returns the job deleted (its result blob can go too), undefined when there is no such job
+   * or it is queued or running (those are canceled, not deleted) and nothing changed.
+   */
+  remove(id: string): Promise<Job | undefined>;
   get(id: string): Promise<Job | undefined>;
   /** The job's status and updatedAt alone (a cheap read for pollers); undefined when unknown. */
   state(id: string): Promise<JobState | undefined>;

@@ -81,3 +81,21 @@ export interface NewJob {
   owner?: string;
   trace?: TraceHeaders;
 }
+
+/**
+ * A record of work already done elsewhere (a stored /v1/responses answer): kept as a succeeded
+ * job with its result, so it is read, listed, owned and purged after the retention time as jobs
+ * are; no worker ever runs it.
+ */
+export interface FinishedJob {
+  id: string;
+  model: string;
+  version?: string;
+  /** The request (JSON text). */
+  input: string;
+  /** The answer (JSON text), kept inline. */
+  result: string;
+  metadata?: Record<string, unknown>;
+  owner?: string;
+  trace?: TraceHeaders;
+}

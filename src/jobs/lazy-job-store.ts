@@ -38,6 +38,8 @@ export function lazyJobStore(open: () => Promise<JobStore>, openNow: boolean): J
   };
   return {
     create: (job, now) => real().then((s) => s.create(job, now)),
+    record: (job, now) => real().then((s) => s.record(job, now)),
+    remove: (id) => ifOpen((s) => s.remove(id), undefined),
     get: (id) => ifOpen((s) => s.get(id), undefined),
     state: (id) => ifOpen((s) => s.state(id), undefined),
     queuedCount: (model) => ifOpen((s) => s.queuedCount(model), 0),

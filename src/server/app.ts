@@ -52,6 +52,7 @@ import { nativeRoutes } from "./routes/native.js";
 import { oipRoutes } from "./routes/oip.js";
 import { openaiRoutes } from "./routes/openai.js";
 import { openAiEmbeddingsRoutes } from "./routes/openai-embeddings.js";
+import { openaiResponsesRoutes } from "./routes/openai-responses.js";
 import { repositoryRoutes } from "./routes/repository.js";
 import { sharedMemoryRoutes } from "./routes/shared-memory.js";
 import { uiRoutes } from "./routes/ui.js";
@@ -346,6 +347,7 @@ export function buildApp(config: Config, options: BuildOptions = {}): ModelportA
     jobRoutes,
     jobsWebSocketRoute,
     openaiRoutes,
+    openaiResponsesRoutes,
     openAiEmbeddingsRoutes,
     repositoryRoutes,
     sharedMemoryRoutes,

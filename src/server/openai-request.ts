@@ -58,7 +58,8 @@ export interface OpenAiRequest {
   n: number;
 }
 
-function invalid(param: string, message: string): ModelportError {
+/** 400 MP_ERR_REQUEST_INVALID naming `param`. */
+export function invalid(param: string, message: string): ModelportError {
   return new ModelportError("MP_ERR_REQUEST_INVALID", `${param}: ${message}`, { param });
 }
 
@@ -69,7 +70,7 @@ function contentText(content: ChatBody["messages"][number]["content"]): string {
 }
 
 /** @throws ModelportError MP_ERR_LLM_CONTEXT_OVERFLOW when `bytes` is over the model's bound. */
-function checkPromptBytes(bytes: number, limits: PromptLimits, model: string, param: string): void {
+export function checkPromptBytes(bytes: number, limits: PromptLimits, model: string, param: string): void {
   const max = limits.maxPromptBytes;
   if (max === undefined || bytes <= max) return;
   throw new ModelportError(
@@ -130,15 +131,9 @@ export function parseChatRequest(raw: unknown, limitsFor: PromptLimitsFor): Open
   const body = parseBody(chatRequestSchema, raw);
   const limits = limitsFor(body.model);
   const { base, sampling } = common(body, limits);
-  if (body.messages.length > limits.maxMessages)
-    throw invalid(
-      "messages",
-      `holds ${body.messages.length} messages; at most ${limits.maxMessages} (llm.maxMessages)`,
-    );
-  let bytes = 0;
+  checkMessageCount(body.messages.length, limits, "messages");
   const messages: ChatMessage[] = body.messages.map((m, i) => {
     const content = contentText(m.content);
-    bytes += Buffer.byteLength(content, "utf8");
     const toolCalls =
       m.role === "assistant"
         ? (m.tool_calls ?? []).map((c) => ({
@@ -147,7 +142,6 @@ export function parseChatRequest(raw: unknown, limitsFor: PromptLimitsFor): Open
             arguments: c.function.arguments,
           }))
         : [];
-    for (const c of toolCalls) bytes += Buffer.byteLength(c.arguments, "utf8") + c.name.length;
     if (m.role === "tool" && m.tool_call_id === undefined)
       throw invalid(
         `messages[${i}].tool_call_id`,
@@ -160,12 +154,20 @@ export function parseChatRequest(raw: unknown, limitsFor: PromptLimitsFor): Open
       ...(m.role === "tool" ? { toolCallId: m.tool_call_id! } : {}),
     };
   });
-  const tools = toolSpecs(body.tools ?? []);
-  // Tool definitions go into the prompt too.
-  if (tools.length) bytes += Buffer.byteLength(JSON.stringify(body.tools), "utf8");
-  checkPromptBytes(bytes, limits, base.model, "messages");
-  const toolChoice = toolChoiceOf(body.tool_choice ?? undefined, tools);
-  const responseFormat = responseFormatOf(body.response_format ?? undefined);
+  const tools = toolSpecs(
+    (body.tools ?? []).map((t) => t.function),
+    (i) => `tools[${i}].function.name`,
+  );
+  checkPromptBytes(promptBytes(messages, body.tools), limits, base.model, "messages");
+  const choice = body.tool_choice ?? undefined;
+  const toolChoice = toolChoiceOf(
+    typeof choice === "object" ? { name: choice.function.name } : choice,
+    tools,
+  );
+  const rf = body.response_format ?? undefined;
+  const responseFormat = responseFormatOf(
+    rf?.type === "json_schema" ? { type: rf.type, ...rf.json_schema } : rf,
+  );
   const logprobs = body.logprobs ?? false;
   if (body.top_logprobs != null && !logprobs) throw invalid("top_logprobs", "needs logprobs: true");
   return {
@@ -184,41 +186,85 @@ export function parseChatRequest(raw: unknown, limitsFor: PromptLimitsFor): Open
   };
 }
 
-/** The offered functions; a name offered twice is refused. */
-function toolSpecs(tools: NonNullable<ChatBody["tools"]>): ToolSpec[] {
+/** @throws MP_ERR_REQUEST_INVALID naming `param` when there are more than llm.maxMessages. */
+export function checkMessageCount(count: number, limits: PromptLimits, param: string): void {
+  if (count > limits.maxMessages)
+    throw invalid(param, `holds ${count} messages; at most ${limits.maxMessages} (llm.maxMessages)`);
+}
+
+/**
+ * The UTF-8 bytes a chat prompt is bounded by: every message's text and each call's arguments
+ * and name, and the tool definitions as sent (they go into the prompt too).
+ */
+export function promptBytes(messages: readonly ChatMessage[], tools: unknown): number {
+  let bytes = 0;
+  for (const m of messages) {
+    bytes += Buffer.byteLength(m.content, "utf8");
+    for (const c of m.toolCalls ?? []) bytes += Buffer.byteLength(c.arguments, "utf8") + c.name.length;
+  }
+  if (Array.isArray(tools) && tools.length) bytes += Buffer.byteLength(JSON.stringify(tools), "utf8");
+  return bytes;
+}
+
+/** A function as both APIs describe it (chat nests it under `function`, Responses does not). */
+export interface FunctionDefinition {
+  readonly name: string;
+  readonly description?: string | null | undefined;
+  readonly parameters?: Record<string, unknown> | null | undefined;
+}
+
+/** The offered functions; a name offered twice is refused, naming `nameParam(i)`. */
+export function toolSpecs(
+  tools: readonly FunctionDefinition[],
+  nameParam: (i: number) => string,
+): ToolSpec[] {
   const names = new Set<string>();
-  return tools.map((t, i) => {
-    const f = t.function;
-    if (names.has(f.name)) throw invalid(`tools[${i}].function.name`, `'${f.name}' is offered twice`);
+  return tools.map((f, i) => {
+    if (names.has(f.name)) throw invalid(nameParam(i), `'${f.name}' is offered twice`);
     names.add(f.name);
     return {
       name: f.name,
-      ...(f.description !== undefined ? { description: f.description } : {}),
+      ...(f.description != null ? { description: f.description } : {}),
       parameters: (f.parameters ?? { type: "object", properties: {} }) as JsonSchema,
     };
   });
 }
 
-function toolChoiceOf(raw: ChatBody["tool_choice"], tools: readonly ToolSpec[]): ToolChoice | undefined {
+/** A tool choice (a function by name, however the API nests it), checked against the tools offered. */
+export function toolChoiceOf(
+  raw: "auto" | "none" | "required" | { name: string } | undefined,
+  tools: readonly ToolSpec[],
+): ToolChoice | undefined {
   if (raw == null) return undefined;
   if (typeof raw === "string") {
     if (raw === "required" && tools.length === 0) throw invalid("tool_choice", "'required' needs tools");
     return raw;
   }
-  const name = raw.function.name;
+  const name = raw.name;
   if (!tools.some((t) => t.name === name)) throw invalid("tool_choice", `no tool named '${name}' in tools`);
   return { name };
 }
 
-function responseFormatOf(raw: ChatBody["response_format"]): ResponseFormat | undefined {
+/** A response format with its JSON Schema's fields flat (as Responses sends them; chat's are unnested first). */
+export type FormatDefinition =
+  | { type: "text" }
+  | { type: "json_object" }
+  | {
+      type: "json_schema";
+      name: string;
+      schema?: Record<string, unknown> | undefined;
+      strict?: boolean | null | undefined;
+    };
+
+/** The format to enforce; undefined for plain text. */
+export function responseFormatOf(raw: FormatDefinition | undefined): ResponseFormat | undefined {
   if (raw == null || raw.type === "text") return undefined;
   if (raw.type === "json_object") return { type: "json_object" };
-  const js = raw.json_schema;
   return {
     type: "json_schema",
-    name: js.name,
-    schema: (js.schema ?? {}) as JsonSchema,
-    ...(js.strict != null ? { strict: js.strict } : {}),
+    name: raw.name,
+    schema: (raw.schema ?? {}) as JsonSchema,
+    ...(raw.strict != null ? { strict: raw.strict } : {}),
   };
 }
 

@@ -17,22 +17,24 @@ const MAX_BIASED_TOKENS = 1024;
 /** Most token ids in one token-array prompt (far above any context; the model's check follows). */
 const MAX_PROMPT_TOKENS = 1 << 20;
 
-const range = (min: number, max: number) =>
+export const range = (min: number, max: number) =>
   z
     .number({ error: `must be a number from ${min} to ${max}` })
     .min(min, `must be a number from ${min} to ${max}`)
     .max(max, `must be a number from ${min} to ${max}`)
     .nullish();
-const count = (min: number, max = Number.MAX_SAFE_INTEGER) =>
+export const count = (min: number, max = Number.MAX_SAFE_INTEGER) =>
   z
     .int({ error: `must be an integer of at least ${min}` })
     .min(min, `must be an integer of at least ${min}`)
     .max(max, `must be at most ${max}`)
     .nullish();
-const flag = z.boolean({ error: "must be true or false" }).nullish();
-const functionName = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "must be 1 to 64 letters, digits, '_' or '-'");
+export const flag = z.boolean({ error: "must be true or false" }).nullish();
+export const functionName = z
+  .string()
+  .regex(/^[A-Za-z0-9_-]{1,64}$/, "must be 1 to 64 letters, digits, '_' or '-'");
 /** A JSON Schema, as the client wrote it (a backend says whether it can enforce it). */
-const jsonSchema = z.record(z.string(), z.unknown(), { error: "must be a JSON Schema object" });
+export const jsonSchema = z.record(z.string(), z.unknown(), { error: "must be a JSON Schema object" });
 
 const textPart = z.looseObject({ type: z.literal("text"), text: z.string() });
 
@@ -99,12 +101,15 @@ const responseFormat = z.discriminatedUnion(
   { error: "must be {type: 'text' | 'json_object' | 'json_schema', json_schema?}" },
 );
 
+/** A request's `model`: a served model's name. */
+export const modelName = z
+  .string({ error: "is required: the name of a served model (GET /v1/models)" })
+  .min(1, "is required: the name of a served model (GET /v1/models)")
+  .max(MAX_MODEL_NAME, "names a model of more than 128 characters; none has such a name");
+
 /** Fields both routes take. */
 const common = {
-  model: z
-    .string({ error: "is required: the name of a served model (GET /v1/models)" })
-    .min(1, "is required: the name of a served model (GET /v1/models)")
-    .max(MAX_MODEL_NAME, "names a model of more than 128 characters; none has such a name"),
+  model: modelName,
   stream: flag,
   stream_options: z.looseObject({ include_usage: flag }, { error: "must be an object" }).nullish(),
   n: count(1),
@@ -169,25 +174,29 @@ export const embeddingsRequestSchema = z.looseObject({
 export type ChatBody = z.output<typeof chatRequestSchema>;
 export type CompletionBody = z.output<typeof completionRequestSchema>;
 
-/** messages.3.tool_call_id → messages[3].tool_call_id */
-function paramOf(path: readonly PropertyKey[]): string {
+/** messages.3.tool_call_id → messages[3].tool_call_id (under `at`, when given: input[2].content) */
+function paramOf(path: readonly PropertyKey[], at = ""): string {
   return path.reduce<string>(
     (out, key) => (typeof key === "number" ? `${out}[${key}]` : out ? `${out}.${String(key)}` : String(key)),
-    "",
+    at,
   );
 }
 
 /**
- * `raw` validated by `schema`.
+ * `raw` validated by `schema`; `at` is where `raw` sits in the body (a nested object's path).
  * @throws ModelportError MP_ERR_REQUEST_INVALID naming the first field at fault (`param`).
  */
-export function parseBody<T>(schema: ZodType<T>, raw: unknown): T {
+export function parseBody<T>(schema: ZodType<T>, raw: unknown, at = ""): T {
   if (typeof raw !== "object" || raw === null || Array.isArray(raw))
-    throw new ModelportError("MP_ERR_REQUEST_INVALID", "the body must be a JSON object");
+    throw new ModelportError(
+      "MP_ERR_REQUEST_INVALID",
+      at ? `${at}: must be a JSON object` : "the body must be a JSON object",
+      at ? { param: at } : undefined,
+    );
   const result = schema.safeParse(raw);
   if (result.success) return result.data;
   const issue = result.error.issues[0]!;
-  const param = paramOf(issue.path);
+  const param = paramOf(issue.path, at);
   throw new ModelportError("MP_ERR_REQUEST_INVALID", `${param}: ${issue.message}`, { param });
 }
 

@@ -9,6 +9,7 @@ import {
   completionRequestSchema,
   embeddingsRequestSchema,
 } from "./openai-schemas.js";
+import { responsesRequestSchema } from "./responses-schema.js";
 
 type Schema = Record<string, unknown>;
 
@@ -48,6 +49,28 @@ function route(summary: string, models: string[], body: Schema): Schema {
   };
 }
 
+const notFound = {
+  description: "no stored response with that id for this key (MP_ERR_RESPONSE_NOT_FOUND)",
+  content: { "application/json": { schema: openaiError } },
+};
+const idParam = [
+  { name: "id", in: "path", required: true, schema: { type: "string", pattern: "^resp_[0-9a-f]{32}$" } },
+];
+
+/** GET and DELETE of a stored response. */
+const storedResponse: Record<string, Schema> = {
+  get: {
+    summary: "A stored response, as POST /v1/responses answered it",
+    parameters: idParam,
+    responses: { 200: { description: "the response object" }, 404: notFound },
+  },
+  delete: {
+    summary: "Deletes a stored response",
+    parameters: idParam,
+    responses: { 200: { description: '{id, object: "response", deleted: true}' }, 404: notFound },
+  },
+};
+
 /** OpenAPI paths for the OpenAI routes; a route no served model can answer is left out. */
 export function openaiPaths(models: readonly ServedModel[]): Record<string, Schema> {
   const names = (cap: "chat" | "completion" | "embeddings") =>
@@ -56,6 +79,17 @@ export function openaiPaths(models: readonly ServedModel[]): Record<string, Sche
   const chat = names("chat");
   if (chat.length) {
     paths["/v1/chat/completions"] = route("OpenAI-compatible chat", chat, bodyJsonSchema(chatRequestSchema));
+  }
+  if (chat.length) {
+    paths["/v1/responses"] = route(
+      "OpenAI Responses API (stored responses: GET and DELETE /v1/responses/{id})",
+      chat,
+      bodyJsonSchema(responsesRequestSchema),
+    );
+    paths["/v1/responses/{id}"] = storedResponse;
+    paths["/v1/responses/{id}/input_items"] = {
+      get: { ...storedResponse.get, summary: "The input items of a stored response (OpenAI's list)" },
+    };
   }
   const completion = names("completion");
   if (completion.length) {

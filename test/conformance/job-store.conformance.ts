@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { afterEach, beforeEach, describe, it } from "node:test";
 import { isModelportError } from "../../src/errors.js";
-import type { Job, JobStatus, NewJob } from "../../src/jobs/job.js";
+import type { FinishedJob, Job, JobStatus, NewJob } from "../../src/jobs/job.js";
 import type { JobStore, JobSummary } from "../../src/jobs/job-store.js";
 
 /** A fixed epoch for the suite's clock. */
@@ -673,6 +673,84 @@ export function jobStoreConformance(name: string, open: () => Promise<JobStore>)
         const done = await mustGet(job.id);
         assert.deepEqual(await store.retry(job.id, T0 + 5), done);
         assert.equal(await store.retry("no-such-job", T0), undefined);
+      });
+    });
+
+    describe("records of finished work, and removal", () => {
+      const finished = (over: Partial<FinishedJob> = {}): FinishedJob => ({
+        id: `resp_${randomUUID().replaceAll("-", "")}`,
+        model: "llm",
+        input: JSON.stringify({ input: "hi" }),
+        result: JSON.stringify({ object: "response", output: [] }),
+        ...over,
+      });
+
+      it("record keeps a succeeded job with its result, listed by owner and model, never claimed", async () => {
+        const rec = finished({ owner: "team-a", metadata: { k: "v" } });
+        const job = await store.record(rec, T0 + 5);
+        const got = await mustGet(rec.id);
+        assert.deepEqual(got, job);
+        assert.equal(got.status, "succeeded");
+        assert.equal(got.result, rec.result);
+        assert.equal(got.input, rec.input);
+        assert.equal(got.owner, "team-a");
+        assert.deepEqual(got.metadata, { k: "v" });
+        assert.equal(got.resultBytes, Buffer.byteLength(rec.result));
+        assert.equal(got.createdAt, T0 + 5);
+        assert.equal(got.finishedAt, T0 + 5);
+        assert.equal(got.attempts, 1);
+        assert.equal(await store.claim("w", ["llm"], LEASE, T0 + 10), undefined);
+        assert.equal(await store.queuedCount("llm"), 0);
+        assert.equal(await store.activeCount("team-a"), 0);
+        const mine = (await store.list({ owner: "team-a" })).jobs.map((j) => j.id);
+        assert.deepEqual(mine, [rec.id]);
+        assert.deepEqual(
+          (await store.list({ model: "llm", status: "succeeded" })).jobs.map((j) => j.id),
+          [rec.id],
+        );
+        assert.equal((await store.counts()).succeeded, 1);
+        await assert.rejects(store.record(rec, T0 + 6), isCode("MP_ERR_SERVER_INTERNAL"));
+      });
+
+      it("a record is purged after its time as finished jobs are", async () => {
+        const old = await store.record(finished(), T0 + 100);
+        const recent = await store.record(finished(), T0 + 2000);
+        const purged = await store.purge(T0 + 1000);
+        assert.deepEqual(
+          purged.map((j) => j.id),
+          [old.id],
+        );
+        assert.equal(await store.get(old.id), undefined);
+        assert.ok(await store.get(recent.id));
+      });
+
+      it("remove deletes a final job at once and returns it; queued, running and unknown ones stay", async () => {
+        const rec = await store.record(finished({ owner: "team-a" }), T0);
+        const removed = await store.remove(rec.id);
+        assert.deepEqual(removed, rec);
+        assert.equal(await store.get(rec.id), undefined);
+        assert.deepEqual((await store.list({ owner: "team-a" })).jobs, []);
+        assert.equal((await store.counts()).succeeded, 0);
+        assert.deepEqual(await store.purge(T0 + 10_000), []);
+        assert.equal(await store.remove(rec.id), undefined);
+        assert.equal(await store.remove("no-such-job"), undefined);
+
+        const queued = await add(T0 + 1);
+        const running = await add(T0 + 2);
+        assert.equal((await mustClaim("w", T0 + 3)).id, queued.id);
+        assert.equal(await store.remove(queued.id), undefined);
+        assert.equal(await store.remove(running.id), undefined);
+        assert.equal((await mustGet(queued.id)).status, "running");
+        assert.equal((await mustGet(running.id)).status, "queued");
+
+        // A failed job with an idempotency key: removed, its key no longer answers with it.
+        const keyed = await add(T0 + 4, { idempotencyKey: "k-1", requestHash: "h", maxAttempts: 1 });
+        assert.equal((await mustClaim("w", T0 + 5)).id, running.id);
+        assert.equal((await mustClaim("w", T0 + 5)).id, keyed.id);
+        assert.ok(await store.fail(keyed.id, "w", { code: "E", message: "e" }, undefined, T0 + 6));
+        assert.equal((await store.remove(keyed.id))?.status, "failed");
+        const again = await store.create(newJob({ idempotencyKey: "k-1", requestHash: "h" }), T0 + 7);
+        assert.equal(again.created, true);
       });
     });
 

@@ -186,6 +186,11 @@ describe("a key removed from the key file", () => {
         messages: [{ role: "user", content: "go on" }],
       }),
     });
+    // The same for a Responses API stream (on the upstream model: /v1/responses works through generate()).
+    const response = await openEvents("/v1/responses", KEYS.gone, {
+      method: "POST",
+      body: JSON.stringify({ model: "chat", stream: true, max_output_tokens: 10_000, input: "go on" }),
+    });
     const longPoll = fetch(`${child.url}/v1/jobs/${pollerJob}?wait=60`, { headers: auth(KEYS.poller) });
     // The long-poll holds the key's one concurrent slot once it is let in: a second request is 429.
     await until("the long-poll to be let in", async () => {
@@ -195,6 +200,9 @@ describe("a key removed from the key file", () => {
     for (const s of [goneEvents, rotatedEvents, stayEvents])
       await until("each stream's first status event", () => s.events.some((e) => e.event === "status"));
     await until("the answer's first tokens", () => answer.events.length >= 2);
+    await until("the response's first deltas", () =>
+      response.events.some((e) => e.event === "response.output_text.delta"),
+    );
 
     writeFileSync(join("/dev/shm", SHM_OBJECT), Buffer.alloc(64));
     const registered = await postJson(
@@ -227,6 +235,13 @@ describe("a key removed from the key file", () => {
 
     await until("gone's streamed answer to end", () => answer.ended);
     assert.equal(revoked(answer.events)?.data.error.code, "MP_ERR_AUTH_KEY_REVOKED");
+    await until("gone's streamed response to end", () => response.ended);
+    assert.deepEqual(
+      response.events.slice(-2).map((e) => e.event),
+      ["error", "response.failed"],
+    );
+    assert.equal(response.events.at(-2)?.data.code, "MP_ERR_AUTH_KEY_REVOKED");
+    assert.equal(revoked(response.events)?.data.response.error.code, "MP_ERR_AUTH_KEY_REVOKED");
 
     const polled = await longPoll;
     assert.equal(polled.status, 401);

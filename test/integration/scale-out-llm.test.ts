@@ -3,7 +3,8 @@
 // routes to it. Spoken to with the official `openai` client: answers through the API tier are
 // the runner's own (greedy, token for token), streams arrive as chunks, embeddings match.
 import assert from "node:assert/strict";
-import { writeFileSync } from "node:fs";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import OpenAI from "openai";
@@ -19,9 +20,13 @@ describe("language models behind the API tier", () => {
   before(async () => {
     const dir = await testModels();
     const file = join(dir, "scale-out-llm.yaml");
+    // Stored responses go to the job store: a fresh one, not the working directory's.
+    const store = mkdtempSync(join(tmpdir(), "modelport-scale-out-llm-"));
     writeFileSync(
       file,
       [
+        "jobs:",
+        `  sqlitePath: ${join(store, "jobs.db")}`,
         "models:",
         "  - name: tiny-llama",
         "    path: tiny-llama.gguf",
@@ -83,6 +88,37 @@ describe("language models behind the API tier", () => {
       assert.equal(a.length, b.length);
       for (let k = 0; k < a.length; k++) assert.ok(Math.abs(a[k]! - b[k]!) < 1e-6);
     }
+  });
+
+  it("/v1/responses through the API tier is the runner's greedy answer, streamed or not, and is stored there", async () => {
+    const body = { model: "tiny-llama", input: "hello", max_output_tokens: 12 };
+    const post = async (url: string, extra: Record<string, unknown> = {}) => {
+      const res = await fetch(`${url}/v1/responses`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ ...body, ...extra }),
+      });
+      return { status: res.status, text: await res.text() };
+    };
+    const textOf = (r: { output: { content: { text: string }[] }[] }) => r.output[0]!.content[0]!.text;
+    const direct = await post(runner.url, { store: false });
+    assert.equal(direct.status, 200, direct.text);
+    const want = textOf(JSON.parse(direct.text));
+    const viaApi = await post(api.url);
+    assert.equal(viaApi.status, 200, viaApi.text);
+    const answer = JSON.parse(viaApi.text) as { id: string; output: { content: { text: string }[] }[] };
+    assert.equal(textOf(answer), want);
+    const stored = await fetch(`${api.url}/v1/responses/${answer.id}`);
+    assert.equal(stored.status, 200);
+    assert.deepEqual(await stored.json(), answer);
+    const streamed = await post(api.url, { stream: true, store: false });
+    assert.equal(streamed.status, 200, streamed.text);
+    const deltas = [...streamed.text.matchAll(/^data: (.*"type":"response\.output_text\.delta".*)$/gm)].map(
+      (m) => (JSON.parse(m[1]!) as { delta: string }).delta,
+    );
+    assert.ok(deltas.length > 1, `streamed in ${deltas.length} delta(s)`);
+    assert.equal(deltas.join(""), want);
+    assert.match(streamed.text, /event: response\.(completed|incomplete)\n/);
   });
 
   it("a runner's refusal reaches the client with the runner's own code and status", async () => {

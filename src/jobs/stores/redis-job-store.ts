@@ -24,7 +24,7 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { Redis } from "ioredis";
 import { isModelportError, ModelportError } from "../../errors.js";
-import type { Job, JobError, JobStatus, NewJob } from "../job.js";
+import type { FinishedJob, Job, JobError, JobStatus, NewJob } from "../job.js";
 import type {
   CompleteResult,
   CreateResult,
@@ -76,6 +76,8 @@ function script(name: string): Script {
 
 const SCRIPTS = {
   create: script("create"),
+  record: script("record"),
+  remove: script("remove"),
   claim: script("claim"),
   held: script("held"),
   cancel: script("cancel"),
@@ -210,6 +212,48 @@ export class RedisJobStore implements JobStore {
       default:
         throw new ModelportError("MP_ERR_SERVER_INTERNAL", `a job with id ${job.id} already exists`);
     }
+  }
+
+  async record(job: FinishedJob, now: number): Promise<Job> {
+    const om = orderMember(now, job.id);
+    const at = String(now);
+    const fields: Record<string, string> = {
+      id: job.id,
+      model: job.model,
+      priority: "0",
+      input: job.input,
+      createdAt: at,
+      updatedAt: at,
+      startedAt: at,
+      finishedAt: at,
+      attempts: "1",
+      maxAttempts: "1",
+      runAt: at,
+      timeoutMs: "0",
+      result: job.result,
+      resultBytes: String(Buffer.byteLength(job.result, "utf8")),
+      om,
+    };
+    if (job.metadata !== undefined) fields["metadata"] = JSON.stringify(job.metadata);
+    if (job.owner !== undefined) fields["owner"] = job.owner;
+    if (job.version !== undefined) fields["version"] = job.version;
+    if (job.trace !== undefined) fields["trace"] = JSON.stringify(job.trace);
+    const done = await this.#eval(
+      SCRIPTS.record,
+      job.id,
+      job.model,
+      om,
+      at,
+      ...Object.entries(fields).flat(),
+    );
+    if (done !== 1)
+      throw new ModelportError("MP_ERR_SERVER_INTERNAL", `a job with id ${job.id} already exists`);
+    return toJob({ ...fields, status: "succeeded" });
+  }
+
+  async remove(id: string): Promise<Job | undefined> {
+    const reply = await this.#eval(SCRIPTS.remove, id);
+    return Array.isArray(reply) ? toJob(toRecord(reply as string[])) : undefined;
   }
 
   async get(id: string): Promise<Job | undefined> {

@@ -14,7 +14,14 @@ import type Database from "better-sqlite3";
 import { isModelportError, ModelportError } from "../../errors.js";
 import { ensurePrivateFile } from "../../private-files.js";
 import { openSqlite } from "../../sqlite.js";
-import { FINAL_STATUSES, type Job, type JobError, type JobStatus, type NewJob } from "../job.js";
+import {
+  FINAL_STATUSES,
+  type FinishedJob,
+  type Job,
+  type JobError,
+  type JobStatus,
+  type NewJob,
+} from "../job.js";
 import type { CompleteResult, CreateResult, JobState, JobStore, ListPage, ListQuery } from "../job-store.js";
 import {
   DEFAULT_IDEMPOTENCY_TTL_MS,
@@ -158,6 +165,12 @@ const INSERT_JOB = `INSERT INTO jobs (id, model, status, priority, input, metada
   VALUES (@id, @model, 'queued', @priority, @input, @metadata, @now, @now,
   0, @maxAttempts, @now, @timeoutMs, @idempotencyKey, @requestHash, @idempotencyExpiresAt, @webhook, @owner, @trace, @version)`;
 
+/** A finished record: succeeded at once, one attempt, never claimable. */
+const INSERT_FINISHED = `INSERT INTO jobs (id, model, status, priority, input, metadata, created_at, updated_at,
+  started_at, finished_at, attempts, max_attempts, run_at, timeout_ms, result, result_bytes, owner, trace, version)
+  VALUES (@id, @model, 'succeeded', 0, @input, @metadata, @now, @now,
+  @now, @now, 1, 1, @now, 0, @result, @resultBytes, @owner, @trace, @version)`;
+
 /** Columns added after schema 1 was released: added in place when missing (see the constructor). */
 const ADDED_COLUMNS: readonly (readonly [string, string])[] = [
   ["owner", "TEXT"],
@@ -182,6 +195,7 @@ export class SqliteJobStore implements JobStore {
     cancel: (id: string, now: number) => Job | undefined;
     retry: (id: string, now: number) => Job | undefined;
     purge: (before: number, limit: number) => Job[];
+    remove: (id: string) => Job | undefined;
   };
 
   /** Opens (creating the folder and file on first use) the store at `path`. */
@@ -253,6 +267,7 @@ export class SqliteJobStore implements JobStore {
       cancel: this.#wrapTx((id: string, now: number) => this.#cancel(id, now)),
       retry: this.#wrapTx((id: string, now: number) => this.#retry(id, now)),
       purge: this.#wrapTx((before: number, limit: number) => this.#purge(before, limit)),
+      remove: this.#wrapTx((id: string) => this.#remove(id)),
     };
   }
 
@@ -261,6 +276,34 @@ export class SqliteJobStore implements JobStore {
     return this.#run(() =>
       job.idempotencyKey === undefined ? this.#create(job, now) : this.#tx.create(job, now),
     );
+  }
+
+  async record(job: FinishedJob, now: number): Promise<Job> {
+    return this.#run(() => {
+      try {
+        this.#stmt(INSERT_FINISHED).run({
+          id: job.id,
+          model: job.model,
+          input: job.input,
+          metadata: job.metadata === undefined ? null : JSON.stringify(job.metadata),
+          now,
+          result: job.result,
+          resultBytes: Buffer.byteLength(job.result, "utf8"),
+          owner: job.owner ?? null,
+          trace: job.trace === undefined ? null : JSON.stringify(job.trace),
+          version: job.version ?? null,
+        });
+      } catch (err) {
+        if ((err as { code?: string }).code === "SQLITE_CONSTRAINT_PRIMARYKEY")
+          throw new ModelportError("MP_ERR_SERVER_INTERNAL", `a job with id ${job.id} already exists`);
+        throw err;
+      }
+      return this.#get(job.id)!;
+    });
+  }
+
+  async remove(id: string): Promise<Job | undefined> {
+    return this.#run(() => this.#tx.remove(id));
   }
 
   async get(id: string): Promise<Job | undefined> {
@@ -604,6 +647,14 @@ export class SqliteJobStore implements JobStore {
     // Keys past their expiry already match nothing; their rows go too.
     this.#stmt("DELETE FROM idempotency_keys WHERE expires_at < ?").run(before);
     return rows.map(toJob);
+  }
+
+  #remove(id: string): Job | undefined {
+    const job = this.#get(id);
+    if (!job || !FINAL_STATUSES.includes(job.status)) return undefined;
+    this.#stmt("DELETE FROM jobs WHERE id = ?").run(id);
+    this.#stmt("DELETE FROM idempotency_keys WHERE job_id = ?").run(id);
+    return job;
   }
 
   // --- reads ---

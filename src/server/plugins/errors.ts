@@ -95,6 +95,7 @@ export function errorStyleOfPath(url: string): ErrorStyle {
   });
   if (path === "/v1/chat/completions" || path === "/v1/completions" || path === "/v1/embeddings")
     return "openai";
+  if (/^\/v1\/responses(\/[^/]+(\/input_items)?)?$/.test(path)) return "openai";
   if (/^\/v2(\/models\/[^/]+(\/versions\/[^/]+)?(\/ready|\/infer)?)?$/.test(path)) return "oip";
   if (/^\/v2\/repository\/(index|models\/[^/]*\/(load|unload))$/.test(path)) return "oip";
   if (

@@ -70,7 +70,7 @@ pre{background:#f4f4f4;padding:.75rem;overflow:auto}small{color:#666;font-weight
 <body><h1>modelport</h1><p>Machine-readable: <a href="/openapi.json">/openapi.json</a> (OpenAPI 3.1).
 Probes: <a href="/livez">/livez</a>, <a href="/readyz">/readyz</a>. Metrics: <a href="/metrics">/metrics</a>.
 Open Inference Protocol: <code>POST /v2/models/{name}/infer</code>. OpenAI-compatible:
-<code>POST /v1/chat/completions</code>, <code>/v1/completions</code>, <code>/v1/embeddings</code>.</p>${sections}
+<code>POST /v1/chat/completions</code>, <code>/v1/completions</code>, <code>/v1/responses</code>, <code>/v1/embeddings</code>.</p>${sections}
 ${language}</body></html>`;
 }
 

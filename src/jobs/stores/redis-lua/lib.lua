@@ -26,3 +26,25 @@ local function finish(id, model, om, old, status, now)
   redis.call('ZADD', P .. 'fin', now, id)
   move(id, model, om, old, status)
 end
+-- Deletes a job's hash, its list entries and its idempotency key (when still its own); returns
+-- the hash as it was. The job's queue and purge entries are the caller's.
+local function drop(id)
+  local k = jk(id)
+  local f = redis.call('HMGET', k, 'status', 'model', 'om', 'idempotencyKey', 'owner')
+  local hash = redis.call('HGETALL', k)
+  redis.call('DEL', k)
+  redis.call('ZREM', P .. 'lall', f[3])
+  redis.call('ZREM', P .. 'lm:' .. f[2], f[3])
+  redis.call('ZREM', P .. 'ls:' .. f[1], f[3])
+  redis.call('ZREM', P .. 'lms:' .. f[2] .. ':' .. f[1], f[3])
+  if f[5] then
+    redis.call('ZREM', P .. 'lo:' .. f[5], f[3])
+    redis.call('ZREM', P .. 'los:' .. f[5] .. ':' .. f[1], f[3])
+  end
+  if f[4] then
+    local ik = P .. 'idem:' .. f[4]
+    local v = redis.call('GET', ik)
+    if v and cjson.decode(v).j == id then redis.call('DEL', ik) end
+  end
+  return hash
+end
