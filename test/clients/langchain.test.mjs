@@ -98,19 +98,21 @@ describe("LangChain.js against modelport", () => {
             if (await unavailable(t)) return;
             const greedy = chat({ maxTokens: 10, temperature: 0 });
             const message = await greedy.invoke("hello");
-            assert.equal(typeof message.content === "string" ? "string" : "parts", "string");
-            assert.ok(message.content.length > 0);
+            // Chat completions give a string, the Responses API content parts: `text` joins them.
+            assert.ok(message.text.length > 0);
             assert.equal(message.usage_metadata.output_tokens, 10);
             let streamed = "";
-            for await (const chunk of await greedy.stream("hello")) streamed += chunk.content;
-            assert.equal(streamed, message.content);
+            for await (const chunk of await greedy.stream("hello")) streamed += chunk.text;
+            assert.equal(streamed, message.text);
           });
 
           it("bindTools: tool_calls with parsed arguments that pass the schema", async (t) => {
             if (await unavailable(t)) return;
+            // @langchain/openai 1.6.0 leaves a `tool_choice` of "required" out of Responses API
+            // requests (a named tool goes through), so there the one tool is named.
             const bound = chat({ maxTokens: 300 }).bindTools(
               [{ name: "weather", description: "The weather in a city", schema: city }],
-              { tool_choice: "required" },
+              { tool_choice: useResponsesApi ? "weather" : "required" },
             );
             const message = await bound.invoke("What is the weather in Paris?");
             assert.ok(message.tool_calls.length >= 1, JSON.stringify(message));
@@ -125,7 +127,8 @@ describe("LangChain.js against modelport", () => {
             if (await unavailable(t)) return;
             for (const method of ["jsonSchema", "functionCalling"])
               await untilValid((seed) => {
-                const sampling = seed === undefined ? { temperature: 0 } : { temperature: 1, modelKwargs: { seed } };
+                const sampling =
+                  seed === undefined ? { temperature: 0 } : { temperature: 1, modelKwargs: { seed } };
                 const structured = chat({ maxTokens: 300, ...sampling }).withStructuredOutput(person, {
                   name: "person",
                   method,
