@@ -10,7 +10,7 @@ import { after, before, describe, it } from "node:test";
 import { ChatOpenAI, OpenAIEmbeddings } from "@langchain/openai";
 import { z } from "zod";
 import { untilValid } from "./outcomes.mjs";
-import { CHAT_MODELS, EMBED_MODEL, missingRoute, startModelport } from "./server.mjs";
+import { CHAT_MODELS, EMBED_MODEL, startModelport } from "./server.mjs";
 
 /** Ranges, an enum, a nullable field and a nested array with bounds. */
 const person = z.object({
@@ -83,19 +83,11 @@ describe("LangChain.js against modelport", () => {
     ["the Responses API", true],
   ])
     describe(`ChatOpenAI over ${api}`, () => {
-      /** Skips the test (with the reason) where this modelport has no Responses API yet. */
-      const unavailable = async (t) => {
-        const missing = useResponsesApi ? await missingRoute(server.url, "POST", "/v1/responses") : undefined;
-        if (missing) t.skip(missing);
-        return missing;
-      };
-
       for (const model of CHAT_MODELS)
         describe(model, () => {
           const chat = (extra = {}) => new ChatOpenAI({ ...options(), model, useResponsesApi, ...extra });
 
-          it("invoke and stream: the same greedy text", async (t) => {
-            if (await unavailable(t)) return;
+          it("invoke and stream: the same greedy text", async () => {
             const greedy = chat({ maxTokens: 10, temperature: 0 });
             const message = await greedy.invoke("hello");
             // Chat completions give a string, the Responses API content parts: `text` joins them.
@@ -106,8 +98,7 @@ describe("LangChain.js against modelport", () => {
             assert.equal(streamed, message.text);
           });
 
-          it("bindTools: tool_calls with parsed arguments that pass the schema", async (t) => {
-            if (await unavailable(t)) return;
+          it("bindTools: tool_calls with parsed arguments that pass the schema", async () => {
             // @langchain/openai 1.6.0 leaves a `tool_choice` of "required" out of Responses API
             // requests (a named tool goes through), so there the one tool is named.
             const bound = chat({ maxTokens: 300 }).bindTools(
@@ -123,8 +114,7 @@ describe("LangChain.js against modelport", () => {
             }
           });
 
-          it("withStructuredOutput, by JSON schema and by function calling: objects that pass the schema", async (t) => {
-            if (await unavailable(t)) return;
+          it("withStructuredOutput, by JSON schema and by function calling: objects that pass the schema", async () => {
             for (const method of ["jsonSchema", "functionCalling"])
               await untilValid((seed) => {
                 const sampling =
