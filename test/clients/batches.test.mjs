@@ -2,8 +2,9 @@
 // a JSONL of chat completion requests on two GGUFs with different tokenizers (tiny-llama and
 // bpe-llama, one with a json_schema response format), `batches.create`, `retrieve` until it
 // ends, `list`, `files.content` of the output file (one line per request, each the answer the
-// same request gets from /v1/chat/completions), and `batches.cancel`. Each case is skipped, with
-// the reason, only while the server answers 404 MP_ERR_ROUTE_NOT_FOUND for the route.
+// same request gets from /v1/chat/completions; a line the route refuses in the error file), and
+// `batches.cancel`. Each case is skipped, with the reason, only while the server answers 404
+// MP_ERR_ROUTE_NOT_FOUND for the route.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -73,7 +74,14 @@ describe("the openai SDK on the Files and Batch APIs", () => {
       url: "/v1/chat/completions",
       body,
     }));
-    const file = await client.files.create({ file: await jsonl(lines), purpose: "batch" });
+    // A line the route would refuse: it goes to the error file, the others still run.
+    const bad = {
+      custom_id: "bad",
+      method: "POST",
+      url: "/v1/chat/completions",
+      body: { model: CHAT_MODELS[0], messages: [{ role: "user", content: "hello" }], max_tokens: -1 },
+    };
+    const file = await client.files.create({ file: await jsonl([...lines, bad]), purpose: "batch" });
     assert.match(file.id, /\S/);
     assert.equal(file.purpose, "batch");
     assert.ok(file.bytes > 0);
@@ -95,10 +103,16 @@ describe("the openai SDK on the Files and Batch APIs", () => {
 
     const done = await settle(created.id);
     assert.equal(done.status, "completed", JSON.stringify(done));
-    assert.equal(done.request_counts.total, lines.length);
-    assert.equal(done.request_counts.completed, lines.length);
-    assert.equal(done.request_counts.failed, 0);
+    assert.deepEqual(done.request_counts, { total: lines.length + 1, completed: lines.length, failed: 1 });
     assert.ok(done.output_file_id);
+    const errors = (await (await client.files.content(done.error_file_id)).text())
+      .split("\n")
+      .filter((l) => l.trim())
+      .map((l) => JSON.parse(l));
+    assert.equal(errors.length, 1, JSON.stringify(errors));
+    assert.equal(errors[0].custom_id, "bad");
+    assert.equal(errors[0].response, null);
+    assert.equal(errors[0].error.code, "MP_ERR_REQUEST_INVALID", JSON.stringify(errors[0]));
 
     const text = await (await client.files.content(done.output_file_id)).text();
     const results = text
@@ -148,6 +162,7 @@ describe("the openai SDK on the Files and Batch APIs", () => {
       assert.ok(["cancelling", "cancelled"].includes(cancelled.status), cancelled.status);
       const done = await settle(batch.id);
       assert.equal(done.status, "cancelled");
+      t.diagnostic(`cancelled after ${done.request_counts.completed} of ${lines.length} requests`);
     } catch (err) {
       // It finished before the cancel came: a coded 4xx, and the batch is completed.
       assert.ok(err instanceof OpenAI.APIError, String(err));
