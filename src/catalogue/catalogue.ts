@@ -51,7 +51,7 @@ export interface Readiness {
 /** The route family that serves each capability, for "use this route instead" hints. */
 const ROUTES: Record<ModelKind, (name: string) => string> = {
   tensor: (name) => `POST /v1/models/${name}/predict`,
-  language: () => "POST /v1/chat/completions, /v1/completions or /v1/embeddings",
+  language: () => "POST /v1/chat/completions, /v1/responses, /v1/completions or /v1/embeddings",
 };
 
 const KIND_OF: Record<Capability, ModelKind> = {
@@ -824,7 +824,7 @@ function what(capability: Capability, model: ServedModel): string {
 function hint(model: ServedModel): string {
   const c = model.capabilities;
   const routes = [
-    ...(c.chat ? ["/v1/chat/completions"] : []),
+    ...(c.chat ? ["/v1/chat/completions", "/v1/responses"] : []),
     ...(c.completion ? ["/v1/completions"] : []),
     ...(c.embeddings ? ["/v1/embeddings"] : []),
   ];

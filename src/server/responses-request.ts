@@ -289,7 +289,8 @@ export function parseResponsesRequest(raw: unknown, limitsFor: PromptLimitsFor):
  */
 export function generateRequest(parsed: ResponsesRequest, prior: readonly InputItem[]): GenerateRequest {
   const messages = chatMessages([...prior, ...parsed.items], parsed.body.instructions);
-  checkMessageCount(messages.length, parsed.limits, "input");
+  // Every item counts, calls joined into one assistant turn too (chat bounds calls per message).
+  checkMessageCount(Math.max(messages.length, prior.length + parsed.items.length), parsed.limits, "input");
   checkPromptBytes(promptBytes(messages, parsed.body.tools), parsed.limits, parsed.model, "input");
   if (messages.length === 0) throw invalid("input", "holds no items");
   return { ...parsed.generation, messages };

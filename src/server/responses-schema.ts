@@ -93,8 +93,6 @@ export const jsonSchemaFormatSchema = z.looseObject({
   description: z.string().optional(),
 });
 
-const textPart = z.looseObject({ type: z.string(), text: z.string({ error: "must be a string" }) });
-
 /** A message item (`type` may be left out). */
 export const messageItemSchema = z.looseObject({
   type: z.literal("message").optional(),
@@ -106,8 +104,6 @@ export const messageItemSchema = z.looseObject({
     error: "must be a string or an array of content parts (input_text, output_text)",
   }),
 });
-
-export const textPartSchema = textPart;
 
 export const functionCallItemSchema = z.looseObject({
   type: z.literal("function_call"),

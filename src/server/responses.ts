@@ -46,7 +46,7 @@ export interface ResponseState {
 }
 
 /** The usage object of the Responses API. */
-function usageJson(u: TokenUsage) {
+function responseUsageJson(u: TokenUsage) {
   return {
     input_tokens: u.promptTokens,
     input_tokens_details: { cached_tokens: u.cachedTokens ?? 0 },
@@ -96,7 +96,7 @@ export function responseJson(
     top_logprobs: 0,
     top_p: b.top_p ?? null,
     truncation: "disabled",
-    usage: state.usage ? usageJson(state.usage) : null,
+    usage: state.usage ? responseUsageJson(state.usage) : null,
     user: b.user ?? null,
     metadata: b.metadata ?? {},
   };

@@ -425,6 +425,52 @@ export const chatBody: fc.Arbitrary<Json> = fc.record(
   { requiredKeys: ["model", "messages", "max_tokens"] },
 ) as fc.Arbitrary<Json>;
 
+/** A valid /v1/responses body for tiny-llama: a string or items, tools, formats, stored or not. */
+export const responsesBody: fc.Arbitrary<Json> = fc.record(
+  {
+    model: fc.constant("tiny-llama"),
+    input: fc.oneof(
+      openaiText,
+      fc.array(
+        fc.oneof(
+          fc.record({
+            role: fc.constantFrom("system", "user", "assistant", "developer"),
+            content: openaiText,
+          }),
+          fc.record({
+            type: fc.constant("message"),
+            role: fc.constant("user"),
+            content: fc.array(fc.record({ type: fc.constant("input_text"), text: openaiText }), {
+              maxLength: 2,
+            }),
+          }),
+          fc.record({
+            type: fc.constant("function_call"),
+            call_id: fc.constant("c1"),
+            name: fc.constant("f"),
+            arguments: fc.constant("{}"),
+          }),
+          fc.record({
+            type: fc.constant("function_call_output"),
+            call_id: fc.constant("c1"),
+            output: openaiText,
+          }),
+        ),
+        { minLength: 1, maxLength: 3 },
+      ),
+    ),
+    instructions: openaiText,
+    max_output_tokens: maxTokens,
+    temperature: fc.double({ min: 0, max: 2, noNaN: true }),
+    tools: fc.constant([{ type: "function", name: "f", parameters: { type: "object", properties: {} } }]),
+    tool_choice: fc.constantFrom("auto", "none", "required", { type: "function", name: "f" }),
+    text: fc.constantFrom({ format: { type: "text" } }, { format: { type: "json_object" } }),
+    stream: fc.boolean(),
+    store: fc.boolean(),
+  },
+  { requiredKeys: ["model", "input", "max_output_tokens"] },
+) as unknown as fc.Arbitrary<Json>;
+
 /** A valid completions body for tiny-llama. */
 export const completionBody: fc.Arbitrary<Json> = fc.record(
   {
@@ -453,7 +499,7 @@ export const embeddingBody: fc.Arbitrary<Json> = fc.record(
  */
 export function keepShort(body: Json): Json {
   if (body && typeof body === "object" && !Array.isArray(body)) {
-    for (const k of ["max_tokens", "max_completion_tokens"]) {
+    for (const k of ["max_tokens", "max_completion_tokens", "max_output_tokens"]) {
       const v = (body as Record<string, Json>)[k];
       if (typeof v === "number" && Number.isInteger(v) && v > 3) (body as Record<string, Json>)[k] = 3;
     }

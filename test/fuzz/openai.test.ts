@@ -1,5 +1,5 @@
 // Fuzzes the OpenAI-compatible routes of a real `modelport serve` process with the example
-// language models (tiny-llama for chat and completions, tiny-embed for embeddings): mutated
+// language models (tiny-llama for chat, completions and responses, tiny-embed for embeddings): mutated
 // bodies and JSON text get a 2xx or a 4xx in OpenAI's error shape with an MP_ERR_* code.
 // Generation is kept short (max_tokens 1 to 3) so that thousands of cases stay cheap.
 import { describe, it } from "node:test";
@@ -13,12 +13,14 @@ import {
   keepShort,
   mutated,
   mutatedText,
+  responsesBody,
 } from "./arbitraries.js";
 import { check, checkAnswer, postJson, useFuzzServer } from "./harness.js";
 
 const CHAT = "/v1/chat/completions";
 const COMPLETIONS = "/v1/completions";
 const EMBEDDINGS = "/v1/embeddings";
+const RESPONSES = "/v1/responses";
 
 async function warm(url: string): Promise<void> {
   await postJson(url, CHAT, {
@@ -49,6 +51,9 @@ describe("OpenAI-compatible routes", () => {
   it("completions: mutated bodies get 2xx or a coded 4xx in OpenAI's shape", () =>
     check("completions", fuzzRoute(COMPLETIONS, completionBody)));
 
+  it("responses: valid and mutated bodies get 2xx or a coded 4xx in OpenAI's shape", () =>
+    check("responses", fuzzRoute(RESPONSES, responsesBody)));
+
   it("embeddings: valid and mutated bodies get 2xx or a coded 4xx in OpenAI's shape", () =>
     check(
       "embeddings",
@@ -62,7 +67,7 @@ describe("OpenAI-compatible routes", () => {
     check(
       "openaiInvalid",
       fc.asyncProperty(
-        fc.constantFrom(CHAT, COMPLETIONS, EMBEDDINGS),
+        fc.constantFrom(CHAT, COMPLETIONS, EMBEDDINGS, RESPONSES),
         fc.oneof(
           mutatedText(fc.oneof(chatBody, completionBody, embeddingBody).map(keepShort)),
           fc

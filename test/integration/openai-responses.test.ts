@@ -1,175 +1,32 @@
 // OpenAI's Responses API end to end: a real listening server with API keys, serving the test
 // GGUFs tiny-llama (SentencePiece) and bpe-llama (byte-level BPE) through llama.cpp. Text and item
-// input, instructions, forced function calls whose arguments validate against the tool's schema
-// (checked with Ajv, not ours), a function_call_output turn, strict json_schema answers, the
-// max_output_tokens cut, streaming (every event read: sequence numbers, deltas, the completed
-// response equal to the non-streamed one), stored responses (GET, DELETE, input_items,
-// previous_response_id, store: false), tenants (another key's response is the 404 of an unknown
-// one; a key scoped to another model gets the no-model 404) and the refusals, by name.
+// input, instructions (the same answer and prompt tokens as the same chat messages), forced
+// function calls whose arguments validate against the tool's schema (checked with Ajv, not ours),
+// a function_call_output turn, strict json_schema answers, the max_output_tokens cut, streaming
+// (every event read: sequence numbers, deltas, the completed response equal to the non-streamed
+// one), /openapi.json, and the official `openai` SDK's responses methods (create, stream,
+// retrieve, inputItems, delete). Stored responses, tenants and refusals: openai-responses-store.test.ts.
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { promisify } from "node:util";
-import { Ajv } from "ajv";
-import { buildBpeLlamas } from "../../examples/build/models/bpe-llama.js";
-import { writeLlamaArtifact } from "../../examples/build/models/tiny-llama.js";
-import { testModels } from "../helpers/models.js";
-import { CLI, type InProcessServer, startInProcess } from "../helpers/server.js";
+import OpenAI from "openai";
+import {
+  ajv,
+  assertValidCall,
+  call,
+  comparable,
+  create,
+  type Json,
+  keys,
+  server,
+  startServer,
+  stopServer,
+  streamEvents,
+  textOf,
+  tools,
+} from "./responses-harness.js";
 
-const run = promisify(execFile);
-const ajv = new Ajv({ strict: false });
-const keys: Record<string, string> = {};
-let server: InProcessServer;
-
-type Json = Record<string, any>;
-
-async function call(
-  method: string,
-  path: string,
-  body?: unknown,
-  key = keys.a,
-): Promise<{ status: number; body: Json; text: string; type: string }> {
-  const res = await fetch(`${server.url}${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${key}`,
-      ...(body !== undefined ? { "content-type": "application/json" } : {}),
-    },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-  });
-  const text = await res.text();
-  let parsed: Json = {};
-  try {
-    parsed = JSON.parse(text) as Json;
-  } catch {
-    // a stream
-  }
-  return { status: res.status, body: parsed, text, type: res.headers.get("content-type") ?? "" };
-}
-
-async function create(body: Json, key = keys.a): Promise<Json> {
-  const res = await call("POST", "/v1/responses", body, key);
-  assert.equal(res.status, 200, res.text);
-  return res.body;
-}
-
-/** The text of a response's message items. */
-const textOf = (r: Json) =>
-  r.output
-    .filter((i: Json) => i.type === "message")
-    .flatMap((i: Json) => i.content.map((c: Json) => c.text))
-    .join("");
-
-/** A stream's events, each parsed: `event:` name and data. */
-async function streamEvents(body: Json, key = keys.a): Promise<{ event: string; data: Json }[]> {
-  const res = await call("POST", "/v1/responses", { ...body, stream: true }, key);
-  assert.equal(res.status, 200, res.text);
-  assert.match(res.type, /text\/event-stream/);
-  return res.text
-    .split("\n\n")
-    .filter((block) => block.trim() !== "")
-    .map((block) => {
-      const event = /^event: (.+)$/m.exec(block)?.[1];
-      const data = /^data: (.+)$/m.exec(block)?.[1];
-      assert.ok(event && data, `an event with data: ${block}`);
-      const parsed = JSON.parse(data) as Json;
-      assert.equal(parsed.type, event);
-      return { event, data: parsed };
-    });
-}
-
-const weather = {
-  type: "object",
-  properties: {
-    city: { type: "string", minLength: 1, maxLength: 24 },
-    unit: { enum: ["celsius", "fahrenheit"] },
-    days: { type: "integer", minimum: 1, maximum: 7 },
-  },
-  required: ["city", "unit", "days"],
-  additionalProperties: false,
-};
-const tools = [
-  {
-    type: "function",
-    name: "get_weather",
-    description: "Weather for a city",
-    parameters: weather,
-    strict: true,
-  },
-  {
-    type: "function",
-    name: "add",
-    parameters: {
-      type: "object",
-      properties: { a: { type: "number" }, b: { type: "number" } },
-      required: ["a", "b"],
-    },
-  },
-];
-const validators = new Map(tools.map((t) => [t.name, ajv.compile(t.parameters)]));
-
-function assertValidCall(item: Json): void {
-  assert.equal(item.type, "function_call");
-  assert.match(item.id, /^fc_/);
-  assert.equal(item.status, "completed");
-  assert.equal(typeof item.call_id, "string");
-  const validate = validators.get(item.name);
-  assert.ok(validate, `a tool that was offered: ${item.name}`);
-  assert.ok(validate(JSON.parse(item.arguments)), `${item.arguments}: ${ajv.errorsText(validate.errors)}`);
-}
-
-/**
- * The parts of a response that do not depend on when or under which ids it was made, nor on the
- * prefix cache (how many prompt tokens an earlier request left cached).
- */
-function comparable(r: Json): Json {
-  const { id: _id, created_at: _c, completed_at: _d, usage, ...rest } = r;
-  const { input_tokens_details: _cached, ...counts } = usage;
-  return {
-    ...rest,
-    usage: counts,
-    output: r.output.map((item: Json) => {
-      const { id: _i, call_id: _ci, ...fields } = item;
-      return fields;
-    }),
-  };
-}
-
-before(async () => {
-  const dir = mkdtempSync(join(tmpdir(), "modelport-responses-"));
-  const keysFile = join(dir, "keys.yaml");
-  const createKey = async (name: string, ...flags: string[]) =>
-    (await run(process.execPath, [CLI, "keys", "create", name, "--keys", keysFile, ...flags])).stdout.trim();
-  keys.a = await createKey("team-a");
-  keys.b = await createKey("team-b");
-  keys.c = await createKey("team-c", "--models", "bpe-llama");
-  keys.admin = await createKey("ops", "--role", "admin");
-  const models = await testModels();
-  for (const artifact of buildBpeLlamas()) await writeLlamaArtifact(models, artifact);
-  const file = join(dir, "modelport.yaml");
-  writeFileSync(
-    file,
-    [
-      "server:",
-      `  keys: ${keysFile}`,
-      "jobs:",
-      `  sqlitePath: ${join(dir, "jobs.db")}`,
-      `  blobs: {backend: fs, dir: ${join(dir, "blobs")}}`,
-      "models:",
-      `  - {name: tiny-llama, path: ${join(models, "tiny-llama.gguf")}, llm: {sequences: 2, contextSize: 2048}}`,
-      `  - {name: bpe-llama, path: ${join(models, "bpe-llama.gguf")}, llm: {sequences: 2, contextSize: 2048}}`,
-      "",
-    ].join("\n"),
-  );
-  server = await startInProcess({ file, env: {} });
-});
-
-after(async () => {
-  await server?.close();
-});
+before(startServer);
+after(stopServer);
 
 describe("POST /v1/responses", () => {
   it("answers a text input in OpenAI's response shape, with the greedy text chat gives", async () => {
@@ -349,6 +206,35 @@ describe("POST /v1/responses", () => {
   });
 });
 
+describe("the openai SDK", () => {
+  it("creates, streams, retrieves, lists input items of and deletes responses", async () => {
+    const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: keys.a, maxRetries: 0 });
+    const created = await client.responses.create({
+      model: "tiny-llama",
+      input: "hello",
+      max_output_tokens: 8,
+    });
+    assert.equal(created.output_text, textOf(created as unknown as Json));
+    const stream = client.responses.stream({ model: "tiny-llama", input: "hello", max_output_tokens: 8 });
+    let streamed = "";
+    for await (const event of stream)
+      if (event.type === "response.output_text.delta") streamed += event.delta;
+    const final = await stream.finalResponse();
+    assert.equal(streamed, created.output_text);
+    // The SDK's final response is its snapshot of the events (it adds no output_text there).
+    assert.equal(textOf(final as unknown as Json), created.output_text);
+    const retrieved = await client.responses.retrieve(created.id);
+    assert.equal(retrieved.id, created.id);
+    const items = await client.responses.inputItems.list(created.id);
+    assert.equal(items.data.length, 1);
+    await client.responses.delete(created.id);
+    await assert.rejects(client.responses.retrieve(created.id), (err: unknown) => {
+      assert.ok(err instanceof OpenAI.NotFoundError);
+      return true;
+    });
+  });
+});
+
 describe("the OpenAPI document", () => {
   it("describes POST /v1/responses with the body schema that validates it, and the stored-response routes", async () => {
     const doc = (await call("GET", "/openapi.json", undefined, keys.admin)).body;
@@ -438,6 +324,36 @@ describe("streaming", () => {
     assert.deepEqual(comparable(response), comparable(plain));
   });
 
+  it("a client that leaves mid-stream stops its generation and frees its sequence; nothing is stored", async () => {
+    const ac = new AbortController();
+    const res = await fetch(`${server.url}/v1/responses`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${keys.a}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        model: "tiny-llama",
+        input: "a long story",
+        max_output_tokens: 1900,
+        stream: true,
+      }),
+      signal: ac.signal,
+    });
+    assert.equal(res.status, 200);
+    const reader = res.body!.getReader();
+    let seen = "";
+    while (!seen.includes("response.output_text.delta"))
+      seen += new TextDecoder().decode((await reader.read()).value);
+    const id = /"id":"(resp_[0-9a-f]{32})"/.exec(seen)![1]!;
+    ac.abort();
+    const canceled = () =>
+      server.logs.find((l) => l.msg === "generation canceled: the client left; sequence freed");
+    while (!canceled()) await new Promise((r) => setTimeout(r, 20));
+    assert.ok(
+      (canceled()!.generated as number) < 1900,
+      `stopped early (${String(canceled()!.generated)} tokens)`,
+    );
+    assert.equal((await call("GET", `/v1/responses/${id}`)).status, 404);
+  });
+
   it("a stream refused before its first byte is a plain HTTP error", async () => {
     const res = await call("POST", "/v1/responses", {
       model: "tiny-llama",
@@ -447,233 +363,5 @@ describe("streaming", () => {
     });
     assert.equal(res.status, 404);
     assert.equal(res.body.error.code, "MP_ERR_RESPONSE_NOT_FOUND");
-  });
-});
-
-describe("stored responses", () => {
-  it("GET returns a stored response, input_items its input, DELETE removes it; store: false keeps none", async () => {
-    const r = await create({
-      model: "tiny-llama",
-      input: "Remember me",
-      max_output_tokens: 6,
-      metadata: { topic: "t1" },
-    });
-    const got = await call("GET", `/v1/responses/${r.id}`);
-    assert.equal(got.status, 200, got.text);
-    assert.deepEqual(got.body, r);
-    const items = await call("GET", `/v1/responses/${r.id}/input_items`);
-    assert.equal(items.status, 200, items.text);
-    assert.equal(items.body.object, "list");
-    assert.equal(items.body.data.length, 1);
-    assert.equal(items.body.data[0].content[0].text, "Remember me");
-    assert.equal(items.body.has_more, false);
-    // Visible as a succeeded job of the model, owned by its key (docs/LLM.md).
-    const job = await call("GET", `/v1/jobs/${r.id}`);
-    assert.equal(job.status, 200, job.text);
-    assert.equal(job.body.status, "succeeded");
-    const deleted = await call("DELETE", `/v1/responses/${r.id}`);
-    assert.equal(deleted.status, 200, deleted.text);
-    assert.deepEqual(deleted.body, { id: r.id, object: "response", deleted: true });
-    const gone = await call("GET", `/v1/responses/${r.id}`);
-    assert.equal(gone.status, 404);
-    assert.equal(gone.body.error.code, "MP_ERR_RESPONSE_NOT_FOUND");
-    assert.equal((await call("DELETE", `/v1/responses/${r.id}`)).status, 404);
-
-    const unstored = await create({
-      model: "tiny-llama",
-      input: "Forget me",
-      max_output_tokens: 4,
-      store: false,
-    });
-    assert.equal(unstored.store, false);
-    assert.equal((await call("GET", `/v1/responses/${unstored.id}`)).status, 404);
-    const cont = await call("POST", "/v1/responses", {
-      model: "tiny-llama",
-      input: "and then?",
-      previous_response_id: unstored.id,
-    });
-    assert.equal(cont.status, 404);
-    assert.equal(cont.body.error.param, "previous_response_id");
-  });
-
-  it("previous_response_id continues the conversation: its input and output come first", async () => {
-    const first = await create({ model: "tiny-llama", input: "My name is Ada", max_output_tokens: 6 });
-    const second = await create({
-      model: "tiny-llama",
-      input: "What is my name?",
-      previous_response_id: first.id,
-      max_output_tokens: 6,
-    });
-    assert.equal(second.previous_response_id, first.id);
-    const chat = await call("POST", "/v1/chat/completions", {
-      model: "tiny-llama",
-      messages: [
-        { role: "user", content: "My name is Ada" },
-        { role: "assistant", content: textOf(first) },
-        { role: "user", content: "What is my name?" },
-      ],
-      max_tokens: 6,
-    });
-    assert.equal(textOf(second), chat.body.choices[0].message.content);
-    assert.equal(second.usage.input_tokens, chat.body.usage.prompt_tokens);
-    // A third turn carries both before it.
-    const items = await call("GET", `/v1/responses/${second.id}/input_items?order=asc`);
-    assert.deepEqual(
-      items.body.data.map((i: Json) => i.content[0].text),
-      ["My name is Ada", textOf(first), "What is my name?"],
-    );
-    for (const i of items.body.data) assert.match(i.id, /^msg_/);
-    const page = await call("GET", `/v1/responses/${second.id}/input_items?limit=1`);
-    assert.equal(page.body.data[0].content[0].text, "What is my name?");
-    assert.equal(page.body.has_more, true);
-  });
-});
-
-describe("tenants", () => {
-  it("another key's response is the 404 of an unknown id: GET, DELETE, input_items and continuing", async () => {
-    const mine = await create({ model: "tiny-llama", input: "secret", max_output_tokens: 4 });
-    const unknown = "resp_0123456789abcdef0123456789abcdef";
-    const strip = (text: string, id: string) => text.replaceAll(id, "ID");
-    for (const [method, suffix] of [
-      ["GET", ""],
-      ["DELETE", ""],
-      ["GET", "/input_items"],
-    ] as const) {
-      const foreign = await call(method, `/v1/responses/${mine.id}${suffix}`, undefined, keys.b);
-      const none = await call(method, `/v1/responses/${unknown}${suffix}`, undefined, keys.b);
-      assert.equal(foreign.status, 404);
-      assert.equal(strip(foreign.text, mine.id), strip(none.text, unknown));
-    }
-    const cont = (id: string) =>
-      call(
-        "POST",
-        "/v1/responses",
-        { model: "tiny-llama", input: "tell me", previous_response_id: id },
-        keys.b,
-      );
-    const foreign = await cont(mine.id);
-    const none = await cont(unknown);
-    assert.equal(foreign.status, 404);
-    assert.equal(strip(foreign.text, mine.id), strip(none.text, unknown));
-    // Still there for its owner, and for an admin key.
-    assert.equal((await call("GET", `/v1/responses/${mine.id}`)).status, 200);
-    assert.equal((await call("GET", `/v1/responses/${mine.id}`, undefined, keys.admin)).status, 200);
-  });
-
-  it("a key scoped to another model gets the no-model 404, as for a name no model has", async () => {
-    const body = (model: string) => ({ model, input: "hi", max_output_tokens: 2 });
-    const scoped = await call("POST", "/v1/responses", body("tiny-llama"), keys.c);
-    const none = await call("POST", "/v1/responses", body("no-such-model"), keys.c);
-    assert.equal(scoped.status, 404);
-    assert.equal(scoped.body.error.code, "MP_ERR_MODEL_NOT_FOUND");
-    assert.equal(scoped.text.replace("tiny-llama", "M"), none.text.replace("no-such-model", "M"));
-    const allowed = await call("POST", "/v1/responses", body("bpe-llama"), keys.c);
-    assert.equal(allowed.status, 200, allowed.text);
-    // A request without a key is refused.
-    const res = await fetch(`${server.url}/v1/responses`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify(body("tiny-llama")),
-    });
-    assert.equal(res.status, 401);
-  });
-});
-
-describe("refusals, by name", () => {
-  const cases: [string, Json, number, string, string | null][] = [
-    ["a built-in tool", { tools: [{ type: "web_search" }] }, 400, "MP_ERR_REQUEST_INVALID", "tools[0].type"],
-    [
-      "an image part",
-      { input: [{ role: "user", content: [{ type: "input_image", image_url: "https://x/y.png" }] }] },
-      400,
-      "MP_ERR_REQUEST_INVALID",
-      "input[0].content[0].type",
-    ],
-    [
-      "an unknown item type",
-      { input: [{ type: "reasoning", summary: [] }] },
-      400,
-      "MP_ERR_REQUEST_INVALID",
-      "input[0].type",
-    ],
-    [
-      "a function_call item without call_id",
-      { input: [{ type: "function_call", name: "add", arguments: "{}" }] },
-      400,
-      "MP_ERR_REQUEST_INVALID",
-      "input[0].call_id",
-    ],
-    [
-      "a message with a bad role",
-      { input: [{ role: "robot", content: "x" }] },
-      400,
-      "MP_ERR_REQUEST_INVALID",
-      "input[0].role",
-    ],
-    [
-      "reasoning effort",
-      { reasoning: { effort: "high" } },
-      400,
-      "MP_ERR_REQUEST_INVALID",
-      "reasoning.effort",
-    ],
-    ["background", { background: true }, 400, "MP_ERR_REQUEST_INVALID", "background"],
-    [
-      "an include value",
-      { include: ["message.output_text.logprobs"] },
-      400,
-      "MP_ERR_REQUEST_INVALID",
-      "include[0]",
-    ],
-    ["truncation auto", { truncation: "auto" }, 400, "MP_ERR_REQUEST_INVALID", "truncation"],
-    [
-      "an unknown format",
-      { text: { format: { type: "grammar" } } },
-      400,
-      "MP_ERR_REQUEST_INVALID",
-      "text.format.type",
-    ],
-    [
-      "a json_schema format without a schema",
-      { text: { format: { type: "json_schema", name: "x" } } },
-      400,
-      "MP_ERR_REQUEST_INVALID",
-      "text.format.schema",
-    ],
-    [
-      "tool_choice naming no tool",
-      { tools, tool_choice: { type: "function", name: "nope" } },
-      400,
-      "MP_ERR_REQUEST_INVALID",
-      "tool_choice",
-    ],
-    [
-      "a nested (chat-shaped) tool",
-      { tools: [{ type: "function", function: { name: "add" } }] },
-      400,
-      "MP_ERR_REQUEST_INVALID",
-      "tools[0].name",
-    ],
-    ["no input", { input: undefined }, 400, "MP_ERR_REQUEST_INVALID", "input"],
-    ["a bad temperature", { temperature: 3 }, 400, "MP_ERR_REQUEST_INVALID", "temperature"],
-    ["an unknown model", { model: "no-such-model" }, 404, "MP_ERR_MODEL_NOT_FOUND", "model"],
-  ];
-  for (const [what, extra, status, code, param] of cases)
-    it(`refuses ${what}`, async () => {
-      const res = await call("POST", "/v1/responses", { model: "tiny-llama", input: "hi", ...extra });
-      assert.equal(res.status, status, res.text);
-      assert.equal(res.body.error.code, code);
-      assert.equal(res.body.error.param, param);
-      assert.equal(res.body.error.type, status === 404 ? "invalid_request_error" : "invalid_request_error");
-    });
-
-  it("bounds the conversation as chat does: too many messages, too many bytes", async () => {
-    const many = Array.from({ length: 2000 }, () => ({ role: "user", content: "x" }));
-    const res = await call("POST", "/v1/responses", { model: "tiny-llama", input: many });
-    assert.equal(res.status, 400, res.text);
-    assert.equal(res.body.error.param, "input");
-    const long = await call("POST", "/v1/responses", { model: "tiny-llama", input: "word ".repeat(200_000) });
-    assert.equal(long.status, 400, long.text.slice(0, 300));
-    assert.equal(long.body.error.code, "MP_ERR_LLM_CONTEXT_OVERFLOW");
   });
 });

@@ -9,6 +9,9 @@
 // `data: {chunk}` line written at once (no buffering: TTFT is the point), then a chunk with
 // finish_reason, an optional usage chunk and `data: [DONE]`. A client that disconnects aborts
 // its generation, which frees the model's sequence for the next request.
+//
+// The generation path (model pick, limits, choices, usage, metrics) is openai-generation.ts,
+// shared with the Responses API (routes/openai-responses.ts).
 
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { CancelHandle } from "../../cancel.js";
