@@ -1,8 +1,9 @@
 // `npm run bench:batch-interactive`: what a running batch costs interactive chat requests. One
 // in-process server with tiny-llama (2 sequences, so batch jobs generate on at most one). First
-// 30 sequential chat requests on the idle server; then a batch of N chat lines (the same shape)
-// is created and 30 more sequential chat requests are timed while it runs. Reported: each
-// phase's latency (p50, max), the batch's status and counts when the interactive phase ended (it
+// 30 sequential streamed chat requests on the idle server; then a batch of N chat lines (the same
+// shape) is created and 30 more are timed while it runs. Reported: each phase's time to first
+// token (the first chunk with text; the bar: p50 beside the batch ≤ 1.5× idle) and whole latency
+// (p50, max), the batch's status and counts when the interactive phase ended (it
 // must still have been running for the comparison to mean anything), how long the batch took,
 // and the event loop's delay over the batch. Not a test: numbers for docs/Batch.md.
 // Usage: node dist/bench/batch-interactive.js [--lines N]
@@ -53,15 +54,21 @@ writeFileSync(
 const server = await startInProcess({ file, env: {} });
 const url = server.url;
 
-async function chat(i: number): Promise<number> {
+/** One streamed chat request: ms to the first chunk with text, and to the end. */
+async function chat(i: number): Promise<{ ttft: number; total: number }> {
   const started = performance.now();
   const res = await fetch(`${url}/v1/chat/completions`, {
     method: "POST",
     headers: { "content-type": "application/json" },
-    body: JSON.stringify(body(i)),
+    body: JSON.stringify({ ...body(i), stream: true }),
   });
-  await res.arrayBuffer();
-  return performance.now() - started;
+  const decoder = new TextDecoder();
+  let ttft = Number.NaN;
+  for await (const chunk of res.body!) {
+    if (Number.isNaN(ttft) && /"content":"[^"]/.test(decoder.decode(chunk as Uint8Array, { stream: true })))
+      ttft = performance.now() - started;
+  }
+  return { ttft, total: performance.now() - started };
 }
 
 interface BatchView {
@@ -71,7 +78,7 @@ interface BatchView {
 const getBatch = async (id: string) => (await (await fetch(`${url}/v1/batches/${id}`)).json()) as BatchView;
 
 for (let i = 0; i < 5; i++) await chat(10_000 + i);
-const idle: number[] = [];
+const idle: { ttft: number; total: number }[] = [];
 for (let i = 0; i < ROUNDS; i++) idle.push(await chat(i));
 
 const jsonl = Array.from({ length: LINES }, (_, i) =>
@@ -97,7 +104,7 @@ const created = (await (
     }),
   })
 ).json()) as { id: string };
-const during: number[] = [];
+const during: { ttft: number; total: number }[] = [];
 for (let i = 0; i < ROUNDS; i++) during.push(await chat(100 + i));
 const then = await getBatch(created.id);
 let ended = then;
@@ -112,8 +119,13 @@ console.log(
   JSON.stringify(
     {
       machine: machine(),
-      idle: stats(idle),
-      duringBatch: stats(during),
+      ttftIdle: stats(idle.map((x) => x.ttft)),
+      ttftDuringBatch: stats(during.map((x) => x.ttft)),
+      ttftP50Ratio:
+        Math.round((stats(during.map((x) => x.ttft)).p50Ms / stats(idle.map((x) => x.ttft)).p50Ms) * 100) /
+        100,
+      latencyIdle: stats(idle.map((x) => x.total)),
+      latencyDuringBatch: stats(during.map((x) => x.total)),
       batchWhenInteractiveEnded: { status: then.status, counts: then.request_counts },
       batch: {
         lines: LINES,

